@@ -1,0 +1,122 @@
+//! Strict decimal parsing, shared by request and reply headers so both
+//! sides agree on what a number is.
+
+/// Parses a signed decimal the way Redis's `string2ll` does: an optional
+/// `-`, then digits with no leading zero (except `0` itself), no `+`, no
+/// spaces, no overflow. `-0` is refused, as in Redis.
+pub(crate) fn parse_i64(s: &[u8]) -> Option<i64> {
+    let (negative, digits) = match s.split_first() {
+        Some((b'-', rest)) => (true, rest),
+        Some(_) => (false, s),
+        None => return None,
+    };
+    match digits {
+        [b'0'] if !negative => return Some(0),
+        [b'1'..=b'9', ..] => {}
+        _ => return None,
+    }
+    // Accumulate as a negative number so that i64::MIN fits.
+    let mut acc: i64 = 0;
+    for &b in digits {
+        let d = match b {
+            b'0'..=b'9' => i64::from(b - b'0'),
+            _ => return None,
+        };
+        acc = acc.checked_mul(10)?.checked_sub(d)?;
+    }
+    if negative {
+        Some(acc)
+    } else {
+        acc.checked_neg()
+    }
+}
+
+/// Parses a non-negative length/count (the hot path of both parsers).
+/// `None` for anything `parse_i64` refuses and for negatives, which callers
+/// that care about `-1` check for first.
+pub(crate) fn parse_len(s: &[u8]) -> Option<u64> {
+    match s {
+        [b'0'] => return Some(0),
+        [b'1'..=b'9', ..] if s.len() <= 19 => {}
+        _ => return None,
+    }
+    let mut acc: u64 = 0;
+    for &b in s {
+        if !b.is_ascii_digit() {
+            return None;
+        }
+        // 19 digits cannot overflow a u64.
+        acc = acc * 10 + u64::from(b - b'0');
+    }
+    Some(acc)
+}
+
+/// A RESP3 big number: an optional `-` and at least one digit.
+pub(crate) fn is_big_number(s: &[u8]) -> bool {
+    let digits = s.strip_prefix(b"-").unwrap_or(s);
+    !digits.is_empty() && digits.iter().all(u8::is_ascii_digit)
+}
+
+/// A RESP3 double, as Rust reads it (`inf`, `-inf`, `nan` included).
+pub(crate) fn parse_double(s: &[u8]) -> Option<f64> {
+    std::str::from_utf8(s).ok()?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_i64_follows_string2ll() {
+        for (s, v) in [
+            (&b"0"[..], Some(0)),
+            (b"1", Some(1)),
+            (b"-1", Some(-1)),
+            (b"123456", Some(123_456)),
+            (b"9223372036854775807", Some(i64::MAX)),
+            (b"-9223372036854775808", Some(i64::MIN)),
+            (b"9223372036854775808", None),
+            (b"-9223372036854775809", None),
+            (b"", None),
+            (b"-", None),
+            (b"-0", None),
+            (b"01", None),
+            (b"+1", None),
+            (b" 1", None),
+            (b"1 ", None),
+            (b"1a", None),
+            (b"99999999999999999999999", None),
+        ] {
+            assert_eq!(parse_i64(s), v, "{:?}", s.escape_ascii().to_string());
+        }
+    }
+
+    #[test]
+    fn parse_len_refuses_what_string2ll_refuses() {
+        assert_eq!(parse_len(b"0"), Some(0));
+        assert_eq!(parse_len(b"42"), Some(42));
+        assert_eq!(
+            parse_len(b"9999999999999999999"),
+            Some(9_999_999_999_999_999_999)
+        );
+        assert_eq!(parse_len(b"10000000000000000000"), None);
+        assert_eq!(parse_len(b"00"), None);
+        assert_eq!(parse_len(b"-1"), None);
+        assert_eq!(parse_len(b""), None);
+        assert_eq!(parse_len(b"1x"), None);
+    }
+
+    #[test]
+    fn big_numbers_and_doubles() {
+        assert!(is_big_number(b"123456789012345678901234567890"));
+        assert!(is_big_number(b"-1"));
+        assert!(!is_big_number(b"-"));
+        assert!(!is_big_number(b""));
+        assert!(!is_big_number(b"1.5"));
+        assert_eq!(parse_double(b"1.5"), Some(1.5));
+        assert_eq!(parse_double(b"-inf"), Some(f64::NEG_INFINITY));
+        assert!(parse_double(b"nan").is_some_and(f64::is_nan));
+        assert_eq!(parse_double(b"x"), None);
+        assert_eq!(parse_double(b"\xff"), None);
+    }
+}

@@ -1,0 +1,323 @@
+//! [`RequestParser`]: turns a client's read buffer into [`Request`]s.
+//!
+//! A frame starting with `*` is multibulk; anything else is an inline line
+//! (see `inline`). Progress through a multibulk frame is kept between calls,
+//! so a request that arrives in many reads (a 100 MB `SET`, a `DEL` with a
+//! million keys) is looked at once, not re-scanned on every read; the search
+//! for a line end likewise resumes where it stopped.
+
+use bytes::{Buf, BytesMut};
+use memchr::memchr;
+
+use crate::inline;
+use crate::line::{crlf_at, find_cr};
+use crate::number::{parse_i64, parse_len};
+use crate::request::{ArgRange, ArgRanges, Request};
+use crate::{Limits, ProtocolError};
+
+/// Parses client requests; one per connection, since it remembers how far
+/// it got into a request that is not complete yet.
+///
+/// The buffer passed to [`parse`](Self::parse) must be the same one on
+/// every call, with bytes only appended at its end in between (the usual
+/// read loop). If that ever changes, call [`reset`](Self::reset).
+#[derive(Debug)]
+pub struct RequestParser {
+    limits: Limits,
+    /// How far the current line was searched for its end without finding
+    /// it, so the next search starts there.
+    line_scan: usize,
+    /// The multibulk request being read, once its `*N` line is complete.
+    multibulk: Option<Multibulk>,
+}
+
+/// Progress through a multibulk frame that starts at offset 0 of the
+/// buffer.
+#[derive(Debug)]
+struct Multibulk {
+    /// Offset of the next header or bulk to read.
+    pos: usize,
+    /// Arguments not yet read.
+    remaining: usize,
+    /// Length of the bulk at `pos`, once its `$N` line has been read.
+    bulk_len: Option<usize>,
+    args: ArgRanges,
+}
+
+/// What one step over the buffer came to.
+enum Step {
+    /// A request is ready.
+    Request(Request),
+    /// Bytes were consumed without producing a request (`*0`, a blank
+    /// inline line); try again.
+    Skipped,
+    /// The multibulk header is read; go on with its arguments.
+    Started,
+    /// Wait for more bytes.
+    Incomplete,
+}
+
+/// Which header line is being read, for the errors it can produce.
+#[derive(Clone, Copy)]
+enum Header {
+    Count,
+    Bulk,
+}
+
+// === impl RequestParser ===
+
+impl RequestParser {
+    /// A parser enforcing `limits`.
+    pub fn new(limits: Limits) -> Self {
+        Self {
+            limits,
+            line_scan: 0,
+            multibulk: None,
+        }
+    }
+
+    /// The limits in force.
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// Changes the limits; they apply from the next check on, including to
+    /// a request already partly read.
+    pub fn set_limits(&mut self, limits: Limits) {
+        self.limits = limits;
+    }
+
+    /// Forgets any partly read request.
+    pub fn reset(&mut self) {
+        self.line_scan = 0;
+        self.multibulk = None;
+    }
+
+    /// How many bytes `buf` must hold before the request being read can
+    /// make progress, when that is known (inside a bulk argument). Lets the
+    /// caller reserve once for a big argument instead of growing the buffer
+    /// read by read.
+    pub fn bytes_needed(&self) -> Option<usize> {
+        let mb = self.multibulk.as_ref()?;
+        mb.bulk_len
+            .map(|n| mb.pos.saturating_add(n).saturating_add(2))
+    }
+
+    /// Parses the first complete request at the front of `buf`, removing its
+    /// bytes from `buf`.
+    ///
+    /// `Ok(None)` means more bytes are needed; `buf` is then untouched,
+    /// except that requests with no arguments (blank inline lines, `*0`,
+    /// `*-1`) are consumed and skipped, as Redis skips them. Input that is
+    /// merely incomplete is never an error, wherever it is cut, and the
+    /// outcome never depends on how the bytes were split into reads. An
+    /// error leaves the connection out of sync: answer it and close.
+    pub fn parse(&mut self, buf: &mut BytesMut) -> Result<Option<Request>, ProtocolError> {
+        if self.multibulk.as_ref().is_some_and(|mb| mb.pos > buf.len()) {
+            // The buffer shrank under us; what we knew about it is void.
+            self.reset();
+        }
+        loop {
+            let step = match self.multibulk {
+                Some(_) => self.read_args(buf)?,
+                None => match buf.first() {
+                    None => Step::Incomplete,
+                    Some(b'*') => self.read_count(buf)?,
+                    Some(_) => self.read_inline(buf)?,
+                },
+            };
+            match step {
+                Step::Request(request) => return Ok(Some(request)),
+                Step::Incomplete => return Ok(None),
+                Step::Skipped | Step::Started => {}
+            }
+        }
+    }
+
+    fn read_inline(&mut self, buf: &mut BytesMut) -> Result<Step, ProtocolError> {
+        let max = self.limits.max_inline_len;
+        let from = self.line_scan.min(buf.len());
+        let Some(newline) = buf.get(from..).and_then(|tail| memchr(b'\n', tail)) else {
+            self.line_scan = buf.len();
+            // A trailing CR may be the first half of the line end: leave it
+            // out so that the verdict does not depend on where reads split.
+            let line = buf.len() - usize::from(buf.ends_with(b"\r"));
+            return if line > max {
+                Err(ProtocolError::TooBigInlineRequest)
+            } else {
+                Ok(Step::Incomplete)
+            };
+        };
+        let newline = from + newline;
+        self.line_scan = 0;
+        let line = buf.get(..newline).unwrap_or(&[]);
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        if line.len() > max {
+            // Redis only checks lines still waiting for their end; checking
+            // this one too makes the limit independent of read sizes.
+            return Err(ProtocolError::TooBigInlineRequest);
+        }
+        let args = inline::split_args(line)?;
+        buf.advance(newline + 1);
+        Ok(if args.is_empty() {
+            Step::Skipped
+        } else {
+            Step::Request(args.into_request())
+        })
+    }
+
+    /// Reads the `*N` line at the front of `buf`.
+    fn read_count(&mut self, buf: &mut BytesMut) -> Result<Step, ProtocolError> {
+        let Some((digits, next)) =
+            read_line(buf, 0, Header::Count, &mut self.line_scan, &self.limits)?
+        else {
+            return Ok(Step::Incomplete);
+        };
+        let count = parse_i64(digits).ok_or(ProtocolError::InvalidMultibulkLength)?;
+        if count <= 0 {
+            buf.advance(next);
+            return Ok(Step::Skipped);
+        }
+        let count = usize::try_from(count)
+            .ok()
+            .filter(|&n| n <= self.limits.max_array_len && n <= i32::MAX as usize)
+            .ok_or(ProtocolError::InvalidMultibulkLength)?;
+        // Never reserve on a claim alone: an argument takes at least six
+        // bytes (`$0\r\n\r\n`), so what is buffered bounds the capacity.
+        let room = buf.len().saturating_sub(next) / 6;
+        self.multibulk = Some(Multibulk {
+            pos: next,
+            remaining: count,
+            bulk_len: None,
+            args: ArgRanges::with_capacity(count.min(room)),
+        });
+        Ok(Step::Started)
+    }
+
+    /// Reads arguments until the request is complete or the bytes run out.
+    fn read_args(&mut self, buf: &mut BytesMut) -> Result<Step, ProtocolError> {
+        let Self {
+            limits,
+            line_scan,
+            multibulk,
+        } = self;
+        let Some(mb) = multibulk.as_mut() else {
+            return Ok(Step::Incomplete);
+        };
+        while mb.remaining > 0 {
+            let len = match mb.bulk_len {
+                Some(len) => len,
+                None => match read_bulk_header(buf, mb.pos, line_scan, limits)? {
+                    Some((len, data)) => {
+                        mb.pos = data;
+                        mb.bulk_len = Some(len);
+                        len
+                    }
+                    None => break,
+                },
+            };
+            let end = mb.pos + len;
+            if !crlf_at(buf, end).map_err(|()| ProtocolError::ExpectedCrlf)? {
+                break;
+            }
+            mb.args.push(ArgRange::new(mb.pos, end));
+            mb.pos = end + 2;
+            mb.bulk_len = None;
+            mb.remaining -= 1;
+        }
+        if mb.remaining > 0 {
+            return Ok(Step::Incomplete);
+        }
+        let Some(mb) = multibulk.take() else {
+            return Ok(Step::Incomplete);
+        };
+        let frame = buf.split_to(mb.pos).freeze();
+        Ok(Step::Request(Request::new(frame, mb.args, false)))
+    }
+}
+
+/// Reads the `$N` line at `pos`; returns the length and where the data
+/// starts.
+fn read_bulk_header(
+    buf: &[u8],
+    pos: usize,
+    line_scan: &mut usize,
+    limits: &Limits,
+) -> Result<Option<(usize, usize)>, ProtocolError> {
+    match buf.get(pos) {
+        None => return Ok(None),
+        Some(b'$') => {}
+        // Redis waits for the whole line before saying this; the first
+        // byte already decides it.
+        Some(&other) => return Err(ProtocolError::ExpectedDollar(other)),
+    }
+    let Some((digits, data)) = read_line(buf, pos, Header::Bulk, line_scan, limits)? else {
+        return Ok(None);
+    };
+    let len = parse_len(digits)
+        .and_then(|n| usize::try_from(n).ok())
+        .filter(|&n| n <= limits.max_bulk_len)
+        .ok_or(ProtocolError::InvalidBulkLength)?;
+    // Argument offsets are u32; refuse now rather than after buffering.
+    if data.saturating_add(len).saturating_add(2) > u32::MAX as usize {
+        return Err(ProtocolError::TooBigRequest);
+    }
+    Ok(Some((len, data)))
+}
+
+/// Finds the CRLF ending the header line that starts at `start` (with its
+/// `*`/`$`), resuming the search at `line_scan`. Returns the bytes between
+/// the type byte and the CR, and the offset after the LF.
+fn read_line<'b>(
+    buf: &'b [u8],
+    start: usize,
+    header: Header,
+    line_scan: &mut usize,
+    limits: &Limits,
+) -> Result<Option<(&'b [u8], usize)>, ProtocolError> {
+    let too_big = match header {
+        Header::Count => ProtocolError::TooBigMbulkCountString,
+        Header::Bulk => ProtocolError::TooBigBulkCountString,
+    };
+    let from = (*line_scan).max(start + 1).min(buf.len());
+    let Some(cr) = buf.get(from..).and_then(find_cr) else {
+        *line_scan = buf.len();
+        if buf.len().saturating_sub(start) > limits.max_inline_len {
+            return Err(too_big);
+        }
+        return Ok(None);
+    };
+    let cr = from + cr;
+    if cr - start > limits.max_inline_len {
+        // What Redis says when the CR comes in a later read; said here
+        // too so that the verdict does not depend on read sizes.
+        return Err(too_big);
+    }
+    match buf.get(cr + 1) {
+        None => {
+            *line_scan = cr;
+            Ok(None)
+        }
+        Some(b'\n') => {
+            *line_scan = 0;
+            let digits = buf.get(start + 1..cr).unwrap_or(&[]);
+            Ok(Some((digits, cr + 2)))
+        }
+        // Redis skips the byte after the CR unseen; a frame that is
+        // forwarded verbatim must be well-formed, so refuse it.
+        Some(_) => Err(match header {
+            Header::Count => ProtocolError::InvalidMultibulkLength,
+            Header::Bulk => ProtocolError::InvalidBulkLength,
+        }),
+    }
+}
+
+impl Default for RequestParser {
+    fn default() -> Self {
+        Self::new(Limits::default())
+    }
+}
+
+#[cfg(test)]
+#[path = "parser_tests.rs"]
+mod tests;

@@ -1,0 +1,370 @@
+use super::*;
+use ProtocolError as E;
+
+fn parser() -> RequestParser {
+    RequestParser::new(Limits::default())
+}
+
+/// Parses everything in `input` at once.
+fn parse_all(input: &[u8]) -> Result<Vec<Vec<Vec<u8>>>, ProtocolError> {
+    let mut p = parser();
+    let mut buf = BytesMut::from(input);
+    let mut out = Vec::new();
+    while let Some(r) = p.parse(&mut buf)? {
+        out.push(r.args().map(<[u8]>::to_vec).collect());
+    }
+    Ok(out)
+}
+
+fn args(words: &[&str]) -> Vec<Vec<u8>> {
+    words.iter().map(|w| w.as_bytes().to_vec()).collect()
+}
+
+#[test]
+fn multibulk_frame_is_the_received_bytes_uncopied() {
+    let wire = b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$5\r\nhello\r\n*1\r\n$4\r\nPING\r\n";
+    let mut buf = BytesMut::from(&wire[..]);
+    let start = buf.as_ptr();
+    let mut p = parser();
+    let first = p.parse(&mut buf).ok().flatten();
+    let first = first.unwrap_or_else(|| panic!("no request"));
+    assert_eq!(&first.frame()[..], &wire[..31]);
+    assert_eq!(
+        first.frame().as_ptr(),
+        start,
+        "frame must share the read buffer"
+    );
+    assert_eq!(
+        first.args().collect::<Vec<_>>(),
+        [&b"SET"[..], b"k", b"hello"]
+    );
+    assert_eq!(
+        first.arg_bytes(2).map(|b| b.as_ptr()),
+        Some(start.wrapping_add(24))
+    );
+    assert!(!first.is_inline());
+    let second = p.parse(&mut buf).ok().flatten();
+    assert_eq!(second.as_ref().and_then(|r| r.arg(0)), Some(&b"PING"[..]));
+    assert!(buf.is_empty());
+    assert_eq!(p.parse(&mut buf), Ok(None));
+}
+
+#[test]
+fn binary_safe_arguments() {
+    let wire = b"*2\r\n$3\r\n\r\n\0\r\n$0\r\n\r\n";
+    assert_eq!(
+        parse_all(wire),
+        Ok(vec![vec![b"\r\n\0".to_vec(), Vec::new()]])
+    );
+}
+
+#[test]
+fn every_split_point_waits_then_parses() {
+    let wire = b"*2\r\n$3\r\nGET\r\n$3\r\nkey\r\nPING\r\n*0\r\n\r\n*1\r\n$4\r\nQUIT\r\n";
+    let want = vec![args(&["GET", "key"]), args(&["PING"]), args(&["QUIT"])];
+    for cut in 0..=wire.len() {
+        let mut p = parser();
+        let mut buf = BytesMut::from(&wire[..cut]);
+        let mut got = Vec::new();
+        while let Some(r) = p
+            .parse(&mut buf)
+            .unwrap_or_else(|e| panic!("cut {cut}: {e}"))
+        {
+            got.push(r.args().map(<[u8]>::to_vec).collect::<Vec<_>>());
+        }
+        buf.extend_from_slice(&wire[cut..]);
+        while let Some(r) = p
+            .parse(&mut buf)
+            .unwrap_or_else(|e| panic!("cut {cut}: {e}"))
+        {
+            got.push(r.args().map(<[u8]>::to_vec).collect());
+        }
+        assert_eq!(got, want, "cut at {cut}");
+        assert!(buf.is_empty());
+    }
+}
+
+#[test]
+fn empty_multibulks_are_skipped() {
+    assert_eq!(parse_all(b"*0\r\n*-1\r\n*-100\r\n"), Ok(vec![]));
+    assert_eq!(
+        parse_all(b"*0\r\n*1\r\n$1\r\na\r\n"),
+        Ok(vec![args(&["a"])])
+    );
+    // string2ll refuses "-0".
+    assert_eq!(parse_all(b"*-0\r\n"), Err(E::InvalidMultibulkLength));
+}
+
+#[test]
+fn inline_requests() {
+    assert_eq!(parse_all(b"PING\r\n"), Ok(vec![args(&["PING"])]));
+    assert_eq!(parse_all(b"SET a b\n"), Ok(vec![args(&["SET", "a", "b"])]));
+    assert_eq!(
+        parse_all(b"\r\n\n   \r\nSET \"a b\" 'c'\r\nGET x\r\n"),
+        Ok(vec![args(&["SET", "a b", "c"]), args(&["GET", "x"])])
+    );
+    let mut p = parser();
+    let mut buf = BytesMut::from(&b"GET \"x\\r\"\r\n"[..]);
+    let r = p.parse(&mut buf).ok().flatten();
+    let r = r.unwrap_or_else(|| panic!("no request"));
+    assert!(r.is_inline());
+    assert_eq!(&r.frame()[..], b"*2\r\n$3\r\nGET\r\n$2\r\nx\r\r\n");
+}
+
+#[test]
+fn blank_inline_lines_are_consumed_even_when_nothing_follows() {
+    let mut p = parser();
+    let mut buf = BytesMut::from(&b"\r\n\r\n*1\r\n$4\r\nPI"[..]);
+    assert_eq!(p.parse(&mut buf), Ok(None));
+    assert_eq!(&buf[..], b"*1\r\n$4\r\nPI");
+}
+
+#[test]
+fn invalid_multibulk_length() {
+    for wire in [
+        &b"*abc\r\n"[..],
+        b"*\r\n",
+        b"*1x\r\n",
+        b"*01\r\n",
+        b"*+1\r\n",
+        b"*2147483648\r\n",
+        b"*99999999999\r\n",
+        b"*99999999999999999999999\r\n",
+        b"*3\rX",
+    ] {
+        assert_eq!(
+            parse_all(wire),
+            Err(E::InvalidMultibulkLength),
+            "{}",
+            wire.escape_ascii()
+        );
+    }
+}
+
+#[test]
+fn multibulk_count_over_the_limit_is_refused_at_once() {
+    let mut p = RequestParser::new(Limits {
+        max_array_len: 3,
+        ..Limits::default()
+    });
+    let mut buf = BytesMut::from(&b"*3\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nc\r\n*4\r\n"[..]);
+    assert!(matches!(p.parse(&mut buf), Ok(Some(_))));
+    assert_eq!(p.parse(&mut buf), Err(E::InvalidMultibulkLength));
+    // The default limit: a million, not Redis's INT_MAX.
+    assert_eq!(parse_all(b"*1048577\r\n"), Err(E::InvalidMultibulkLength));
+    assert_eq!(parse_all(b"*1048576\r\n"), Ok(vec![]));
+}
+
+#[test]
+fn invalid_bulk_length() {
+    for wire in [
+        &b"*1\r\n$-1\r\n"[..],
+        b"*1\r\n$abc\r\n",
+        b"*1\r\n$\r\n",
+        b"*1\r\n$01\r\n",
+        b"*1\r\n$536870913\r\n",
+        b"*1\r\n$999999999999\r\n",
+        b"*1\r\n$99999999999999999999999\r\n",
+        b"*1\r\n$3\rXfoo\r\n",
+    ] {
+        assert_eq!(
+            parse_all(wire),
+            Err(E::InvalidBulkLength),
+            "{}",
+            wire.escape_ascii()
+        );
+    }
+    // Exactly the limit is fine (and waits for the data).
+    assert_eq!(parse_all(b"*1\r\n$536870912\r\n"), Ok(vec![]));
+}
+
+#[test]
+fn bulk_limit_follows_set_limits() {
+    let mut p = parser();
+    let mut buf = BytesMut::from(&b"*2\r\n$1\r\na\r\n"[..]);
+    assert_eq!(p.parse(&mut buf), Ok(None));
+    p.set_limits(Limits {
+        max_bulk_len: 4,
+        ..Limits::default()
+    });
+    assert_eq!(p.limits().max_bulk_len, 4);
+    buf.extend_from_slice(b"$5\r\n");
+    assert_eq!(p.parse(&mut buf), Err(E::InvalidBulkLength));
+}
+
+#[test]
+fn expected_dollar() {
+    assert_eq!(parse_all(b"*1\r\n:1\r\n"), Err(E::ExpectedDollar(b':')));
+    // Decided by the first byte, without waiting for the line.
+    assert_eq!(
+        parse_all(b"*2\r\n$1\r\na\r\nx"),
+        Err(E::ExpectedDollar(b'x'))
+    );
+    assert_eq!(
+        E::ExpectedDollar(b'x').to_string(),
+        "Protocol error: expected '$', got 'x'"
+    );
+}
+
+#[test]
+fn expected_crlf_after_bulk() {
+    assert_eq!(parse_all(b"*1\r\n$3\r\nfooXY"), Err(E::ExpectedCrlf));
+    // Decided as soon as the first wrong byte is there.
+    assert_eq!(parse_all(b"*1\r\n$3\r\nfooX"), Err(E::ExpectedCrlf));
+    assert_eq!(parse_all(b"*1\r\n$3\r\nfoo\rX"), Err(E::ExpectedCrlf));
+    assert_eq!(parse_all(b"*1\r\n$3\r\nfoo\r"), Ok(vec![]));
+}
+
+#[test]
+fn unbalanced_quotes() {
+    assert_eq!(parse_all(b"SET \"a b\r\n"), Err(E::UnbalancedQuotes));
+    assert_eq!(parse_all(b"SET 'a'b\r\n"), Err(E::UnbalancedQuotes));
+}
+
+#[test]
+fn too_big_inline_request() {
+    let limits = Limits {
+        max_inline_len: 16,
+        ..Limits::default()
+    };
+    // No newline yet, more than the limit buffered.
+    let mut p = RequestParser::new(limits.clone());
+    let mut buf = BytesMut::from(&[b'a'; 17][..]);
+    assert_eq!(p.parse(&mut buf), Err(E::TooBigInlineRequest));
+    // Exactly the limit, with or without its CR, still waits.
+    for wire in [&[b'a'; 16][..], b"aaaaaaaaaaaaaaaa\r"] {
+        let mut p = RequestParser::new(limits.clone());
+        let mut buf = BytesMut::from(wire);
+        assert_eq!(p.parse(&mut buf), Ok(None));
+    }
+    // A complete line over the limit is refused too, whatever the reads.
+    let mut p = RequestParser::new(limits);
+    let mut buf = BytesMut::from(&b"aaaaaaaaaaaaaaaaa\r\n"[..]);
+    assert_eq!(p.parse(&mut buf), Err(E::TooBigInlineRequest));
+    // The default is 64 KiB.
+    let mut p = parser();
+    let mut buf = BytesMut::from(&vec![b'x'; 64 * 1024][..]);
+    assert_eq!(p.parse(&mut buf), Ok(None));
+    buf.extend_from_slice(b"x");
+    assert_eq!(p.parse(&mut buf), Err(E::TooBigInlineRequest));
+}
+
+#[test]
+fn too_big_count_strings() {
+    // Like Redis: more than 64 KiB from the `*` on, without a CR.
+    let mut wire = b"*".to_vec();
+    wire.extend(std::iter::repeat_n(b'1', 64 * 1024 - 1));
+    let mut p = parser();
+    let mut buf = BytesMut::from(&wire[..]);
+    assert_eq!(p.parse(&mut buf), Ok(None));
+    buf.extend_from_slice(b"1");
+    assert_eq!(p.parse(&mut buf), Err(E::TooBigMbulkCountString));
+
+    let mut wire = b"*1\r\n$".to_vec();
+    wire.extend(std::iter::repeat_n(b'1', 64 * 1024 - 1));
+    let mut p = parser();
+    let mut buf = BytesMut::from(&wire[..]);
+    assert_eq!(p.parse(&mut buf), Ok(None));
+    buf.extend_from_slice(b"1");
+    assert_eq!(p.parse(&mut buf), Err(E::TooBigBulkCountString));
+}
+
+#[test]
+fn too_big_request_is_refused_before_the_data() {
+    let mut p = RequestParser::new(Limits {
+        max_bulk_len: usize::MAX,
+        ..Limits::default()
+    });
+    // The data starts at 17: 17 + 4294967276 + 2 = u32::MAX.
+    let mut buf = BytesMut::from(&b"*1\r\n$4294967276\r\n"[..]);
+    assert_eq!(p.parse(&mut buf), Ok(None));
+    let mut p = RequestParser::new(Limits {
+        max_bulk_len: usize::MAX,
+        ..Limits::default()
+    });
+    let mut buf = BytesMut::from(&b"*1\r\n$4294967277\r\n"[..]);
+    assert_eq!(p.parse(&mut buf), Err(E::TooBigRequest));
+}
+
+#[test]
+fn big_bulk_is_not_rescanned_and_reports_what_it_needs() {
+    let mut p = parser();
+    let mut buf = BytesMut::from(&b"*2\r\n$3\r\nSET\r\n$1000000\r\n"[..]);
+    assert_eq!(p.parse(&mut buf), Ok(None));
+    let header_end = buf.len();
+    assert_eq!(p.bytes_needed(), Some(header_end + 1_000_000 + 2));
+    let mb = p
+        .multibulk
+        .as_ref()
+        .map(|mb| (mb.pos, mb.remaining, mb.bulk_len));
+    assert_eq!(mb, Some((header_end, 1, Some(1_000_000))));
+    for _ in 0..1000 {
+        buf.extend_from_slice(&[b'v'; 1000]);
+        assert_eq!(p.parse(&mut buf), Ok(None));
+    }
+    buf.extend_from_slice(b"\r\n");
+    let r = p.parse(&mut buf).ok().flatten();
+    assert_eq!(
+        r.as_ref().and_then(|r| r.arg(1)).map(<[u8]>::len),
+        Some(1_000_000)
+    );
+    assert_eq!(p.bytes_needed(), None);
+}
+
+#[test]
+fn many_args_keep_their_progress() {
+    let n = 10_000;
+    let mut wire = format!("*{n}\r\n").into_bytes();
+    for i in 0..n {
+        let a = i.to_string();
+        wire.extend_from_slice(format!("${}\r\n{a}\r\n", a.len()).as_bytes());
+    }
+    let half = wire.len() / 2;
+    let mut p = parser();
+    let mut buf = BytesMut::from(&wire[..half]);
+    assert_eq!(p.parse(&mut buf), Ok(None));
+    let read = p
+        .multibulk
+        .as_ref()
+        .map_or(0, |mb| mb.args.as_slice().len());
+    assert!(read > n / 3, "only {read} args kept");
+    buf.extend_from_slice(&wire[half..]);
+    let r = p.parse(&mut buf).ok().flatten();
+    assert_eq!(r.as_ref().map(Request::arg_count), Some(n));
+    assert_eq!(r.as_ref().and_then(|r| r.arg(9999)), Some(&b"9999"[..]));
+}
+
+#[test]
+fn line_search_resumes() {
+    let mut p = parser();
+    let mut buf = BytesMut::from(&b"GET aaaa"[..]);
+    assert_eq!(p.parse(&mut buf), Ok(None));
+    assert_eq!(p.line_scan, 8);
+    buf.extend_from_slice(b"\r\n");
+    assert!(matches!(p.parse(&mut buf), Ok(Some(_))));
+    assert_eq!(p.line_scan, 0);
+}
+
+#[test]
+fn shrunk_buffer_resets_the_parser() {
+    let mut p = parser();
+    let mut buf = BytesMut::from(&b"*2\r\n$3\r\nGET\r\n"[..]);
+    assert_eq!(p.parse(&mut buf), Ok(None));
+    buf.clear();
+    buf.extend_from_slice(b"PING\r\n");
+    let r = p.parse(&mut buf).ok().flatten();
+    assert_eq!(r.as_ref().and_then(|r| r.arg(0)), Some(&b"PING"[..]));
+}
+
+#[test]
+fn small_requests_keep_args_inline() {
+    let mut p = parser();
+    let mut buf = BytesMut::from(&b"*8\r\n$1\r\na\r\n$1\r\na\r\n$1\r\na\r\n$1\r\na\r\n$1\r\na\r\n$1\r\na\r\n$1\r\na\r\n$1\r\na\r\n"[..]);
+    let r = p.parse(&mut buf).ok().flatten();
+    assert_eq!(r.as_ref().map(Request::arg_count), Some(8));
+    assert_eq!(r.as_ref().map(Request::args_spilled), Some(false));
+    buf.extend_from_slice(b"*9\r\n");
+    buf.extend_from_slice(&b"$1\r\na\r\n".repeat(9));
+    let r = p.parse(&mut buf).ok().flatten();
+    assert_eq!(r.as_ref().map(Request::args_spilled), Some(true));
+}
