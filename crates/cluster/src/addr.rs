@@ -1,0 +1,252 @@
+//! Node addresses: a host (name, IPv4 or IPv6 literal) and a port.
+
+use std::fmt;
+use std::str::FromStr;
+use std::sync::Arc;
+
+/// Where a cluster node listens. The host is kept as the cluster reported it
+/// (a name is not resolved here); it is an `Arc<str>` because the same
+/// address is copied into every routing decision and slot-map snapshot.
+#[derive(Clone, Eq, PartialEq, Hash, Ord, PartialOrd, Debug)]
+pub struct NodeAddr {
+    host: Arc<str>,
+    port: u16,
+}
+
+/// Why a `host:port` string is not an address.
+#[derive(thiserror::Error, Copy, Clone, Eq, PartialEq, Debug)]
+pub enum AddrParseError {
+    /// There is no `:` separating a port.
+    #[error("address has no ':port' part")]
+    MissingPort,
+    /// Nothing before the port (or `[]`).
+    #[error("address has an empty host")]
+    EmptyHost,
+    /// The port is not a decimal number in `1..=65535`.
+    #[error("address has an invalid port (expected 1-65535)")]
+    BadPort,
+    /// The host has whitespace, control bytes, stray brackets or is not UTF-8.
+    #[error("address has an invalid host")]
+    BadHost,
+}
+
+// === impl NodeAddr ===
+
+impl NodeAddr {
+    /// No validation: use `str::parse` for input from outside.
+    pub fn new(host: impl Into<Arc<str>>, port: u16) -> Self {
+        NodeAddr {
+            host: host.into(),
+            port,
+        }
+    }
+
+    /// The host without brackets (`::1`, not `[::1]`).
+    pub fn host(&self) -> &str {
+        &self.host
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// Redis 7 may leave the host out of a redirect or a topology entry
+    /// (`MOVED 3999 :6381`), meaning "the host you are talking to".
+    pub fn has_host(&self) -> bool {
+        !self.host.is_empty()
+    }
+
+    /// This address, or if its host is empty, `origin`'s host with this
+    /// port: how an empty-host redirect is resolved against the node that
+    /// sent it.
+    pub fn or_host_of(&self, origin: &NodeAddr) -> NodeAddr {
+        if self.has_host() {
+            self.clone()
+        } else {
+            NodeAddr {
+                host: Arc::clone(&origin.host),
+                port: self.port,
+            }
+        }
+    }
+
+    /// Parses `host:port` from wire bytes. The last `:` splits, so bare IPv6
+    /// (`::1:6379`) works as Redis itself prints it; `[::1]:6379` too.
+    /// `allow_empty_host` admits Redis 7's `:6379` form.
+    pub(crate) fn parse_bytes(
+        s: &[u8],
+        allow_empty_host: bool,
+    ) -> Result<NodeAddr, AddrParseError> {
+        let colon = s
+            .iter()
+            .rposition(|&b| b == b':')
+            .ok_or(AddrParseError::MissingPort)?;
+        let (host, port) = (
+            s.get(..colon).unwrap_or_default(),
+            s.get(colon + 1..).unwrap_or_default(),
+        );
+        let port = parse_port(port).ok_or(AddrParseError::BadPort)?;
+        let host = match host {
+            [b'[', inner @ .., b']'] => inner,
+            other => other,
+        };
+        if host.is_empty() && !allow_empty_host {
+            return Err(AddrParseError::EmptyHost);
+        }
+        if !host.iter().all(|&b| is_host_byte(b)) {
+            return Err(AddrParseError::BadHost);
+        }
+        let host = std::str::from_utf8(host).map_err(|_| AddrParseError::BadHost)?;
+        Ok(NodeAddr::new(host, port))
+    }
+
+    /// Validates a host and port that arrived as separate fields (topology
+    /// replies), with the same rules as `parse_bytes`.
+    pub(crate) fn from_parts(host: &[u8], port: u16) -> Result<NodeAddr, AddrParseError> {
+        if port == 0 {
+            return Err(AddrParseError::BadPort);
+        }
+        if host.is_empty() {
+            return Err(AddrParseError::EmptyHost);
+        }
+        if !host.iter().all(|&b| is_host_byte(b)) {
+            return Err(AddrParseError::BadHost);
+        }
+        let host = std::str::from_utf8(host).map_err(|_| AddrParseError::BadHost)?;
+        Ok(NodeAddr::new(host, port))
+    }
+}
+
+impl FromStr for NodeAddr {
+    type Err = AddrParseError;
+
+    /// `host:port`, `1.2.3.4:6379`, `[::1]:6379` or `::1:6379`.
+    fn from_str(s: &str) -> Result<NodeAddr, AddrParseError> {
+        NodeAddr::parse_bytes(s.as_bytes(), false)
+    }
+}
+
+impl fmt::Display for NodeAddr {
+    /// `host:port`, with an IPv6 host bracketed so the result parses back
+    /// and can be handed to a socket address parser.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.host.contains(':') {
+            write!(f, "[{}]:{}", self.host, self.port)
+        } else {
+            write!(f, "{}:{}", self.host, self.port)
+        }
+    }
+}
+
+/// Decimal digits only (`u16::from_str` would accept a `+`), at most five of
+/// them, and not port 0, which no node can listen on.
+fn parse_port(digits: &[u8]) -> Option<u16> {
+    if digits.is_empty() || digits.len() > 5 {
+        return None;
+    }
+    let mut port: u32 = 0;
+    for &b in digits {
+        if !b.is_ascii_digit() {
+            return None;
+        }
+        port = port * 10 + u32::from(b - b'0');
+    }
+    u16::try_from(port).ok().filter(|&p| p != 0)
+}
+
+/// Anything printable except brackets: names, IPv4, IPv6 (with `:` and `%`
+/// zone ids), and non-ASCII UTF-8 names, which are checked as UTF-8 after.
+fn is_host_byte(b: u8) -> bool {
+    match b {
+        b'[' | b']' => false,
+        0x21..=0x7e => true,
+        0x80..=0xff => true,
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(s: &str) -> Result<NodeAddr, AddrParseError> {
+        s.parse()
+    }
+
+    #[test]
+    fn parses_common_forms() {
+        assert_eq!(
+            parse("127.0.0.1:6379"),
+            Ok(NodeAddr::new("127.0.0.1", 6379))
+        );
+        assert_eq!(
+            parse("redis-0.svc.local:7000"),
+            Ok(NodeAddr::new("redis-0.svc.local", 7000))
+        );
+        assert_eq!(parse("[::1]:6379"), Ok(NodeAddr::new("::1", 6379)));
+        assert_eq!(parse("::1:6379"), Ok(NodeAddr::new("::1", 6379)));
+        assert_eq!(
+            parse("fe80::1%eth0:6379"),
+            Ok(NodeAddr::new("fe80::1%eth0", 6379))
+        );
+        assert_eq!(parse("h:65535"), Ok(NodeAddr::new("h", 65535)));
+    }
+
+    #[test]
+    fn rejects_bad_input() {
+        assert_eq!(parse("localhost"), Err(AddrParseError::MissingPort));
+        assert_eq!(parse(""), Err(AddrParseError::MissingPort));
+        assert_eq!(parse(":6379"), Err(AddrParseError::EmptyHost));
+        assert_eq!(parse("[]:6379"), Err(AddrParseError::EmptyHost));
+        assert_eq!(parse("h:"), Err(AddrParseError::BadPort));
+        assert_eq!(parse("h:0"), Err(AddrParseError::BadPort));
+        assert_eq!(parse("h:65536"), Err(AddrParseError::BadPort));
+        assert_eq!(parse("h:+80"), Err(AddrParseError::BadPort));
+        assert_eq!(parse("h:123456"), Err(AddrParseError::BadPort));
+        assert_eq!(parse("h: 80"), Err(AddrParseError::BadPort));
+        assert_eq!(parse("a b:80"), Err(AddrParseError::BadHost));
+        assert_eq!(parse("[::1:80"), Err(AddrParseError::BadHost));
+        assert_eq!(parse("::1]:80"), Err(AddrParseError::BadHost));
+        assert_eq!(parse("h\n:80"), Err(AddrParseError::BadHost));
+        assert_eq!(
+            NodeAddr::parse_bytes(b"\xff\xfe:80", false),
+            Err(AddrParseError::BadHost)
+        );
+    }
+
+    #[test]
+    fn empty_host_form() {
+        let addr = NodeAddr::parse_bytes(b":6381", true);
+        assert_eq!(addr, Ok(NodeAddr::new("", 6381)));
+        let origin = NodeAddr::new("10.0.0.5", 7000);
+        let resolved = addr.map(|a| a.or_host_of(&origin));
+        assert_eq!(resolved, Ok(NodeAddr::new("10.0.0.5", 6381)));
+        let full = NodeAddr::new("10.0.0.9", 6379);
+        assert_eq!(full.or_host_of(&origin), full);
+    }
+
+    #[test]
+    fn displays_brackets_for_ipv6() {
+        assert_eq!(NodeAddr::new("::1", 6379).to_string(), "[::1]:6379");
+        assert_eq!(NodeAddr::new("10.1.2.3", 7001).to_string(), "10.1.2.3:7001");
+        assert_eq!(NodeAddr::new("redis.local", 1).to_string(), "redis.local:1");
+    }
+
+    #[test]
+    fn orders_by_host_then_port() {
+        let mut addrs = vec![
+            NodeAddr::new("b", 1),
+            NodeAddr::new("a", 2),
+            NodeAddr::new("a", 1),
+        ];
+        addrs.sort();
+        assert_eq!(
+            addrs,
+            vec![
+                NodeAddr::new("a", 1),
+                NodeAddr::new("a", 2),
+                NodeAddr::new("b", 1)
+            ]
+        );
+    }
+}

@@ -1,0 +1,367 @@
+//! The redirect decision: what to do with a backend's reply, as a pure
+//! function of (reply bytes, attempts so far, policy).
+
+use std::time::Duration;
+
+use orthrus_resp::{ReplyClass, classify};
+
+use crate::{NodeAddr, Redirect, Slot};
+
+/// Limits on how hard one request tries to reach the right node.
+#[derive(Clone, Debug)]
+pub struct RedirectPolicy {
+    /// How many MOVED/ASK/TRYAGAIN/CLUSTERDOWN retries one request may take.
+    /// Default 5.
+    pub max_redirects: u32,
+    /// First back-off after TRYAGAIN (a multi-key request hit a slot being
+    /// migrated), doubled per attempt. Default 10 ms.
+    pub tryagain_backoff: Duration,
+    /// First back-off after CLUSTERDOWN, doubled per attempt. Default 100 ms.
+    pub clusterdown_backoff: Duration,
+    /// Cap on any back-off. Default 1 s.
+    pub max_backoff: Duration,
+}
+
+/// What the proxy does with one backend reply.
+///
+/// A `Moved`/`Ask` address may have an empty host (Redis 7's `:port` form);
+/// resolve it against the node that answered with [`Action::with_origin`]
+/// before connecting.
+#[derive(Clone, Debug, Eq, PartialEq)]
+pub enum Action {
+    /// Not a redirect: hand the reply to the client as it is. This includes
+    /// ordinary errors, and TRYAGAIN/CLUSTERDOWN once the budget is spent,
+    /// which the client then sees with the server's own wording.
+    Done,
+    /// Patch the slot map, resend the same frame to `addr`, and schedule a
+    /// topology refresh.
+    Moved { slot: Slot, addr: NodeAddr },
+    /// Send `ASKING` and the command to `addr`; the slot map is untouched.
+    Ask { addr: NodeAddr },
+    /// Resend to the same slot after `delay`; with `refresh`, refresh the
+    /// topology first (CLUSTERDOWN: a slot may have lost its owner).
+    RetryAfter { delay: Duration, refresh: bool },
+    /// Give the client [`FailReason::message`] as an error.
+    Fail(FailReason),
+}
+
+/// Why a request is given up.
+#[derive(Clone, Copy, Debug, Eq, PartialEq)]
+pub enum FailReason {
+    /// The request was redirected `max_redirects` times and got yet another
+    /// MOVED or ASK: the topology is changing faster than it can follow.
+    TooManyRedirects,
+    /// A node sent a MOVED/ASK that does not parse.
+    MalformedRedirect,
+}
+
+// === impl RedirectPolicy ===
+
+impl RedirectPolicy {
+    /// `base` doubled `attempt` times, capped at `max_backoff`.
+    pub fn backoff(&self, base: Duration, attempt: u32) -> Duration {
+        let factor = 1u32.checked_shl(attempt).unwrap_or(u32::MAX);
+        base.saturating_mul(factor).min(self.max_backoff)
+    }
+}
+
+impl Default for RedirectPolicy {
+    fn default() -> RedirectPolicy {
+        RedirectPolicy {
+            max_redirects: 5,
+            tryagain_backoff: Duration::from_millis(10),
+            clusterdown_backoff: Duration::from_millis(100),
+            max_backoff: Duration::from_secs(1),
+        }
+    }
+}
+
+// === impl Action ===
+
+impl Action {
+    /// Resolves an empty redirect host against `origin`, the node whose reply
+    /// was decided on. Other actions are returned unchanged.
+    pub fn with_origin(self, origin: &NodeAddr) -> Action {
+        match self {
+            Action::Moved { slot, addr } => Action::Moved {
+                slot,
+                addr: addr.or_host_of(origin),
+            },
+            Action::Ask { addr } => Action::Ask {
+                addr: addr.or_host_of(origin),
+            },
+            other => other,
+        }
+    }
+}
+
+// === impl FailReason ===
+
+impl FailReason {
+    /// The error text the proxy sends (without the leading `-` and the
+    /// CRLF). The `ERR orthrus:` prefix is stable; the rest is prose.
+    pub fn message(self) -> &'static str {
+        match self {
+            FailReason::TooManyRedirects => {
+                "ERR orthrus: too many MOVED/ASK redirects for this request; the cluster topology is changing, retry later"
+            }
+            FailReason::MalformedRedirect => {
+                "ERR orthrus: a cluster node sent a malformed MOVED/ASK redirect"
+            }
+        }
+    }
+
+    /// [`FailReason::message`] as a complete RESP error frame.
+    pub fn frame(self) -> &'static [u8] {
+        match self {
+            FailReason::TooManyRedirects => {
+                b"-ERR orthrus: too many MOVED/ASK redirects for this request; the cluster topology is changing, retry later\r\n"
+            }
+            FailReason::MalformedRedirect => {
+                b"-ERR orthrus: a cluster node sent a malformed MOVED/ASK redirect\r\n"
+            }
+        }
+    }
+}
+
+/// Decides what to do with `reply`, a complete reply frame from a backend.
+/// `attempt` is how many redirects and retries this request already took
+/// (0 for the reply to the first send).
+///
+/// The reply is classified in place by `orthrus_resp::classify` (its first
+/// bytes only); only a MOVED or ASK is parsed further.
+pub fn decide(reply: &[u8], attempt: u32, policy: &RedirectPolicy) -> Action {
+    let class = classify(reply);
+    let budget_spent = attempt >= policy.max_redirects;
+    match class {
+        ReplyClass::Normal | ReplyClass::Error => Action::Done,
+        ReplyClass::Moved | ReplyClass::Ask if budget_spent => {
+            Action::Fail(FailReason::TooManyRedirects)
+        }
+        ReplyClass::Moved | ReplyClass::Ask => match Redirect::parse(reply) {
+            Some(Redirect::Moved { slot, addr }) => Action::Moved { slot, addr },
+            Some(Redirect::Ask { addr, .. }) => Action::Ask { addr },
+            None => Action::Fail(FailReason::MalformedRedirect),
+        },
+        // The server's own TRYAGAIN/CLUSTERDOWN says more to the client (and
+        // to cluster-aware client libraries) than a proxy error would.
+        ReplyClass::TryAgain | ReplyClass::ClusterDown if budget_spent => Action::Done,
+        ReplyClass::TryAgain => Action::RetryAfter {
+            delay: policy.backoff(policy.tryagain_backoff, attempt),
+            refresh: false,
+        },
+        ReplyClass::ClusterDown => Action::RetryAfter {
+            delay: policy.backoff(policy.clusterdown_backoff, attempt),
+            refresh: true,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    #[test]
+    fn ordinary_replies_are_done() {
+        let policy = RedirectPolicy::default();
+        let replies: &[&[u8]] = &[
+            b"+OK\r\n",
+            b":1\r\n",
+            b"$5\r\nMOVED\r\n",
+            b"*1\r\n$3\r\nASK\r\n",
+            b"-ERR unknown command 'FOO'\r\n",
+            b"-WRONGTYPE Operation against a key holding the wrong kind of value\r\n",
+            b"-CROSSSLOT Keys in request don't hash to the same slot\r\n",
+            b"-LOADING Redis is loading the dataset in memory\r\n",
+            b"-ERR MOVED 1 h:1\r\n",
+            b"!3\r\nERR\r\n",
+            b"-MOVED\r\n",
+            b"-TRYAGAINX\r\n",
+            b"",
+        ];
+        for reply in replies {
+            assert_eq!(
+                decide(reply, 0, &policy),
+                Action::Done,
+                "{:?}",
+                String::from_utf8_lossy(reply)
+            );
+        }
+    }
+
+    #[test]
+    fn moved_and_ask() {
+        let policy = RedirectPolicy::default();
+        assert_eq!(
+            decide(b"-MOVED 3999 127.0.0.1:6381\r\n", 0, &policy),
+            Action::Moved {
+                slot: Slot::new(3999).unwrap(),
+                addr: NodeAddr::new("127.0.0.1", 6381)
+            }
+        );
+        assert_eq!(
+            decide(b"-ASK 3999 127.0.0.1:6382\r\n", 4, &policy),
+            Action::Ask {
+                addr: NodeAddr::new("127.0.0.1", 6382)
+            }
+        );
+        assert_eq!(
+            decide(b"!16\r\nASK 1 [::1]:7001\r\n", 0, &policy),
+            Action::Ask {
+                addr: NodeAddr::new("::1", 7001)
+            }
+        );
+    }
+
+    #[test]
+    fn empty_host_resolves_against_origin() {
+        let origin = NodeAddr::new("10.0.0.3", 7000);
+        let action = decide(b"-MOVED 12 :7004\r\n", 0, &RedirectPolicy::default());
+        assert_eq!(
+            action.with_origin(&origin),
+            Action::Moved {
+                slot: Slot::new(12).unwrap(),
+                addr: NodeAddr::new("10.0.0.3", 7004)
+            }
+        );
+        let action = decide(b"-ASK 12 :7005\r\n", 0, &RedirectPolicy::default());
+        assert_eq!(
+            action.with_origin(&origin),
+            Action::Ask {
+                addr: NodeAddr::new("10.0.0.3", 7005)
+            }
+        );
+        assert_eq!(Action::Done.with_origin(&origin), Action::Done);
+    }
+
+    #[test]
+    fn malformed_redirect_fails() {
+        let policy = RedirectPolicy::default();
+        for reply in [
+            &b"-MOVED 3999\r\n"[..],
+            b"-MOVED 20000 h:1\r\n",
+            b"-ASK x h:1\r\n",
+            b"-MOVED 1 h:0\r\n",
+        ] {
+            assert_eq!(
+                decide(reply, 0, &policy),
+                Action::Fail(FailReason::MalformedRedirect)
+            );
+        }
+    }
+
+    #[test]
+    fn tryagain_backs_off_and_caps() {
+        let policy = RedirectPolicy {
+            max_redirects: 40,
+            ..RedirectPolicy::default()
+        };
+        let delay = |attempt| match decide(
+            b"-TRYAGAIN Multiple keys request during rehashing of slot\r\n",
+            attempt,
+            &policy,
+        ) {
+            Action::RetryAfter {
+                delay,
+                refresh: false,
+            } => delay,
+            other => panic!("attempt {attempt}: {other:?}"),
+        };
+        assert_eq!(delay(0), ms(10));
+        assert_eq!(delay(1), ms(20));
+        assert_eq!(delay(2), ms(40));
+        assert_eq!(delay(6), ms(640));
+        assert_eq!(delay(7), ms(1000));
+        assert_eq!(delay(39), ms(1000));
+    }
+
+    #[test]
+    fn clusterdown_refreshes() {
+        let policy = RedirectPolicy::default();
+        assert_eq!(
+            decide(b"-CLUSTERDOWN Hash slot not served\r\n", 0, &policy),
+            Action::RetryAfter {
+                delay: ms(100),
+                refresh: true
+            }
+        );
+        assert_eq!(
+            decide(b"-CLUSTERDOWN The cluster is down\r\n", 3, &policy),
+            Action::RetryAfter {
+                delay: ms(800),
+                refresh: true
+            }
+        );
+        assert_eq!(
+            decide(b"-CLUSTERDOWN\r\n", 4, &policy),
+            Action::RetryAfter {
+                delay: ms(1000),
+                refresh: true
+            }
+        );
+    }
+
+    #[test]
+    fn budget() {
+        let policy = RedirectPolicy::default();
+        let moved = b"-MOVED 1 127.0.0.1:7000\r\n";
+        assert!(matches!(decide(moved, 4, &policy), Action::Moved { .. }));
+        assert_eq!(
+            decide(moved, 5, &policy),
+            Action::Fail(FailReason::TooManyRedirects)
+        );
+        assert_eq!(
+            decide(moved, u32::MAX, &policy),
+            Action::Fail(FailReason::TooManyRedirects)
+        );
+        let ask = b"-ASK 1 127.0.0.1:7000\r\n";
+        assert_eq!(
+            decide(ask, 5, &policy),
+            Action::Fail(FailReason::TooManyRedirects)
+        );
+        // Past the budget a malformed redirect still counts as one too many.
+        assert_eq!(
+            decide(b"-MOVED x\r\n", 5, &policy),
+            Action::Fail(FailReason::TooManyRedirects)
+        );
+        assert_eq!(decide(b"-TRYAGAIN\r\n", 5, &policy), Action::Done);
+        assert_eq!(decide(b"-CLUSTERDOWN x\r\n", 5, &policy), Action::Done);
+        let none = RedirectPolicy {
+            max_redirects: 0,
+            ..RedirectPolicy::default()
+        };
+        assert_eq!(
+            decide(moved, 0, &none),
+            Action::Fail(FailReason::TooManyRedirects)
+        );
+    }
+
+    #[test]
+    fn backoff_saturates() {
+        let policy = RedirectPolicy {
+            max_backoff: Duration::MAX,
+            ..RedirectPolicy::default()
+        };
+        assert_eq!(policy.backoff(ms(10), 31), ms(10) * (1 << 31));
+        assert_eq!(policy.backoff(ms(10), 32), ms(10) * u32::MAX);
+        assert_eq!(policy.backoff(Duration::MAX, 3), Duration::MAX);
+    }
+
+    #[test]
+    fn messages_are_stable() {
+        for reason in [FailReason::TooManyRedirects, FailReason::MalformedRedirect] {
+            assert!(reason.message().starts_with("ERR orthrus: "));
+            let frame = reason.frame();
+            assert_eq!(frame.first(), Some(&b'-'));
+            assert!(frame.ends_with(b"\r\n"));
+            assert_eq!(
+                frame.get(1..frame.len() - 2),
+                Some(reason.message().as_bytes())
+            );
+        }
+    }
+}

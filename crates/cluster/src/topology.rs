@@ -1,0 +1,357 @@
+//! Building a [`SlotMap`] from CLUSTER SHARDS (Redis >= 7) or CLUSTER SLOTS
+//! replies, in RESP2 or RESP3 shape.
+//!
+//! Both parsers are strict about structure (a reply that is not shaped like
+//! the command's documented answer is a [`TopologyError`], so the caller can
+//! try another seed) and lenient about content that does not affect routing:
+//! unknown fields are ignored, an unknown health is `Unknown`, and a replica
+//! whose address is unusable is left out rather than failing discovery.
+//!
+//! Which host to connect to follows the `cluster-preferred-endpoint-type`
+//! documentation:
+//! - a normal endpoint (IP or hostname) is used as it is;
+//! - `NULL` (CLUSTER SLOTS) or `""` (CLUSTER SHARDS) means "unknown
+//!   endpoint" (nodes behind a load balancer, or a node that does not yet
+//!   know its own IP): connect to the host the reply came from, `seed`;
+//! - `?` means the node is set to announce a hostname but has none: its IP
+//!   (the `ip` field, or the `ip` metadata in CLUSTER SLOTS) is used when
+//!   the reply carries one, else the seed's host.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use orthrus_resp::Value;
+
+use crate::slot_map::MAX_NODES;
+use crate::{AddrParseError, Health, Node, NodeAddr, Role, Slot, SlotMap};
+
+/// Why a topology reply could not be turned into a slot map.
+#[derive(thiserror::Error, Clone, Debug, Eq, PartialEq)]
+pub enum TopologyError {
+    /// The node answered with an error, e.g. `ERR unknown subcommand` from a
+    /// Redis older than 7 (fall back to CLUSTER SLOTS) or `ERR This instance
+    /// has cluster support disabled`.
+    #[error("node answered with an error: {}", String::from_utf8_lossy(.0))]
+    ErrorReply(Bytes),
+    /// The reply does not have the documented shape.
+    #[error("malformed topology reply: {what}")]
+    Malformed { what: &'static str },
+    /// A slot range outside `0..=16383`, or with its ends reversed.
+    #[error("slot range {first}-{last} is out of 0-16383 or reversed")]
+    BadSlotRange { first: i64, last: i64 },
+    /// Two nodes claim the same slot: the reply contradicts itself.
+    #[error("slot {slot} is claimed by two different nodes")]
+    SlotOwnedTwice { slot: u16 },
+    /// A master's address is unusable (bad port, empty or invalid host).
+    #[error("a master's address in the topology reply is unusable")]
+    BadAddr(#[source] AddrParseError),
+    /// More nodes than a slot map can index.
+    #[error("the topology reply lists more than {MAX_NODES} nodes")]
+    TooManyNodes,
+}
+
+/// The key/value fields of a RESP3 map or of a RESP2 flat array of
+/// alternating names and values, looked up in place without collecting.
+#[derive(Clone, Copy)]
+enum Fields<'a> {
+    Map(&'a [(Value, Value)]),
+    Flat(&'a [Value]),
+}
+
+/// A node's advertised endpoint, before it is resolved to a host.
+#[derive(Clone, Copy)]
+enum Endpoint<'a> {
+    /// No endpoint field at all (not Redis 7.0's shape, but harmless).
+    Absent,
+    /// `NULL` or `""`: unknown, use the seed's host.
+    Unknown,
+    /// `?`: hostname preferred but not configured.
+    Unset,
+    Known(&'a [u8]),
+}
+
+// === impl SlotMap ===
+
+impl SlotMap {
+    /// Builds a map from a CLUSTER SHARDS reply (Redis >= 7), RESP2 (flat
+    /// arrays) or RESP3 (maps). `seed` is the node that answered: its host
+    /// stands in for unknown endpoints.
+    ///
+    /// In each shard the owner of the slots is its master that is not
+    /// failed (or, if all are, its first master); its usable replicas are
+    /// recorded for replica reads. A shard without slots still adds its
+    /// nodes to [`SlotMap::nodes`].
+    pub fn from_shards(reply: &Value, seed: &NodeAddr) -> Result<SlotMap, TopologyError> {
+        let mut map = SlotMap::empty();
+        for shard in top_level(reply)? {
+            let fields = Fields::of(shard).ok_or(malformed("a shard is not a map"))?;
+            let slots = fields
+                .get(b"slots")
+                .and_then(items)
+                .ok_or(malformed("a shard has no 'slots' array"))?;
+            let ranges = slot_pairs(slots)?;
+            let nodes = fields
+                .get(b"nodes")
+                .and_then(items)
+                .ok_or(malformed("a shard has no 'nodes' array"))?;
+            add_shard(&mut map, &ranges, nodes, seed)?;
+        }
+        Ok(map)
+    }
+
+    /// Builds a map from a CLUSTER SLOTS reply (Redis 3 to 7): an array of
+    /// `[first, last, master, replica...]` where each node is `[host, port,
+    /// id?, metadata?]`. Node health is not reported, so it is `Unknown`.
+    pub fn from_slots(reply: &Value, seed: &NodeAddr) -> Result<SlotMap, TopologyError> {
+        let mut map = SlotMap::empty();
+        for entry in top_level(reply)? {
+            let parts = items(entry).ok_or(malformed("a slot range entry is not an array"))?;
+            let [first, last, master, replicas @ ..] = parts else {
+                return Err(malformed("a slot range entry has fewer than 3 elements"));
+            };
+            let (first, last) = slot_range(first, last)?;
+            let owner = map.intern(slots_node(master, Role::Master, seed)?)?;
+            map.assign(first, last, owner)?;
+            for replica in replicas {
+                let node = match slots_node(replica, Role::Replica, seed) {
+                    Ok(node) => node,
+                    // A replica with an unusable address cannot take reads;
+                    // it is not worth failing discovery over.
+                    Err(TopologyError::BadAddr(_)) => continue,
+                    Err(e) => return Err(e),
+                };
+                let addr = node.addr.clone();
+                map.intern(node)?;
+                map.add_replica(owner, &addr);
+            }
+        }
+        Ok(map)
+    }
+}
+
+/// Adds one CLUSTER SHARDS shard: its nodes, its owner and its slots.
+fn add_shard(
+    map: &mut SlotMap,
+    ranges: &[(Slot, Slot)],
+    nodes: &[Value],
+    seed: &NodeAddr,
+) -> Result<(), TopologyError> {
+    let mut parsed = Vec::with_capacity(nodes.len());
+    for node in nodes {
+        if let Some(node) = shard_node(node, seed)? {
+            parsed.push(node);
+        }
+    }
+    let owner = parsed
+        .iter()
+        .find(|n| n.role == Role::Master && n.health != Health::Failed)
+        .or_else(|| parsed.iter().find(|n| n.role == Role::Master))
+        .map(|n| n.addr.clone());
+    let mut replicas = Vec::new();
+    for node in parsed {
+        if node.role == Role::Replica && node.health.is_usable() {
+            replicas.push(node.addr.clone());
+        }
+        map.intern(node)?;
+    }
+    // A shard with slots but no master leaves them unowned: the map reports
+    // partial coverage instead of inventing an owner.
+    let Some(owner) = owner.and_then(|addr| map.index_of(&addr)) else {
+        return Ok(());
+    };
+    for addr in &replicas {
+        map.add_replica(owner, addr);
+    }
+    for &(first, last) in ranges {
+        map.assign(first, last, owner)?;
+    }
+    Ok(())
+}
+
+/// One CLUSTER SHARDS node. `Ok(None)`: a replica with an unusable address,
+/// left out.
+fn shard_node(value: &Value, seed: &NodeAddr) -> Result<Option<Node>, TopologyError> {
+    let fields = Fields::of(value).ok_or(malformed("a shard node is not a map"))?;
+    let role = fields
+        .get(b"role")
+        .and_then(text)
+        .and_then(Role::from_wire)
+        .ok_or(malformed("a shard node has no valid 'role'"))?;
+    let health = fields
+        .get(b"health")
+        .and_then(text)
+        .map_or(Health::Unknown, Health::from_wire);
+    let endpoint = fields
+        .get(b"endpoint")
+        .map_or(Endpoint::Absent, Endpoint::of);
+    let ip = fields.get(b"ip").and_then(text);
+    // A TLS-only node has no plain `port`; its TLS port is its only address.
+    let port = fields
+        .get(b"port")
+        .or_else(|| fields.get(b"tls-port"))
+        .and_then(int);
+    let addr = port_of(port).and_then(|port| NodeAddr::from_parts(endpoint.host(ip, seed), port));
+    match addr {
+        Ok(addr) => Ok(Some(Node {
+            id: fields.get(b"id").and_then(node_id),
+            addr,
+            role,
+            health,
+        })),
+        Err(_) if role == Role::Replica => Ok(None),
+        Err(e) => Err(TopologyError::BadAddr(e)),
+    }
+}
+
+/// One CLUSTER SLOTS node: `[host, port, id?, metadata?]`.
+fn slots_node(value: &Value, role: Role, seed: &NodeAddr) -> Result<Node, TopologyError> {
+    let parts = items(value).ok_or(malformed("a slot owner is not an array"))?;
+    let [host, port, rest @ ..] = parts else {
+        return Err(malformed("a slot owner has fewer than 2 elements"));
+    };
+    let id = rest.first().and_then(node_id);
+    let ip = rest
+        .get(1)
+        .and_then(Fields::of)
+        .and_then(|meta| meta.get(b"ip"))
+        .and_then(text);
+    let port = port_of(int(port)).map_err(TopologyError::BadAddr)?;
+    let addr = NodeAddr::from_parts(Endpoint::of(host).host(ip, seed), port)
+        .map_err(TopologyError::BadAddr)?;
+    Ok(Node {
+        id,
+        addr,
+        role,
+        health: Health::Unknown,
+    })
+}
+
+// === impl Endpoint ===
+
+impl<'a> Endpoint<'a> {
+    fn of(value: &'a Value) -> Endpoint<'a> {
+        match text(value) {
+            None | Some(b"") => Endpoint::Unknown,
+            Some(b"?") => Endpoint::Unset,
+            Some(host) => Endpoint::Known(host),
+        }
+    }
+
+    fn host(self, ip: Option<&'a [u8]>, seed: &'a NodeAddr) -> &'a [u8] {
+        let ip = ip.filter(|ip| !ip.is_empty() && *ip != b"?");
+        match self {
+            Endpoint::Known(host) => host,
+            Endpoint::Absent | Endpoint::Unset => ip.unwrap_or(seed.host().as_bytes()),
+            Endpoint::Unknown => seed.host().as_bytes(),
+        }
+    }
+}
+
+// === impl Fields ===
+
+impl<'a> Fields<'a> {
+    fn of(value: &'a Value) -> Option<Fields<'a>> {
+        match unwrap_attribute(value) {
+            Value::Map(pairs) => Some(Fields::Map(pairs)),
+            Value::Array(flat) if flat.len() % 2 == 0 => Some(Fields::Flat(flat)),
+            _ => None,
+        }
+    }
+
+    /// The first value named `name`.
+    fn get(self, name: &[u8]) -> Option<&'a Value> {
+        match self {
+            Fields::Map(pairs) => pairs
+                .iter()
+                .find(|(key, _)| text(key) == Some(name))
+                .map(|(_, value)| value),
+            Fields::Flat(flat) => flat.chunks_exact(2).find_map(|pair| match pair {
+                [key, value] if text(key) == Some(name) => Some(value),
+                _ => None,
+            }),
+        }
+    }
+}
+
+// --- value access ---
+
+/// The array of entries both commands answer with, or the node's error.
+fn top_level(reply: &Value) -> Result<&[Value], TopologyError> {
+    match unwrap_attribute(reply) {
+        Value::Error(message) => Err(TopologyError::ErrorReply(message.clone())),
+        other => items(other).ok_or(malformed("the reply is not an array")),
+    }
+}
+
+/// Attributes (RESP3 `|`) annotate a value; the value is what counts. The
+/// loop is bounded by the parser's nesting limit.
+fn unwrap_attribute(mut value: &Value) -> &Value {
+    while let Value::Attribute { value: inner, .. } = value {
+        value = inner;
+    }
+    value
+}
+
+fn items(value: &Value) -> Option<&[Value]> {
+    match unwrap_attribute(value) {
+        Value::Array(items) | Value::Set(items) => Some(items),
+        _ => None,
+    }
+}
+
+fn text(value: &Value) -> Option<&[u8]> {
+    match unwrap_attribute(value) {
+        Value::Bulk(b) | Value::Simple(b) => Some(b),
+        Value::Verbatim { text, .. } => Some(text),
+        _ => None,
+    }
+}
+
+/// An integer, or a string of decimal digits (some forks send ports as
+/// strings).
+fn int(value: &Value) -> Option<i64> {
+    match unwrap_attribute(value) {
+        Value::Integer(n) => Some(*n),
+        other => std::str::from_utf8(text(other)?).ok()?.parse().ok(),
+    }
+}
+
+fn node_id(value: &Value) -> Option<Arc<str>> {
+    let id = std::str::from_utf8(text(value)?).ok()?;
+    (!id.is_empty()).then(|| Arc::from(id))
+}
+
+fn port_of(port: Option<i64>) -> Result<u16, AddrParseError> {
+    port.and_then(|p| u16::try_from(p).ok())
+        .filter(|&p| p != 0)
+        .ok_or(AddrParseError::BadPort)
+}
+
+/// `[first, last, first, last, ...]` as validated slot ranges.
+fn slot_pairs(flat: &[Value]) -> Result<Vec<(Slot, Slot)>, TopologyError> {
+    if flat.len() % 2 != 0 {
+        return Err(malformed("a shard's 'slots' array has an odd length"));
+    }
+    flat.chunks_exact(2)
+        .map(|pair| match pair {
+            [first, last] => slot_range(first, last),
+            _ => Err(malformed("a shard's 'slots' array has an odd length")),
+        })
+        .collect()
+}
+
+fn slot_range(first: &Value, last: &Value) -> Result<(Slot, Slot), TopologyError> {
+    let (Some(first), Some(last)) = (int(first), int(last)) else {
+        return Err(malformed("a slot number is not an integer"));
+    };
+    let bad = TopologyError::BadSlotRange { first, last };
+    let slot = |n: i64| u16::try_from(n).ok().and_then(Slot::new);
+    match (slot(first), slot(last)) {
+        (Some(a), Some(b)) if a <= b => Ok((a, b)),
+        _ => Err(bad),
+    }
+}
+
+fn malformed(what: &'static str) -> TopologyError {
+    TopologyError::Malformed { what }
+}
