@@ -1,1 +1,51 @@
-//! placeholder
+//! Throwaway `redis-server` processes and Redis Clusters on loopback, for
+//! tests, the load driver and the demo.
+//!
+//! Every node runs in its own temporary directory, on ports the OS reported
+//! free (never fixed ports, never `port + 10000` for the cluster bus), with
+//! persistence off. Dropping a [`RedisNode`] or a [`Cluster`] SIGKILLs its
+//! processes and deletes their directories, also when a test panics; on
+//! Linux the kernel also kills them if this process is killed. Every
+//! wait is bounded and fails with an error that says what it last saw.
+//!
+//! ```no_run
+//! use orthrus_devcluster::{Cluster, ClusterSpec};
+//! # fn main() -> Result<(), orthrus_devcluster::DevError> {
+//! let cluster = Cluster::start(ClusterSpec::new(3, 1))?;
+//! let owner = cluster.master_of_slot(0)?;
+//! cluster.nodes()[owner].cmd_ok(&["SET", "{a}x", "1"])?;
+//! # Ok(()) }
+//! ```
+//!
+//! # Layout
+//!
+//! - `error`: [`DevError`], the library's one error type.
+//! - `binaries`: finding `redis-server`/`redis-cli` ([`RedisBin`]) and
+//!   [`free_port`].
+//! - `conn`: [`Conn`], a small blocking RESP client with timeouts.
+//! - `node`: [`NodeOptions`] and [`RedisNode`], one server process.
+//! - `signal`: SIGSTOP/SIGCONT for pausing nodes.
+//! - `spawner`: starts servers so that they die with this process even when
+//!   it is killed and no Drop runs.
+//! - `topology`: parsing `CLUSTER NODES` and `CLUSTER SLOTS`.
+//! - `cluster`: [`ClusterSpec`] and [`Cluster`]: creation, waits, failover.
+//! - `migration`: slot migration in steps on [`Cluster`].
+//! - `main.rs`: the `orthrus-devcluster` binary (`up`, `single`).
+
+mod binaries;
+mod cluster;
+mod conn;
+mod error;
+mod migration;
+mod node;
+mod signal;
+mod spawner;
+mod topology;
+
+pub use binaries::{REDIS_CLI_ENV, REDIS_SERVER_ENV, RedisBin, free_port};
+pub use cluster::{CREATE_TIMEOUT, Cluster, ClusterSpec};
+pub use conn::{Conn, DEFAULT_TIMEOUT};
+pub use error::DevError;
+pub use node::{DEFAULT_NODE_TIMEOUT_MS, NodeOptions, RedisNode, START_TIMEOUT};
+pub use orthrus_resp::Value;
+pub use topology::SLOT_COUNT;
