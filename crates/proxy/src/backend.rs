@@ -1,0 +1,289 @@
+//! One multiplexed connection to a cluster node.
+//!
+//! Requests from every client of a worker are queued on it, written
+//! together (one syscall for whatever is queued), and matched to replies in
+//! FIFO order. Replies are forwarded as raw frames found by the reply
+//! scanner; nothing is decoded here.
+
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::io;
+use std::rc::Rc;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use orthrus_cluster::NodeAddr;
+use orthrus_resp::{Protocol, ReplyScanner, Request};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::node_client;
+use crate::worker::WorkerCtx;
+
+/// Frames at least this large are written on their own instead of being
+/// copied into the batch buffer.
+const LARGE_FRAME: usize = 16 * 1024;
+/// A batch is flushed once it holds this many bytes.
+const BATCH_BYTES: usize = 64 * 1024;
+const READ_CHUNK: usize = 16 * 1024;
+const ASKING: &[u8] = b"*1\r\n$6\r\nASKING\r\n";
+
+/// What a request gets back from a node.
+pub type Reply = Result<Bytes, BackendError>;
+
+/// Why a request got no reply. Says whether it is safe to resend.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum BackendError {
+    /// Never written to the node (no connection): safe to resend.
+    #[error("node unreachable")]
+    NotSent,
+    /// Written, but the connection failed before the reply: the outcome is
+    /// unknown, so only a read-only command may be resent.
+    #[error("connection to the node lost before the reply")]
+    Lost,
+}
+
+/// A request for a node, with where its reply goes.
+pub struct Job {
+    pub frame: Bytes,
+    /// Send `ASKING` first (an ASK redirect).
+    pub asking: bool,
+    /// How many reply frames `frame` produces (a transaction sent as
+    /// `MULTI ... EXEC` in one piece produces one per command); they are
+    /// delivered together, as one buffer.
+    pub frames: usize,
+    pub reply: oneshot::Sender<Reply>,
+}
+
+/// Handle to a connection task. Dropping every handle ends the task once
+/// its queue is empty.
+#[derive(Clone)]
+pub struct BackendConn {
+    tx: mpsc::UnboundedSender<Job>,
+}
+
+/// A reply slot of a written request.
+enum Inflight {
+    /// The `+OK` of an `ASKING` sent before a command.
+    Discard,
+    Reply(oneshot::Sender<Reply>, usize),
+}
+
+// === impl BackendConn ===
+
+impl BackendConn {
+    /// Starts the connection task on the current worker.
+    pub fn spawn(addr: NodeAddr, proto: Protocol, ctx: Rc<WorkerCtx>) -> BackendConn {
+        let (tx, rx) = mpsc::unbounded_channel();
+        tokio::task::spawn_local(run(addr, proto, ctx, rx));
+        BackendConn { tx }
+    }
+
+    /// Queues a job; gives it back if the connection task has ended.
+    pub fn send(&self, job: Job) -> Result<(), Job> {
+        self.tx.send(job).map_err(|e| e.0)
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.tx.is_closed()
+    }
+}
+
+async fn run(
+    addr: NodeAddr,
+    proto: Protocol,
+    ctx: Rc<WorkerCtx>,
+    mut rx: mpsc::UnboundedReceiver<Job>,
+) {
+    let stream = match connect(&addr, proto, &ctx).await {
+        Ok(stream) => {
+            ctx.pool.connected(&addr);
+            stream
+        }
+        Err(e) => {
+            tracing::warn!(node = %addr, error = %e, "cannot connect to node");
+            ctx.pool.failed(&addr);
+            ctx.shared.request_refresh();
+            fail_queued(&mut rx);
+            return;
+        }
+    };
+    tracing::debug!(node = %addr, ?proto, "backend connected");
+    let (rd, wr) = stream.into_split();
+    let inflight = RefCell::new(VecDeque::new());
+    let result = tokio::select! {
+        r = write_loop(wr, &mut rx, &inflight) => r,
+        r = read_loop(rd, &inflight, &ctx) => r,
+    };
+    let lost = inflight.borrow().len();
+    for slot in inflight.borrow_mut().drain(..) {
+        if let Inflight::Reply(tx, _) = slot {
+            let _ = tx.send(Err(BackendError::Lost));
+        }
+    }
+    fail_queued(&mut rx);
+    match result {
+        Ok(()) => tracing::debug!(node = %addr, "backend connection closed"),
+        Err(e) => {
+            tracing::warn!(node = %addr, error = %e, in_flight = lost, "backend connection lost");
+            ctx.pool.failed(&addr);
+            ctx.shared.request_refresh();
+        }
+    }
+}
+
+pub async fn connect(addr: &NodeAddr, proto: Protocol, ctx: &WorkerCtx) -> io::Result<TcpStream> {
+    let timeout = ctx.shared.settings.connect_timeout();
+    let mut stream = tokio::time::timeout(timeout, TcpStream::connect((addr.host(), addr.port())))
+        .await
+        .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connect timed out"))??;
+    stream.set_nodelay(true)?;
+    if proto == Protocol::Resp3 {
+        let hello = Request::from_args(&[&b"HELLO"[..], b"3"]);
+        let reply = tokio::time::timeout(timeout, node_client::call(&mut stream, hello.frame()))
+            .await
+            .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "HELLO 3 timed out"))??;
+        if reply.is_error() {
+            return Err(io::Error::other(format!("HELLO 3 refused: {reply:?}")));
+        }
+    }
+    Ok(stream)
+}
+
+/// Refuses every job still queued: none of them was written.
+fn fail_queued(rx: &mut mpsc::UnboundedReceiver<Job>) {
+    rx.close();
+    while let Ok(job) = rx.try_recv() {
+        let _ = job.reply.send(Err(BackendError::NotSent));
+    }
+}
+
+async fn write_loop(
+    mut wr: OwnedWriteHalf,
+    rx: &mut mpsc::UnboundedReceiver<Job>,
+    inflight: &RefCell<VecDeque<Inflight>>,
+) -> io::Result<()> {
+    let mut batch = BytesMut::with_capacity(BATCH_BYTES);
+    while let Some(job) = rx.recv().await {
+        let mut next = Some(job);
+        while let Some(job) = next.take() {
+            // A client that went away no longer needs its request sent.
+            if !job.reply.is_closed() {
+                if job.asking {
+                    batch.extend_from_slice(ASKING);
+                    inflight.borrow_mut().push_back(Inflight::Discard);
+                }
+                inflight
+                    .borrow_mut()
+                    .push_back(Inflight::Reply(job.reply, job.frames.max(1)));
+                if job.frame.len() >= LARGE_FRAME {
+                    if !batch.is_empty() {
+                        wr.write_all(&batch).await?;
+                        batch.clear();
+                    }
+                    wr.write_all(&job.frame).await?;
+                } else {
+                    batch.extend_from_slice(&job.frame);
+                }
+            }
+            if batch.len() < BATCH_BYTES {
+                next = rx.try_recv().ok();
+            }
+        }
+        if !batch.is_empty() {
+            wr.write_all(&batch).await?;
+            batch.clear();
+        }
+    }
+    Ok(())
+}
+
+async fn read_loop(
+    mut rd: OwnedReadHalf,
+    inflight: &RefCell<VecDeque<Inflight>>,
+    ctx: &WorkerCtx,
+) -> io::Result<()> {
+    let mut scan = ScanState::default();
+    let timeout = ctx.shared.settings.request_timeout();
+    let mut buf = BytesMut::with_capacity(READ_CHUNK);
+    loop {
+        if buf.capacity() - buf.len() < READ_CHUNK / 4 {
+            buf.reserve(READ_CHUNK);
+        }
+        let n = if inflight.borrow().is_empty() {
+            rd.read_buf(&mut buf).await?
+        } else {
+            read_with_timeout(&mut rd, &mut buf, timeout).await?
+        };
+        if n == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "node closed the connection",
+            ));
+        }
+        deliver(&mut buf, inflight, &mut scan)?;
+    }
+}
+
+/// Where the reader is in the reply it is waiting for: the resumable
+/// scanner (a large reply arriving in many reads is walked once) and the
+/// frames of a multi-frame reply already complete.
+#[derive(Default)]
+struct ScanState {
+    scanner: ReplyScanner,
+    done_len: usize,
+    done_frames: usize,
+}
+
+/// Hands every complete reply in `buf` to the request it answers.
+fn deliver(
+    buf: &mut BytesMut,
+    inflight: &RefCell<VecDeque<Inflight>>,
+    scan: &mut ScanState,
+) -> io::Result<()> {
+    loop {
+        let frames = match inflight.borrow().front() {
+            Some(Inflight::Reply(_, n)) => *n,
+            _ => 1,
+        };
+        while scan.done_frames < frames {
+            let rest = buf.get(scan.done_len..).unwrap_or_default();
+            match scan.scanner.scan(rest).map_err(io::Error::other)? {
+                Some(n) => {
+                    scan.done_len += n;
+                    scan.done_frames += 1;
+                }
+                None => return Ok(()),
+            }
+        }
+        let frame = buf.split_to(scan.done_len).freeze();
+        scan.done_len = 0;
+        scan.done_frames = 0;
+        if frames == 1 && frame.first() == Some(&b'>') {
+            continue; // an out-of-band RESP3 push: not the reply to anything
+        }
+        match inflight.borrow_mut().pop_front() {
+            Some(Inflight::Reply(tx, _)) => {
+                let _ = tx.send(Ok(frame));
+            }
+            Some(Inflight::Discard) => {}
+            None => return Err(io::Error::other("reply without a request")),
+        }
+    }
+}
+
+async fn read_with_timeout(
+    rd: &mut OwnedReadHalf,
+    buf: &mut BytesMut,
+    timeout: Duration,
+) -> io::Result<usize> {
+    match tokio::time::timeout(timeout, rd.read_buf(buf)).await {
+        Ok(r) => r,
+        Err(_) => Err(io::Error::new(
+            io::ErrorKind::TimedOut,
+            "no reply within backend.request_timeout_ms",
+        )),
+    }
+}

@@ -1,0 +1,179 @@
+//! Blocking commands (BLPOP, BRPOP, BRPOPLPUSH, BLMOVE, BLMPOP, BZPOPMIN,
+//! BZPOPMAX, BZMPOP, XREAD/XREADGROUP with BLOCK): each runs on a dedicated
+//! connection held for its duration, so it never stalls the multiplexed
+//! connection other clients share. The wait for the reply is bounded by the
+//! command's own timeout plus `backend.request_timeout_ms`; a client that
+//! disconnects while blocked closes that connection, and Redis unblocks.
+
+use std::rc::Rc;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use orthrus_cluster::{Action, Slot, decide};
+use orthrus_resp::{Protocol, Request};
+use tokio_util::sync::CancellationToken;
+
+use crate::dedicated::{DedicatedPool, TakeError};
+use crate::forward::{error_reply, no_owner};
+use crate::session::Pending;
+use crate::stats::WorkerStats;
+use crate::worker::WorkerCtx;
+
+const ASKING: &[u8] = b"*1\r\n$6\r\nASKING\r\n";
+
+/// Starts a blocking command for the master of `slot`.
+pub fn dispatch(
+    ctx: &Rc<WorkerCtx>,
+    req: &Request,
+    slot: Slot,
+    proto: Protocol,
+    gone: CancellationToken,
+) -> Pending {
+    let frame = req.frame().clone();
+    let wait = command_timeout(req).map(|t| t + ctx.shared.settings.request_timeout());
+    let ctx = ctx.clone();
+    Pending::Future(Box::pin(async move {
+        tokio::select! {
+            reply = run(&ctx, frame, slot, proto, wait) => reply,
+            // The client is gone: dropping `run` closes its connection.
+            () = gone.cancelled() => Bytes::new(),
+        }
+    }))
+}
+
+async fn run(
+    ctx: &Rc<WorkerCtx>,
+    frame: Bytes,
+    slot: Slot,
+    proto: Protocol,
+    wait: Option<Duration>,
+) -> Bytes {
+    let map = ctx.shared.slots.load_full();
+    let Some(mut addr) = map.master(slot).cloned() else {
+        return no_owner(&map);
+    };
+    let mut asking = false;
+    let mut attempt = 0;
+    loop {
+        let mut lease = match DedicatedPool::take(ctx, &addr, proto).await {
+            Ok(lease) => lease,
+            Err(e @ TakeError::Exhausted(_)) => {
+                return error_reply(&format!(
+                    "ERR orthrus: cannot run a blocking command now: {e} ({addr}); retry later"
+                ));
+            }
+            Err(TakeError::Connect(e)) => {
+                ctx.shared.request_refresh();
+                return error_reply(&format!(
+                    "CLUSTERDOWN orthrus: node {addr} unreachable: {e}"
+                ));
+            }
+        };
+        let sent = if asking {
+            let mut both = BytesMut::with_capacity(ASKING.len() + frame.len());
+            both.extend_from_slice(ASKING);
+            both.extend_from_slice(&frame);
+            lease.call(&both, 2, wait).await
+        } else {
+            lease.call(&frame, 1, wait).await
+        };
+        let reply = match sent {
+            Ok(reply) => {
+                lease.release();
+                if asking {
+                    skip_first_frame(reply)
+                } else {
+                    reply
+                }
+            }
+            Err(e) => {
+                WorkerStats::bump(&ctx.stats().backend_errors);
+                ctx.shared.request_refresh();
+                return error_reply(&format!(
+                    "ERR orthrus: connection to {addr} lost during a blocking command ({e}); it may or may not have been applied"
+                ));
+            }
+        };
+        match decide(&reply, attempt, &ctx.shared.policy).with_origin(&addr) {
+            Action::Moved { slot, addr: to } => {
+                WorkerStats::bump(&ctx.stats().moved);
+                ctx.shared.patch_slot(slot, &to);
+                ctx.shared.request_refresh();
+                addr = to;
+                asking = false;
+            }
+            Action::Ask { addr: to } => {
+                WorkerStats::bump(&ctx.stats().ask);
+                addr = to;
+                asking = true;
+            }
+            Action::RetryAfter { delay, refresh } => {
+                if refresh {
+                    ctx.shared.request_refresh();
+                }
+                tokio::time::sleep(delay).await;
+                asking = false;
+            }
+            Action::Done => return reply,
+            Action::Fail(reason) => return error_reply(reason.message()),
+        }
+        attempt += 1;
+    }
+}
+
+/// The `+OK` of ASKING comes first; the command's reply follows.
+fn skip_first_frame(reply: Bytes) -> Bytes {
+    match orthrus_resp::scan_reply(&reply, &orthrus_resp::Limits::default()) {
+        Ok(Some(n)) => reply.slice(n..),
+        _ => reply,
+    }
+}
+
+/// How long the command itself may block; `None` for "forever" (0) or
+/// when it cannot be told.
+fn command_timeout(req: &Request) -> Option<Duration> {
+    let name = req.arg(0)?.to_ascii_lowercase();
+    let seconds = |arg: &[u8]| -> Option<Duration> {
+        let s: f64 = std::str::from_utf8(arg).ok()?.parse().ok()?;
+        (s > 0.0 && s.is_finite()).then(|| Duration::from_secs_f64(s.min(1e9)))
+    };
+    match name.as_slice() {
+        b"blpop" | b"brpop" | b"brpoplpush" | b"blmove" | b"bzpopmin" | b"bzpopmax" => {
+            seconds(req.arg(req.arg_count() - 1)?)
+        }
+        b"blmpop" | b"bzmpop" => seconds(req.arg(1)?),
+        b"xread" | b"xreadgroup" => {
+            let at = req.args().position(|a| a.eq_ignore_ascii_case(b"block"))?;
+            let ms: u64 = std::str::from_utf8(req.arg(at + 1)?).ok()?.parse().ok()?;
+            (ms > 0).then(|| Duration::from_millis(ms))
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timeouts_are_read_from_the_command() {
+        let t = |args: &[&str]| command_timeout(&Request::from_args(args));
+        assert_eq!(
+            t(&["BLPOP", "a", "b", "1.5"]),
+            Some(Duration::from_millis(1500))
+        );
+        assert_eq!(t(&["BLPOP", "a", "0"]), None);
+        assert_eq!(
+            t(&["BLMPOP", "2", "2", "a", "b", "LEFT"]),
+            Some(Duration::from_secs(2))
+        );
+        assert_eq!(
+            t(&["XREAD", "BLOCK", "250", "STREAMS", "s", "$"]),
+            Some(Duration::from_millis(250))
+        );
+        assert_eq!(
+            t(&["BLMOVE", "a", "b", "LEFT", "RIGHT", "3"]),
+            Some(Duration::from_secs(3))
+        );
+    }
+}

@@ -1,0 +1,486 @@
+//! The command table: for every command, its arity, whether it only reads,
+//! where its keys are, and how orthrus handles it.
+//!
+//! Key positions come from the cluster's own `COMMAND` reply (Redis 7 key
+//! specifications, so new commands and module commands route correctly);
+//! a built-in table covers the common commands until that reply is known,
+//! or when a node refuses `COMMAND`. How a command is *handled* (answered
+//! locally, sent to any node, refused) is orthrus's own decision and always
+//! comes from the built-in rules in [`crate::command_kind`].
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use orthrus_cluster::Slot;
+use orthrus_resp::{Request, Value};
+
+use crate::command_kind::{self, Kind};
+
+/// Longest command name looked up without allocating.
+const NAME_MAX: usize = 48;
+
+/// One command (or `container|subcommand`).
+#[derive(Debug)]
+pub struct CommandInfo {
+    /// Lower-case name as Redis reports it (`get`, `client|setname`).
+    pub name: Box<str>,
+    /// Redis arity: `n` exactly n arguments (name included), `-n` at least n.
+    pub arity: i32,
+    /// The command never writes (safe to resend when its outcome is unknown).
+    pub readonly: bool,
+    /// How orthrus handles it.
+    pub kind: Kind,
+    /// Set for the multi-key commands orthrus splits across slots.
+    pub split: Option<command_kind::Merge>,
+    /// XREAD and XREADGROUP block only when given `BLOCK`.
+    blocks_with_block_option: bool,
+    key_specs: Vec<KeySpec>,
+    subcommands: HashMap<Box<[u8]>, Arc<CommandInfo>>,
+}
+
+/// Where a command's keys start (a Redis 7 key specification, simplified to
+/// what routing needs).
+#[derive(Clone, Debug)]
+struct KeySpec {
+    begin: Begin,
+    find: Find,
+}
+
+#[derive(Clone, Debug)]
+enum Begin {
+    Index(i64),
+    Keyword { keyword: Box<[u8]>, start_from: i64 },
+}
+
+#[derive(Clone, Debug)]
+enum Find {
+    Range {
+        last_key: i64,
+        step: usize,
+        limit: usize,
+    },
+    KeyNum {
+        num_idx: usize,
+        first_key: usize,
+        step: usize,
+    },
+}
+
+/// Everything orthrus knows about commands; cheap to share behind an `Arc`.
+#[derive(Debug, Default)]
+pub struct CommandTable {
+    commands: HashMap<Box<[u8]>, Arc<CommandInfo>>,
+}
+
+/// Where a request goes.
+#[derive(Debug)]
+pub enum Route {
+    /// Answered by orthrus itself.
+    Local(command_kind::Local),
+    /// To the master that owns this slot.
+    Slot(Slot),
+    /// Key-less and the same on every node: any master will do.
+    AnyNode,
+    /// Keys in several slots, split per slot and merged.
+    Split(command_kind::Merge),
+    /// To every master, merged.
+    FanOut(command_kind::FanOut),
+    /// SCAN across the masters.
+    Scan,
+    /// A blocking command for the master of this slot.
+    Blocking(Slot),
+    /// A RESP error for the client, connection stays usable.
+    Reject(Rejection),
+}
+
+/// Why a request is refused before it reaches the cluster.
+#[derive(Debug)]
+pub enum Rejection {
+    UnknownCommand,
+    UnknownSubcommand,
+    WrongArity(Arc<CommandInfo>),
+    CrossSlot,
+    Unsupported(Arc<CommandInfo>, &'static str),
+}
+
+// === impl CommandTable ===
+
+impl CommandTable {
+    /// The built-in table: the common commands with their key positions.
+    pub fn builtin() -> CommandTable {
+        let mut commands = HashMap::new();
+        for entry in command_kind::BUILTIN {
+            let info = CommandInfo::from_builtin(entry);
+            commands.insert(info.name.as_bytes().into(), Arc::new(info));
+        }
+        CommandTable { commands }
+    }
+
+    /// The table learnt from a node's `COMMAND` reply. Commands missing from
+    /// the reply but known to the built-in table are kept from it.
+    pub fn from_command_reply(reply: &Value) -> Option<CommandTable> {
+        let mut table = CommandTable::builtin();
+        let entries = reply.as_array()?;
+        let mut learnt = 0usize;
+        for entry in entries {
+            if let Some(info) = CommandInfo::from_reply(entry) {
+                table
+                    .commands
+                    .insert(info.name.as_bytes().into(), Arc::new(info));
+                learnt += 1;
+            }
+        }
+        (learnt > 0).then_some(table)
+    }
+
+    pub fn len(&self) -> usize {
+        self.commands.len()
+    }
+
+    /// Looks a command up by its (any-case) name.
+    pub fn get(&self, name: &[u8]) -> Option<&Arc<CommandInfo>> {
+        lookup(&self.commands, name)
+    }
+
+    /// Decides where `req` goes.
+    pub fn route(&self, req: &Request) -> Route {
+        let Some(name) = req.arg(0) else {
+            return Route::Reject(Rejection::UnknownCommand);
+        };
+        let Some(mut info) = self.get(name) else {
+            return Route::Reject(Rejection::UnknownCommand);
+        };
+        if !info.subcommands.is_empty() && !matches!(info.kind, Kind::Local(_)) {
+            match req.arg(1).and_then(|sub| lookup(&info.subcommands, sub)) {
+                Some(sub) => info = sub,
+                None if req.arg_count() < 2 => {
+                    return Route::Reject(Rejection::WrongArity(info.clone()));
+                }
+                None => return Route::Reject(Rejection::UnknownSubcommand),
+            }
+        }
+        if !info.arity_ok(req.arg_count()) {
+            return Route::Reject(Rejection::WrongArity(info.clone()));
+        }
+        let mut kind = info.kind;
+        if info.subcommands.is_empty() && matches!(kind, Kind::Unsupported(_)) {
+            // A container the built-in table knows only as a whole: its
+            // subcommand may have a rule of its own (SCRIPT LOAD).
+            if let Some(sub) = req.arg(1) {
+                let full = format!(
+                    "{}|{}",
+                    info.name,
+                    String::from_utf8_lossy(sub).to_ascii_lowercase()
+                );
+                kind = command_kind::kind_of(&full, false, false, false);
+            }
+        }
+        match kind {
+            Kind::Local(local) => Route::Local(local),
+            Kind::AnyNode => Route::AnyNode,
+            Kind::Unsupported(why) => Route::Reject(Rejection::Unsupported(info.clone(), why)),
+            Kind::FanOut(how) => Route::FanOut(how),
+            Kind::Scan => Route::Scan,
+            Kind::Blocking => match info.slot(req) {
+                Ok(Some(slot)) => Route::Blocking(slot),
+                Ok(None) => Route::Reject(Rejection::WrongArity(info.clone())),
+                Err(()) => Route::Reject(Rejection::CrossSlot),
+            },
+            Kind::Keyed if info.blocks_with_block_option && has_block_option(req) => {
+                match info.slot(req) {
+                    Ok(Some(slot)) => Route::Blocking(slot),
+                    Ok(None) => Route::AnyNode,
+                    Err(()) => Route::Reject(Rejection::CrossSlot),
+                }
+            }
+            Kind::Keyed => match info.slot(req) {
+                Ok(Some(slot)) => Route::Slot(slot),
+                Ok(None) => Route::AnyNode,
+                Err(()) => match info.split {
+                    Some(merge) => Route::Split(merge),
+                    None => Route::Reject(Rejection::CrossSlot),
+                },
+            },
+        }
+    }
+}
+
+// === impl CommandInfo ===
+
+impl CommandInfo {
+    fn from_builtin(entry: &command_kind::Builtin) -> CommandInfo {
+        let key_specs = match entry.keys {
+            command_kind::Keys::None => Vec::new(),
+            command_kind::Keys::Range(first, last, step) => vec![KeySpec {
+                begin: Begin::Index(first),
+                find: Find::Range {
+                    last_key: if last < 0 { last } else { last - first },
+                    step,
+                    limit: 0,
+                },
+            }],
+            command_kind::Keys::KeyCount { at, first } => vec![KeySpec {
+                begin: Begin::Index(at),
+                find: Find::KeyNum {
+                    num_idx: 0,
+                    first_key: first,
+                    step: 1,
+                },
+            }],
+            command_kind::Keys::AfterKeyword(word) => vec![KeySpec {
+                begin: Begin::Keyword {
+                    keyword: word.as_bytes().into(),
+                    start_from: 1,
+                },
+                find: Find::Range {
+                    last_key: -1,
+                    step: 1,
+                    limit: 2,
+                },
+            }],
+        };
+        let name: Box<str> = entry.name.into();
+        CommandInfo {
+            kind: command_kind::kind_of(
+                &name,
+                entry.flags.contains('b'),
+                entry.flags.contains('a'),
+                !key_specs.is_empty(),
+            ),
+            readonly: entry.flags.contains('r'),
+            arity: entry.arity,
+            name,
+            split: command_kind::split_merge(entry.name),
+            blocks_with_block_option: is_xread(entry.name),
+            key_specs,
+            subcommands: HashMap::new(),
+        }
+    }
+
+    /// One entry of a `COMMAND` reply: `[name, arity, flags, first, last,
+    /// step, acl, tips, key_specs, subcommands]` (Redis 7; Redis 6 stops at
+    /// `acl`, earlier at `step`).
+    fn from_reply(entry: &Value) -> Option<CommandInfo> {
+        let fields = entry.as_array()?;
+        let name = fields.first()?.as_str()?.to_ascii_lowercase();
+        let arity = i32::try_from(fields.get(1)?.as_int()?).ok()?;
+        let flags: Vec<&str> = fields
+            .get(2)?
+            .as_array()?
+            .iter()
+            .filter_map(Value::as_str)
+            .collect();
+        let has = |f: &str| flags.iter().any(|x| x.eq_ignore_ascii_case(f));
+        let first = fields.get(3)?.as_int()?;
+        let last = fields.get(4)?.as_int()?;
+        let step = usize::try_from(fields.get(5)?.as_int()?)
+            .unwrap_or(1)
+            .max(1);
+        let mut key_specs: Vec<KeySpec> = fields
+            .get(8)
+            .and_then(Value::as_array)
+            .map(|specs| specs.iter().filter_map(KeySpec::from_reply).collect())
+            .unwrap_or_default();
+        if key_specs.is_empty() && first > 0 {
+            key_specs.push(KeySpec {
+                begin: Begin::Index(first),
+                find: Find::Range {
+                    last_key: if last < 0 { last } else { last - first },
+                    step,
+                    limit: 0,
+                },
+            });
+        }
+        let subcommands = fields
+            .get(9)
+            .and_then(Value::as_array)
+            .map(|subs| {
+                subs.iter()
+                    .filter_map(CommandInfo::from_reply)
+                    .map(|info| {
+                        let sub = info.name.rsplit('|').next().unwrap_or("").as_bytes().into();
+                        (sub, Arc::new(info))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let kind =
+            command_kind::kind_of(&name, has("blocking"), has("admin"), !key_specs.is_empty());
+        Some(CommandInfo {
+            split: command_kind::split_merge(&name),
+            blocks_with_block_option: is_xread(&name),
+            name: name.into(),
+            arity,
+            readonly: has("readonly"),
+            kind,
+            key_specs,
+            subcommands,
+        })
+    }
+
+    fn arity_ok(&self, argc: usize) -> bool {
+        let argc = i64::try_from(argc).unwrap_or(i64::MAX);
+        let arity = i64::from(self.arity);
+        if arity >= 0 {
+            argc == arity
+        } else {
+            argc >= -arity
+        }
+    }
+
+    /// The slot all of the request's keys hash to: `Ok(None)` if it has no
+    /// keys, `Err(())` if they span slots.
+    pub fn slot(&self, req: &Request) -> Result<Option<Slot>, ()> {
+        let mut slot = None;
+        let mut result = Ok(());
+        self.for_each_key(req, |key| {
+            let s = Slot::for_key(key);
+            match slot {
+                None => slot = Some(s),
+                Some(prev) if prev != s => result = Err(()),
+                Some(_) => {}
+            }
+        });
+        result.map(|()| slot)
+    }
+
+    /// Calls `f` with every key of `req`, in order.
+    pub fn for_each_key(&self, req: &Request, mut f: impl FnMut(&[u8])) {
+        let argc = req.arg_count();
+        for spec in &self.key_specs {
+            if let Some((first, last, step)) = spec.positions(req, argc) {
+                let mut i = first;
+                while i <= last {
+                    if let Some(key) = req.arg(i) {
+                        f(key);
+                    }
+                    i += step;
+                }
+            }
+        }
+    }
+
+    /// Lower-case name used in error texts (`get`, `client|setname`).
+    pub fn full_name(&self) -> &str {
+        &self.name
+    }
+}
+
+// === impl KeySpec ===
+
+impl KeySpec {
+    /// Parses one key specification (a map in RESP3, a flat array in RESP2).
+    fn from_reply(spec: &Value) -> Option<KeySpec> {
+        let begin = spec.field("begin_search")?;
+        let begin_spec = begin.field("spec")?;
+        let begin = match begin.field("type")?.as_str()? {
+            "index" => Begin::Index(begin_spec.field("index")?.as_int()?),
+            "keyword" => Begin::Keyword {
+                keyword: begin_spec.field("keyword")?.as_bytes()?.into(),
+                start_from: begin_spec.field("startfrom")?.as_int()?,
+            },
+            _ => return None,
+        };
+        let find = spec.field("find_keys")?;
+        let find_spec = find.field("spec")?;
+        let as_usize = |v: &Value| v.as_int().and_then(|n| usize::try_from(n).ok());
+        let find = match find.field("type")?.as_str()? {
+            "range" => Find::Range {
+                last_key: find_spec.field("lastkey")?.as_int()?,
+                step: as_usize(find_spec.field("keystep")?)?.max(1),
+                limit: as_usize(find_spec.field("limit")?)?,
+            },
+            "keynum" => Find::KeyNum {
+                num_idx: as_usize(find_spec.field("keynumidx")?)?,
+                first_key: as_usize(find_spec.field("firstkey")?)?,
+                step: as_usize(find_spec.field("keystep")?)?.max(1),
+            },
+            _ => return None,
+        };
+        Some(KeySpec { begin, find })
+    }
+
+    /// First and last argument index of this spec's keys, and the step.
+    fn positions(&self, req: &Request, argc: usize) -> Option<(usize, usize, usize)> {
+        let argc_i = i64::try_from(argc).ok()?;
+        let start = match &self.begin {
+            Begin::Index(i) => usize::try_from(*i).ok()?,
+            Begin::Keyword {
+                keyword,
+                start_from,
+            } => {
+                let (from, backwards) = if *start_from >= 0 {
+                    (*start_from, false)
+                } else {
+                    (argc_i + start_from, true)
+                };
+                let from = usize::try_from(from).ok()?;
+                let hit = |i: &usize| req.arg(*i).is_some_and(|a| a.eq_ignore_ascii_case(keyword));
+                let pos = if backwards {
+                    (1..=from).rev().find(hit)?
+                } else {
+                    (from..argc).find(hit)?
+                };
+                pos + 1
+            }
+        };
+        if start >= argc {
+            return None;
+        }
+        match self.find {
+            Find::Range {
+                last_key,
+                step,
+                limit,
+            } => {
+                let last = if last_key >= 0 {
+                    start + usize::try_from(last_key).ok()?
+                } else if last_key == -1 && limit > 1 {
+                    let remaining = argc - start;
+                    start + remaining / limit - 1
+                } else {
+                    usize::try_from(argc_i + last_key).ok()?
+                };
+                (last >= start).then_some((start, last.min(argc - 1), step))
+            }
+            Find::KeyNum {
+                num_idx,
+                first_key,
+                step,
+            } => {
+                let n: usize = std::str::from_utf8(req.arg(start + num_idx)?)
+                    .ok()?
+                    .parse()
+                    .ok()?;
+                if n == 0 {
+                    return None;
+                }
+                let first = start + first_key;
+                let last = first + (n - 1) * step;
+                Some((first, last.min(argc.saturating_sub(1)), step))
+            }
+        }
+    }
+}
+
+fn is_xread(name: &str) -> bool {
+    name == "xread" || name == "xreadgroup"
+}
+
+fn has_block_option(req: &Request) -> bool {
+    req.args().skip(1).any(|a| a.eq_ignore_ascii_case(b"block"))
+}
+
+fn lookup<'a, T>(map: &'a HashMap<Box<[u8]>, T>, name: &[u8]) -> Option<&'a T> {
+    if name.len() > NAME_MAX {
+        return None;
+    }
+    let mut buf = [0u8; NAME_MAX];
+    let lower = buf.get_mut(..name.len())?;
+    lower.copy_from_slice(name);
+    lower.make_ascii_lowercase();
+    map.get(&*lower)
+}
+
+#[cfg(test)]
+mod tests;

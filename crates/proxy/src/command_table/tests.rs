@@ -1,0 +1,254 @@
+use super::*;
+use crate::command_kind::{FanOut, Local, Merge};
+
+fn req(args: &[&str]) -> Request {
+    Request::from_args(args)
+}
+
+fn slot_of(key: &str) -> Slot {
+    Slot::for_key(key.as_bytes())
+}
+
+#[test]
+fn single_key_commands_route_by_slot() {
+    let t = CommandTable::builtin();
+    for args in [
+        &["GET", "foo"][..],
+        &["set", "foo", "1"],
+        &["HSET", "foo", "f", "v"],
+        &["LRANGE", "foo", "0", "-1"],
+    ] {
+        match t.route(&req(args)) {
+            Route::Slot(s) => assert_eq!(s, slot_of("foo"), "{args:?}"),
+            other => panic!("{args:?}: {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn multi_key_commands_need_one_slot() {
+    let t = CommandTable::builtin();
+    assert!(
+        matches!(t.route(&req(&["MGET", "{a}1", "{a}2"])), Route::Slot(s) if s == slot_of("a"))
+    );
+    assert!(matches!(
+        t.route(&req(&["MGET", "a", "b"])),
+        Route::Split(Merge::Array)
+    ));
+    assert!(matches!(
+        t.route(&req(&["MSET", "a", "1", "b", "2"])),
+        Route::Split(Merge::Ok)
+    ));
+    assert!(matches!(
+        t.route(&req(&["DEL", "a", "b", "c"])),
+        Route::Split(Merge::Sum)
+    ));
+    assert!(matches!(
+        t.route(&req(&["MSETNX", "a", "1", "b", "2"])),
+        Route::Reject(Rejection::CrossSlot)
+    ));
+    assert!(matches!(
+        t.route(&req(&["MSET", "{a}1", "x", "{a}2", "y"])),
+        Route::Slot(_)
+    ));
+    // MSET values are not keys: "b" would hash elsewhere.
+    assert!(matches!(
+        t.route(&req(&["MSET", "{a}1", "b", "{a}2", "c"])),
+        Route::Slot(_)
+    ));
+    assert!(matches!(
+        t.route(&req(&["RENAME", "a", "b"])),
+        Route::Reject(Rejection::CrossSlot)
+    ));
+}
+
+#[test]
+fn movable_keys() {
+    let t = CommandTable::builtin();
+    // EVAL script numkeys key... arg...
+    assert!(
+        matches!(t.route(&req(&["EVAL", "s", "2", "{x}1", "{x}2", "notakey"])), Route::Slot(s) if s == slot_of("x"))
+    );
+    assert!(matches!(
+        t.route(&req(&["EVAL", "s", "2", "a", "b"])),
+        Route::Reject(Rejection::CrossSlot)
+    ));
+    assert!(matches!(t.route(&req(&["EVAL", "s", "0"])), Route::AnyNode));
+    // ZUNION numkeys key...
+    assert!(matches!(
+        t.route(&req(&["ZUNION", "2", "{z}a", "{z}b", "WEIGHTS", "1", "2"])),
+        Route::Slot(_)
+    ));
+    // XREAD ... STREAMS k1 k2 id1 id2
+    assert!(
+        matches!(t.route(&req(&["XREAD", "COUNT", "2", "STREAMS", "{s}1", "{s}2", "0", "0"])), Route::Slot(s) if s == slot_of("s"))
+    );
+    assert!(matches!(
+        t.route(&req(&["XREAD", "STREAMS", "a", "b", "0", "0"])),
+        Route::Reject(Rejection::CrossSlot)
+    ));
+    assert!(
+        matches!(t.route(&req(&["XREAD", "BLOCK", "0", "STREAMS", "a", "0"])), Route::Blocking(s) if s == slot_of("a"))
+    );
+}
+
+#[test]
+fn kinds() {
+    let t = CommandTable::builtin();
+    assert!(matches!(
+        t.route(&req(&["ping"])),
+        Route::Local(Local::Ping)
+    ));
+    assert!(matches!(
+        t.route(&req(&["HELLO", "3"])),
+        Route::Local(Local::Hello)
+    ));
+    assert!(matches!(
+        t.route(&req(&["CLIENT", "SETNAME", "x"])),
+        Route::Local(Local::Client)
+    ));
+    assert!(matches!(t.route(&req(&["TIME"])), Route::AnyNode));
+    assert!(matches!(
+        t.route(&req(&["KEYS", "*"])),
+        Route::FanOut(FanOut::Concat)
+    ));
+    assert!(matches!(
+        t.route(&req(&["SCRIPT", "LOAD", "return 1"])),
+        Route::FanOut(FanOut::Same)
+    ));
+    assert!(matches!(t.route(&req(&["SCAN", "0"])), Route::Scan));
+    assert!(matches!(
+        t.route(&req(&["CLUSTER", "SLOTS"])),
+        Route::Local(Local::Cluster)
+    ));
+    assert!(matches!(
+        t.route(&req(&["WAIT", "1", "0"])),
+        Route::Reject(Rejection::Unsupported(..))
+    ));
+    assert!(matches!(t.route(&req(&["BLPOP", "a", "0"])), Route::Blocking(s) if s == slot_of("a")));
+    assert!(matches!(
+        t.route(&req(&["BLPOP", "a", "b", "0"])),
+        Route::Reject(Rejection::CrossSlot)
+    ));
+    assert!(matches!(
+        t.route(&req(&["NOPE"])),
+        Route::Reject(Rejection::UnknownCommand)
+    ));
+    assert!(matches!(
+        t.route(&req(&["GET"])),
+        Route::Reject(Rejection::WrongArity(_))
+    ));
+    assert!(matches!(
+        t.route(&req(&["GET", "a", "b"])),
+        Route::Reject(Rejection::WrongArity(_))
+    ));
+}
+
+/// A `COMMAND` entry as Redis 7 sends it (RESP2: maps are flat arrays).
+fn command_entry(
+    name: &str,
+    arity: i64,
+    flags: &[&str],
+    first: i64,
+    last: i64,
+    step: i64,
+    specs: Vec<Value>,
+) -> Value {
+    let bulk = |s: &str| Value::Bulk(bytes::Bytes::copy_from_slice(s.as_bytes()));
+    Value::Array(vec![
+        bulk(name),
+        Value::Integer(arity),
+        Value::Array(
+            flags
+                .iter()
+                .map(|f| Value::Simple(bytes::Bytes::copy_from_slice(f.as_bytes())))
+                .collect(),
+        ),
+        Value::Integer(first),
+        Value::Integer(last),
+        Value::Integer(step),
+        Value::Array(vec![]),
+        Value::Array(vec![]),
+        Value::Array(specs),
+        Value::Array(vec![]),
+    ])
+}
+
+fn flat(pairs: Vec<(&str, Value)>) -> Value {
+    let mut items = Vec::new();
+    for (k, v) in pairs {
+        items.push(Value::Bulk(bytes::Bytes::copy_from_slice(k.as_bytes())));
+        items.push(v);
+    }
+    Value::Array(items)
+}
+
+#[test]
+fn learns_new_commands_from_key_specs() {
+    let bulk = |s: &str| Value::Bulk(bytes::Bytes::copy_from_slice(s.as_bytes()));
+    // A module command with keys after a keyword: MYMOD.SUM ... KEYS n k1 .. kn
+    let spec = flat(vec![
+        ("flags", Value::Array(vec![])),
+        (
+            "begin_search",
+            flat(vec![
+                ("type", bulk("keyword")),
+                (
+                    "spec",
+                    flat(vec![
+                        ("keyword", bulk("KEYS")),
+                        ("startfrom", Value::Integer(1)),
+                    ]),
+                ),
+            ]),
+        ),
+        (
+            "find_keys",
+            flat(vec![
+                ("type", bulk("keynum")),
+                (
+                    "spec",
+                    flat(vec![
+                        ("keynumidx", Value::Integer(0)),
+                        ("firstkey", Value::Integer(1)),
+                        ("keystep", Value::Integer(1)),
+                    ]),
+                ),
+            ]),
+        ),
+    ]);
+    let reply = Value::Array(vec![
+        command_entry(
+            "mymod.sum",
+            -3,
+            &["readonly", "movablekeys"],
+            0,
+            0,
+            0,
+            vec![spec],
+        ),
+        command_entry("mymod.admin", 1, &["admin"], 0, 0, 0, vec![]),
+        command_entry("mymod.get", 2, &["readonly"], 1, 1, 1, vec![]),
+    ]);
+    let t = CommandTable::from_command_reply(&reply).expect("table");
+    assert!(matches!(
+        t.route(&req(&["MYMOD.SUM", "x", "KEYS", "2", "{k}1", "{k}2"])),
+        Route::Slot(s) if s == slot_of("k")
+    ));
+    assert!(matches!(
+        t.route(&req(&["MYMOD.SUM", "x", "KEYS", "2", "a", "b"])),
+        Route::Reject(Rejection::CrossSlot)
+    ));
+    assert!(matches!(t.route(&req(&["mymod.get", "q"])), Route::Slot(s) if s == slot_of("q")));
+    assert!(matches!(
+        t.route(&req(&["mymod.admin"])),
+        Route::Reject(Rejection::Unsupported(..))
+    ));
+    assert!(t.get(b"MYMOD.GET").is_some_and(|i| i.readonly));
+    // The built-in rules still hold.
+    assert!(matches!(t.route(&req(&["GET", "a"])), Route::Slot(_)));
+    assert!(matches!(
+        t.route(&req(&["PING"])),
+        Route::Local(Local::Ping)
+    ));
+}

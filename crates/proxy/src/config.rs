@@ -1,0 +1,509 @@
+//! The configuration: one serde struct, loaded from a TOML file, then
+//! `ORTHRUS_*` environment variables, then command-line flags (each layer
+//! wins over the one before), and validated once at start-up.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use orthrus_cluster::NodeAddr;
+use serde::{Deserialize, Serialize};
+
+/// The top-level settings, as environment variables name them.
+const SETTINGS: &[&str] = &[
+    "listen", "seeds", "threads", "announce", "cluster", "backend", "client", "log",
+];
+
+/// Exit code for a configuration that cannot be used (`EX_USAGE`).
+pub const EXIT_BAD_CONFIG: i32 = 64;
+
+/// Everything orthrus can be told. Every field has a default, so an empty
+/// file (or no file) is a valid configuration.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// Address clients connect to. Default `127.0.0.1:7777`.
+    pub listen: String,
+    /// Cluster nodes to discover the topology from, `host:port` each; any
+    /// one reachable seed is enough. Default: none (must be set).
+    pub seeds: Vec<String>,
+    /// Worker threads, each with its own listener, sessions and backend
+    /// connections. 0 means one per CPU core. Default 0.
+    pub threads: usize,
+    /// `ip:port` that CLUSTER SLOTS/SHARDS/NODES give as orthrus's own
+    /// address (behind NAT or a load balancer). Default: the address each
+    /// client connected to.
+    pub announce: Option<String>,
+    /// Topology discovery and refresh.
+    pub cluster: ClusterConfig,
+    /// Connections from orthrus to the cluster nodes.
+    pub backend: BackendConfig,
+    /// Limits on what one client may send or hold.
+    pub client: ClientConfig,
+    /// Logging.
+    pub log: LogConfig,
+}
+
+/// `[cluster]`: how the topology is learnt and kept current.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ClusterConfig {
+    /// Periodic topology refresh, in milliseconds. Default 5000.
+    pub refresh_interval_ms: u64,
+    /// Redirects (MOVED, ASK, TRYAGAIN, CLUSTERDOWN) one request may follow
+    /// before the client gets an error. Default 5.
+    pub max_redirects: u32,
+}
+
+/// `[backend]`: connections to the cluster nodes.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct BackendConfig {
+    /// Multiplexed connections per worker thread, per node and per protocol
+    /// (RESP2, RESP3). Default 1.
+    pub connections_per_node: usize,
+    /// Timeout to establish a backend connection, in milliseconds. Default 1000.
+    pub connect_timeout_ms: u64,
+    /// How long a request may wait for its reply from a node, in
+    /// milliseconds; past it the connection is deemed dead. Default 5000.
+    pub request_timeout_ms: u64,
+    /// Dedicated connections (blocking commands, WATCH) per worker thread
+    /// and per node; when all are in use, such a command gets an error.
+    /// Default 128.
+    pub dedicated_per_node: usize,
+}
+
+/// `[client]`: per-client limits.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ClientConfig {
+    /// Requests one client may have in flight (pipelined, not yet answered)
+    /// before orthrus stops reading from it. Default 1024.
+    pub max_pending: usize,
+    /// Largest bulk string accepted in a request, in bytes. Default 512 MiB.
+    pub max_bulk_len: usize,
+    /// Most arguments in one request. Default 1048576.
+    pub max_args: usize,
+    /// Longest inline (telnet-style) request line, in bytes. Default 65536.
+    pub max_inline_len: usize,
+}
+
+/// `[log]`: what is logged and how.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LogConfig {
+    /// A `tracing` filter (`info`, `orthrus_proxy=debug`, ...); `RUST_LOG`
+    /// wins when set. Default `info`.
+    pub level: String,
+    /// `text` or `json`. Default `text`.
+    pub format: LogFormat,
+}
+
+/// Log output format.
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// Human-readable lines.
+    #[default]
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Values given on the command line; `None` leaves the lower layers alone.
+#[derive(Clone, Debug, Default)]
+pub struct Overrides {
+    pub listen: Option<String>,
+    pub seeds: Option<String>,
+    pub threads: Option<usize>,
+}
+
+/// A setting that cannot be used, named so the operator can find it.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("configuration: {0}")]
+    Load(#[from] config::ConfigError),
+    #[error("configuration: {setting}: {reason}")]
+    Invalid {
+        setting: &'static str,
+        reason: String,
+    },
+}
+
+/// The validated form the proxy runs with.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    pub listen: SocketAddr,
+    pub seeds: Vec<NodeAddr>,
+    pub threads: usize,
+    pub announce: Option<SocketAddr>,
+    /// The file the configuration came from, if any (shown in INFO).
+    pub config_file: Option<PathBuf>,
+    pub raw: Config,
+}
+
+// === impl Config ===
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            listen: "127.0.0.1:7777".to_owned(),
+            seeds: Vec::new(),
+            threads: 0,
+            announce: None,
+            cluster: ClusterConfig::default(),
+            backend: BackendConfig::default(),
+            client: ClientConfig::default(),
+            log: LogConfig::default(),
+        }
+    }
+}
+
+impl Default for ClusterConfig {
+    fn default() -> Self {
+        ClusterConfig {
+            refresh_interval_ms: 5000,
+            max_redirects: 5,
+        }
+    }
+}
+
+impl Default for BackendConfig {
+    fn default() -> Self {
+        BackendConfig {
+            connections_per_node: 1,
+            connect_timeout_ms: 1000,
+            request_timeout_ms: 5000,
+            dedicated_per_node: 128,
+        }
+    }
+}
+
+impl Default for ClientConfig {
+    fn default() -> Self {
+        ClientConfig {
+            max_pending: 1024,
+            max_bulk_len: 512 * 1024 * 1024,
+            max_args: 1024 * 1024,
+            max_inline_len: 64 * 1024,
+        }
+    }
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        LogConfig {
+            level: "info".to_owned(),
+            format: LogFormat::Text,
+        }
+    }
+}
+
+impl Config {
+    /// Loads file < environment < flags. `env` is the process environment
+    /// (passed in so tests can supply their own).
+    pub fn load(
+        file: Option<&Path>,
+        env: impl IntoIterator<Item = (String, String)>,
+        flags: &Overrides,
+    ) -> Result<Config, ConfigError> {
+        let mut builder = config::Config::builder();
+        if let Some(path) = file {
+            builder = builder.add_source(config::File::from(path).format(config::FileFormat::Toml));
+        }
+        // Only variables that name a setting: other tools share the prefix
+        // (ORTHRUS_CONFIG is the file itself), and must not stop orthrus.
+        // A misspelt key inside a known section is still refused.
+        let env: config::Map<String, String> = env
+            .into_iter()
+            .filter(|(k, _)| {
+                k.strip_prefix("ORTHRUS_").is_some_and(|rest| {
+                    let top = rest
+                        .split("__")
+                        .next()
+                        .unwrap_or_default()
+                        .to_ascii_lowercase();
+                    SETTINGS.contains(&top.as_str())
+                })
+            })
+            .collect();
+        builder = builder.add_source(
+            config::Environment::with_prefix("ORTHRUS")
+                .prefix_separator("_")
+                .separator("__")
+                .list_separator(",")
+                .with_list_parse_key("seeds")
+                .try_parsing(true)
+                .source(Some(env)),
+        );
+        if let Some(listen) = &flags.listen {
+            builder = builder.set_override("listen", listen.as_str())?;
+        }
+        if let Some(seeds) = &flags.seeds {
+            let list: Vec<String> = split_list(seeds);
+            builder = builder.set_override("seeds", list)?;
+        }
+        if let Some(threads) = flags.threads {
+            builder = builder.set_override("threads", threads as u64)?;
+        }
+        Ok(builder.build()?.try_deserialize()?)
+    }
+
+    /// Checks every value and resolves what needs resolving.
+    pub fn validate(self) -> Result<Settings, ConfigError> {
+        let listen = self.listen.parse::<SocketAddr>().map_err(|e| {
+            invalid(
+                "listen",
+                format!("{:?} is not an address: {e}", self.listen),
+            )
+        })?;
+        let seeds = self
+            .seeds
+            .iter()
+            .flat_map(|s| split_list(s))
+            .map(|s| {
+                s.parse::<NodeAddr>()
+                    .map_err(|e| invalid("seeds", format!("{s:?}: {e}")))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        if seeds.is_empty() {
+            return Err(invalid(
+                "seeds",
+                "at least one cluster node is needed (--seeds host:port,...)".to_owned(),
+            ));
+        }
+        let announce = match &self.announce {
+            None => None,
+            Some(a) => Some(
+                a.parse::<SocketAddr>()
+                    .map_err(|e| invalid("announce", format!("{a:?} is not an ip:port: {e}")))?,
+            ),
+        };
+        let threads = match self.threads {
+            0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            n if n > 1024 => return Err(invalid("threads", format!("{n} is more than 1024"))),
+            n => n,
+        };
+        positive(
+            "backend.connections_per_node",
+            self.backend.connections_per_node as u64,
+        )?;
+        if self.backend.connections_per_node > 64 {
+            return Err(invalid(
+                "backend.connections_per_node",
+                "at most 64".to_owned(),
+            ));
+        }
+        positive(
+            "backend.connect_timeout_ms",
+            self.backend.connect_timeout_ms,
+        )?;
+        positive(
+            "backend.dedicated_per_node",
+            self.backend.dedicated_per_node as u64,
+        )?;
+        positive(
+            "backend.request_timeout_ms",
+            self.backend.request_timeout_ms,
+        )?;
+        positive(
+            "cluster.refresh_interval_ms",
+            self.cluster.refresh_interval_ms,
+        )?;
+        positive("client.max_pending", self.client.max_pending as u64)?;
+        positive("client.max_bulk_len", self.client.max_bulk_len as u64)?;
+        positive("client.max_args", self.client.max_args as u64)?;
+        positive("client.max_inline_len", self.client.max_inline_len as u64)?;
+        if tracing_subscriber::EnvFilter::try_new(&self.log.level).is_err() {
+            return Err(invalid(
+                "log.level",
+                format!("{:?} is not a log filter", self.log.level),
+            ));
+        }
+        Ok(Settings {
+            listen,
+            seeds,
+            threads,
+            announce,
+            config_file: None,
+            raw: self,
+        })
+    }
+}
+
+impl Settings {
+    pub fn refresh_interval(&self) -> Duration {
+        Duration::from_millis(self.raw.cluster.refresh_interval_ms)
+    }
+
+    pub fn connect_timeout(&self) -> Duration {
+        Duration::from_millis(self.raw.backend.connect_timeout_ms)
+    }
+
+    pub fn request_timeout(&self) -> Duration {
+        Duration::from_millis(self.raw.backend.request_timeout_ms)
+    }
+
+    pub fn limits(&self) -> orthrus_resp::Limits {
+        orthrus_resp::Limits {
+            max_bulk_len: self.raw.client.max_bulk_len,
+            max_array_len: self.raw.client.max_args,
+            max_inline_len: self.raw.client.max_inline_len,
+            ..orthrus_resp::Limits::default()
+        }
+    }
+}
+
+/// The config file given on the command line, if any.
+pub fn file_path(flag: Option<PathBuf>) -> Option<PathBuf> {
+    flag.or_else(|| std::env::var_os("ORTHRUS_CONFIG").map(PathBuf::from))
+}
+
+fn split_list(s: &str) -> Vec<String> {
+    s.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+fn invalid(setting: &'static str, reason: String) -> ConfigError {
+    ConfigError::Invalid { setting, reason }
+}
+
+fn positive(setting: &'static str, value: u64) -> Result<(), ConfigError> {
+    if value == 0 {
+        return Err(invalid(setting, "must be greater than 0".to_owned()));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn defaults_need_only_seeds() {
+        let cfg = Config::load(
+            None,
+            env(&[("ORTHRUS_SEEDS", "127.0.0.1:1")]),
+            &Overrides::default(),
+        )
+        .unwrap();
+        let s = cfg.validate().unwrap();
+        assert_eq!(s.listen.to_string(), "127.0.0.1:7777");
+        assert_eq!(s.seeds.len(), 1);
+        assert!(s.threads >= 1);
+    }
+
+    #[test]
+    fn file_then_env_then_flags() {
+        let dir = tempfile_dir();
+        let path = dir.join("orthrus.toml");
+        std::fs::write(
+            &path,
+            "listen = \"127.0.0.1:1000\"\nseeds = [\"a:1\"]\nthreads = 3\n[backend]\nrequest_timeout_ms = 77\n",
+        )
+        .unwrap();
+        let cfg = Config::load(Some(&path), Vec::new(), &Overrides::default()).unwrap();
+        assert_eq!((cfg.listen.as_str(), cfg.threads), ("127.0.0.1:1000", 3));
+        assert_eq!(cfg.backend.request_timeout_ms, 77);
+
+        let e = env(&[
+            ("ORTHRUS_LISTEN", "127.0.0.1:2000"),
+            ("ORTHRUS_SEEDS", "b:2,c:3"),
+            ("ORTHRUS_BACKEND__REQUEST_TIMEOUT_MS", "88"),
+        ]);
+        let cfg = Config::load(Some(&path), e.clone(), &Overrides::default()).unwrap();
+        assert_eq!(cfg.listen, "127.0.0.1:2000");
+        assert_eq!(cfg.seeds, vec!["b:2", "c:3"]);
+        assert_eq!(cfg.backend.request_timeout_ms, 88);
+        assert_eq!(cfg.threads, 3);
+
+        let flags = Overrides {
+            listen: Some("127.0.0.1:3000".into()),
+            seeds: Some("d:4".into()),
+            threads: Some(2),
+        };
+        let cfg = Config::load(Some(&path), e, &flags).unwrap();
+        assert_eq!((cfg.listen.as_str(), cfg.threads), ("127.0.0.1:3000", 2));
+        assert_eq!(cfg.seeds, vec!["d:4"]);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn bad_values_name_the_setting() {
+        let cases: &[(&[(&str, &str)], &str)] = &[
+            (
+                &[("ORTHRUS_SEEDS", "x:1"), ("ORTHRUS_LISTEN", "nope")],
+                "listen",
+            ),
+            (&[], "seeds"),
+            (&[("ORTHRUS_SEEDS", "x:notaport")], "seeds"),
+            (
+                &[
+                    ("ORTHRUS_SEEDS", "x:1"),
+                    ("ORTHRUS_BACKEND__CONNECT_TIMEOUT_MS", "0"),
+                ],
+                "backend.connect_timeout_ms",
+            ),
+            (
+                &[("ORTHRUS_SEEDS", "x:1"), ("ORTHRUS_THREADS", "5000")],
+                "threads",
+            ),
+        ];
+        for (vars, setting) in cases {
+            let err = Config::load(None, env(vars), &Overrides::default())
+                .and_then(Config::validate)
+                .unwrap_err();
+            assert!(
+                err.to_string().contains(setting),
+                "{err} should name {setting}"
+            );
+        }
+    }
+
+    #[test]
+    fn other_tools_variables_are_ignored_but_typos_in_sections_are_not() {
+        let vars = env(&[
+            ("ORTHRUS_SEEDS", "a:1"),
+            ("ORTHRUS_CONFIG", "/x"),
+            ("ORTHRUS_BENCH_REQUIRE_PROXY", "1"),
+        ]);
+        let cfg = Config::load(None, vars, &Overrides::default()).unwrap();
+        assert_eq!(cfg.seeds, vec!["a:1"]);
+        let vars = env(&[
+            ("ORTHRUS_SEEDS", "a:1"),
+            ("ORTHRUS_BACKEND__REQUEST_TIMEOUT", "5"),
+        ]);
+        let err = Config::load(None, vars, &Overrides::default()).unwrap_err();
+        assert!(err.to_string().contains("request_timeout"), "{err}");
+    }
+
+    #[test]
+    fn unknown_keys_are_refused() {
+        let dir = tempfile_dir();
+        let path = dir.join("bad.toml");
+        std::fs::write(&path, "seeds = [\"a:1\"]\nlisten_addr = \"x\"\n").unwrap();
+        let err = Config::load(Some(&path), Vec::new(), &Overrides::default()).unwrap_err();
+        assert!(err.to_string().contains("listen_addr"), "{err}");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    fn tempfile_dir() -> PathBuf {
+        let dir = std::env::temp_dir().join(format!(
+            "orthrus-config-test-{}-{}",
+            std::process::id(),
+            rand::random::<u64>()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+}

@@ -1,0 +1,195 @@
+//! Dedicated backend connections: held by one client for as long as it
+//! needs one (a blocking command, a WATCH ... EXEC), never shared while
+//! held. Each worker keeps a bounded pool per node; idle connections are
+//! kept for reuse, and a connection whose client went away mid-command is
+//! closed, which makes Redis forget the blocked client.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::io;
+use std::rc::Rc;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use orthrus_cluster::NodeAddr;
+use orthrus_resp::{Protocol, ReplyScanner};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use crate::backend;
+use crate::worker::WorkerCtx;
+
+/// Idle connections kept per node and protocol.
+const MAX_IDLE: usize = 8;
+
+/// One connection, used by one client at a time.
+pub struct Dedicated {
+    stream: TcpStream,
+    buf: BytesMut,
+    scanner: ReplyScanner,
+    addr: NodeAddr,
+    proto: Protocol,
+}
+
+/// Why no dedicated connection could be had.
+#[derive(Debug, thiserror::Error)]
+pub enum TakeError {
+    #[error("all {0} dedicated connections of this worker to the node are in use")]
+    Exhausted(usize),
+    #[error("cannot connect to the node: {0}")]
+    Connect(#[from] io::Error),
+}
+
+/// A worker's dedicated connections.
+pub struct DedicatedPool {
+    max_per_node: usize,
+    idle: RefCell<HashMap<(NodeAddr, Protocol), Vec<Dedicated>>>,
+    busy: RefCell<HashMap<NodeAddr, usize>>,
+}
+
+/// A connection taken from the pool. [`Lease::release`] gives it back;
+/// dropping the lease closes the connection.
+pub struct Lease {
+    conn: Option<Dedicated>,
+    ctx: Rc<WorkerCtx>,
+}
+
+// === impl DedicatedPool ===
+
+impl DedicatedPool {
+    pub fn new(max_per_node: usize) -> DedicatedPool {
+        DedicatedPool {
+            max_per_node,
+            idle: RefCell::new(HashMap::new()),
+            busy: RefCell::new(HashMap::new()),
+        }
+    }
+
+    /// Takes an idle connection to `addr` or opens one, within the bound.
+    pub async fn take(
+        ctx: &Rc<WorkerCtx>,
+        addr: &NodeAddr,
+        proto: Protocol,
+    ) -> Result<Lease, TakeError> {
+        let pool = &ctx.dedicated;
+        {
+            let mut busy = pool.busy.borrow_mut();
+            let n = busy.entry(addr.clone()).or_insert(0);
+            if *n >= pool.max_per_node {
+                return Err(TakeError::Exhausted(pool.max_per_node));
+            }
+            *n += 1;
+        }
+        let idle = pool
+            .idle
+            .borrow_mut()
+            .get_mut(&(addr.clone(), proto))
+            .and_then(Vec::pop);
+        let conn = match idle {
+            Some(conn) => conn,
+            None => match backend::connect(addr, proto, ctx).await {
+                Ok(stream) => Dedicated {
+                    stream,
+                    buf: BytesMut::with_capacity(4096),
+                    scanner: ReplyScanner::default(),
+                    addr: addr.clone(),
+                    proto,
+                },
+                Err(e) => {
+                    pool.forget(addr);
+                    return Err(TakeError::Connect(e));
+                }
+            },
+        };
+        Ok(Lease {
+            conn: Some(conn),
+            ctx: ctx.clone(),
+        })
+    }
+
+    fn forget(&self, addr: &NodeAddr) {
+        if let Some(n) = self.busy.borrow_mut().get_mut(addr) {
+            *n = n.saturating_sub(1);
+        }
+    }
+}
+
+// === impl Lease ===
+
+impl Lease {
+    /// Sends `frame` and reads `frames` complete replies, returned together.
+    /// `timeout` bounds the wait for them (`None`: wait as long as it takes).
+    pub async fn call(
+        &mut self,
+        frame: &[u8],
+        frames: usize,
+        timeout: Option<Duration>,
+    ) -> io::Result<Bytes> {
+        let conn = self
+            .conn
+            .as_mut()
+            .ok_or_else(|| io::Error::other("connection already closed"))?;
+        let work = conn.call(frame, frames);
+        match timeout {
+            Some(t) => tokio::time::timeout(t, work)
+                .await
+                .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "no reply in time"))?,
+            None => work.await,
+        }
+    }
+
+    /// Gives the connection back for reuse: only when no reply is pending.
+    pub fn release(mut self) {
+        if let Some(conn) = self.conn.take() {
+            let pool = &self.ctx.dedicated;
+            pool.forget(&conn.addr);
+            let mut idle = pool.idle.borrow_mut();
+            let list = idle.entry((conn.addr.clone(), conn.proto)).or_default();
+            if list.len() < MAX_IDLE && conn.buf.is_empty() {
+                list.push(conn);
+            }
+        }
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        if let Some(conn) = self.conn.take() {
+            self.ctx.dedicated.forget(&conn.addr);
+        }
+    }
+}
+
+// === impl Dedicated ===
+
+impl Dedicated {
+    async fn call(&mut self, frame: &[u8], frames: usize) -> io::Result<Bytes> {
+        self.stream.write_all(frame).await?;
+        let (mut len, mut done) = (0, 0);
+        loop {
+            while done < frames.max(1) {
+                match self
+                    .scanner
+                    .scan(self.buf.get(len..).unwrap_or_default())
+                    .map_err(io::Error::other)?
+                {
+                    Some(n) => {
+                        len += n;
+                        done += 1;
+                    }
+                    None => break,
+                }
+            }
+            if done >= frames.max(1) {
+                return Ok(self.buf.split_to(len).freeze());
+            }
+            self.buf.reserve(4096);
+            if self.stream.read_buf(&mut self.buf).await? == 0 {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "node closed the connection",
+                ));
+            }
+        }
+    }
+}

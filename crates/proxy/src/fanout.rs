@@ -1,0 +1,176 @@
+//! Commands that concern the whole keyspace (KEYS, DBSIZE, FLUSHALL,
+//! RANDOMKEY, SCRIPT LOAD, ...): sent to every master at once, the replies
+//! merged into the one a single redis-server would give. Any master's error
+//! is the client's reply.
+
+use std::rc::Rc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use bytes::{Bytes, BytesMut};
+use orthrus_resp::{Protocol, Request, encode};
+
+use crate::command_kind::FanOut;
+use crate::forward::{self, Sent, Target, error_reply, no_owner};
+use crate::session::Pending;
+use crate::split::{array_elements, parse_integer};
+use crate::worker::WorkerCtx;
+
+/// Sends `req` to every master and merges the replies as `how` says.
+pub fn dispatch(
+    ctx: &Rc<WorkerCtx>,
+    req: Request,
+    how: FanOut,
+    proto: Protocol,
+    readonly: bool,
+) -> Pending {
+    let map = ctx.shared.slots.load();
+    let mut masters = map.masters();
+    if masters.is_empty() {
+        return Pending::Ready(no_owner(&map));
+    }
+    if how == FanOut::FirstNonNil {
+        // Spread RANDOMKEY over the masters.
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let n = masters.len();
+        masters.rotate_left(NEXT.fetch_add(1, Ordering::Relaxed) % n);
+    }
+    let frame = req.into_frame();
+    let sent: Vec<Sent> = masters
+        .into_iter()
+        .map(|m| forward::forward(ctx, frame.clone(), Target::Node(m), proto, readonly))
+        .collect();
+    let ctx = ctx.clone();
+    Pending::Future(Box::pin(async move {
+        let mut replies = Vec::with_capacity(sent.len());
+        for s in sent {
+            replies.push(match s {
+                Sent::Remote(remote) => forward::resolve(&ctx, remote).await,
+                Sent::Refused(reply) => reply,
+            });
+        }
+        merge(how, &replies)
+    }))
+}
+
+fn merge(how: FanOut, replies: &[Bytes]) -> Bytes {
+    if let Some(err) = replies
+        .iter()
+        .find(|r| matches!(r.first(), Some(b'-' | b'!')))
+    {
+        return err.clone();
+    }
+    let Some(first) = replies.first() else {
+        return error_reply("ERR orthrus: no master to ask");
+    };
+    match how {
+        FanOut::AllOk | FanOut::Same => {
+            if replies.iter().all(|r| r == first) {
+                first.clone()
+            } else {
+                error_reply("ERR orthrus: the masters disagree")
+            }
+        }
+        FanOut::FirstNonNil => replies
+            .iter()
+            .find(|r| !matches!(&r[..], b"$-1\r\n" | b"_\r\n"))
+            .unwrap_or(first)
+            .clone(),
+        FanOut::Sum => {
+            let mut total = 0i64;
+            for r in replies {
+                match parse_integer(r) {
+                    Some(n) => total = total.saturating_add(n),
+                    None => return error_reply("ERR orthrus: unexpected reply from a master"),
+                }
+            }
+            let mut out = BytesMut::with_capacity(24);
+            encode::integer(&mut out, total);
+            out.freeze()
+        }
+        FanOut::Concat => {
+            let mut all = Vec::new();
+            for r in replies {
+                match array_elements(r) {
+                    Some(elements) => all.extend(elements),
+                    None => return error_reply("ERR orthrus: unexpected reply from a master"),
+                }
+            }
+            let mut out = BytesMut::with_capacity(all.iter().map(Bytes::len).sum::<usize>() + 16);
+            encode::array_header(&mut out, all.len());
+            for e in all {
+                out.extend_from_slice(&e);
+            }
+            out.freeze()
+        }
+        FanOut::And => {
+            let mut flags: Option<Vec<i64>> = None;
+            for r in replies {
+                let Some(elements) = array_elements(r) else {
+                    return error_reply("ERR orthrus: unexpected reply from a master");
+                };
+                let values: Vec<i64> = elements
+                    .iter()
+                    .map(|e| parse_integer(e).unwrap_or(0))
+                    .collect();
+                flags = Some(match flags {
+                    None => values,
+                    Some(prev) => prev.iter().zip(&values).map(|(a, b)| *a.min(b)).collect(),
+                });
+            }
+            let flags = flags.unwrap_or_default();
+            let mut out = BytesMut::new();
+            encode::array_header(&mut out, flags.len());
+            for f in flags {
+                encode::integer(&mut out, f);
+            }
+            out.freeze()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn b(s: &str) -> Bytes {
+        Bytes::copy_from_slice(s.as_bytes())
+    }
+
+    #[test]
+    fn merges() {
+        assert_eq!(
+            &merge(FanOut::Sum, &[b(":1\r\n"), b(":2\r\n")])[..],
+            b":3\r\n"
+        );
+        assert_eq!(
+            &merge(
+                FanOut::Concat,
+                &[b("*1\r\n$1\r\na\r\n"), b("*0\r\n"), b("*1\r\n$1\r\nb\r\n")]
+            )[..],
+            b"*2\r\n$1\r\na\r\n$1\r\nb\r\n"
+        );
+        assert_eq!(
+            &merge(FanOut::AllOk, &[b("+OK\r\n"), b("+OK\r\n")])[..],
+            b"+OK\r\n"
+        );
+        assert_eq!(
+            &merge(FanOut::AllOk, &[b("+OK\r\n"), b("-ERR no\r\n")])[..],
+            b"-ERR no\r\n"
+        );
+        assert_eq!(
+            &merge(FanOut::FirstNonNil, &[b("$-1\r\n"), b("$1\r\nk\r\n")])[..],
+            b"$1\r\nk\r\n"
+        );
+        assert_eq!(
+            &merge(FanOut::FirstNonNil, &[b("$-1\r\n"), b("$-1\r\n")])[..],
+            b"$-1\r\n"
+        );
+        assert_eq!(
+            &merge(
+                FanOut::And,
+                &[b("*2\r\n:1\r\n:1\r\n"), b("*2\r\n:1\r\n:0\r\n")]
+            )[..],
+            b"*2\r\n:1\r\n:0\r\n"
+        );
+    }
+}

@@ -1,0 +1,250 @@
+//! Sending a request to the node that should answer it, and following the
+//! cluster's redirections until there is a reply for the client.
+//!
+//! The decision what to do with a reply is the pure
+//! [`orthrus_cluster::decide`]; this module carries it out: patch the slot
+//! map on MOVED, send `ASKING` with the command on ASK, wait and resend on
+//! TRYAGAIN and CLUSTERDOWN, and resend requests that never reached a node.
+
+use std::rc::Rc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use orthrus_cluster::{Action, NodeAddr, Slot, SlotMap, decide};
+use orthrus_resp::{Protocol, encode};
+use tokio::sync::oneshot;
+
+use crate::backend::{BackendError, Job, Reply};
+use crate::stats::WorkerStats;
+use crate::worker::WorkerCtx;
+
+/// Where a request goes.
+#[derive(Clone, Debug)]
+pub enum Target {
+    Slot(Slot),
+    /// Any master (key-less commands).
+    Any,
+    /// This node (fan-out, SCAN).
+    Node(NodeAddr),
+}
+
+/// A request sent to the cluster whose reply the client still waits for.
+pub struct Remote {
+    frame: Bytes,
+    target: Target,
+    proto: Protocol,
+    readonly: bool,
+    /// The node it was last sent to (a redirect with an empty host means
+    /// this node's host).
+    sent_to: NodeAddr,
+    /// Redirections and retries taken so far.
+    attempt: u32,
+    started: Instant,
+    rx: oneshot::Receiver<Reply>,
+    /// The reply, when it was taken early by [`Remote::is_ready`].
+    early: Option<Reply>,
+}
+
+/// How a request fares on its way.
+pub enum Sent {
+    Remote(Remote),
+    /// No node to send it to: this error is the reply.
+    Refused(Bytes),
+}
+
+// === impl Remote ===
+
+impl Remote {
+    /// Whether the reply has arrived (and no redirect is needed to know).
+    pub fn is_ready(&mut self) -> bool {
+        if self.early.is_none() {
+            match self.rx.try_recv() {
+                Ok(reply) => self.early = Some(reply),
+                Err(oneshot::error::TryRecvError::Empty) => return false,
+                Err(oneshot::error::TryRecvError::Closed) => {
+                    self.early = Some(Err(BackendError::Lost))
+                }
+            }
+        }
+        true
+    }
+}
+
+/// Sends `frame` towards `target` on this worker's connections.
+pub fn forward(
+    ctx: &Rc<WorkerCtx>,
+    frame: Bytes,
+    target: Target,
+    proto: Protocol,
+    readonly: bool,
+) -> Sent {
+    let map = ctx.shared.slots.load();
+    let Some(addr) = owner(&map, &target).cloned() else {
+        return Sent::Refused(no_owner(&map));
+    };
+    let rx = send(ctx, &addr, &frame, proto, false);
+    Sent::Remote(Remote {
+        frame,
+        target,
+        proto,
+        readonly,
+        sent_to: addr,
+        attempt: 0,
+        started: Instant::now(),
+        rx,
+        early: None,
+    })
+}
+
+/// Waits for the reply of `remote`, following redirections, and returns
+/// what the client gets.
+pub async fn resolve(ctx: &Rc<WorkerCtx>, mut remote: Remote) -> Bytes {
+    let stats = ctx.stats();
+    let policy = &ctx.shared.policy;
+    loop {
+        let reply = match remote.early.take() {
+            Some(reply) => reply,
+            None => (&mut remote.rx).await.unwrap_or(Err(BackendError::Lost)),
+        };
+        let frame = match reply {
+            Ok(frame) => frame,
+            Err(error) => match retry_after_failure(ctx, &remote, error) {
+                Some(delay) => {
+                    tokio::time::sleep(delay).await;
+                    remote.attempt += 1;
+                    if let Err(refusal) = resend(ctx, &mut remote) {
+                        return refusal;
+                    }
+                    continue;
+                }
+                None => {
+                    WorkerStats::bump(&stats.backend_errors);
+                    return error_reply(failure_message(error));
+                }
+            },
+        };
+        match decide(&frame, remote.attempt, policy).with_origin(&remote.sent_to) {
+            Action::Done => return frame,
+            Action::Moved { slot, addr } => {
+                WorkerStats::bump(&stats.moved);
+                ctx.shared.patch_slot(slot, &addr);
+                ctx.shared.request_refresh();
+                remote.attempt += 1;
+                remote.rx = send(ctx, &addr, &remote.frame, remote.proto, false);
+                remote.sent_to = addr;
+            }
+            Action::Ask { addr } => {
+                WorkerStats::bump(&stats.ask);
+                remote.attempt += 1;
+                remote.rx = send(ctx, &addr, &remote.frame, remote.proto, true);
+                remote.sent_to = addr;
+            }
+            Action::RetryAfter { delay, refresh } => {
+                let counter = if refresh {
+                    &stats.clusterdown
+                } else {
+                    &stats.tryagain
+                };
+                WorkerStats::bump(counter);
+                if refresh {
+                    ctx.shared.request_refresh();
+                }
+                tokio::time::sleep(delay).await;
+                remote.attempt += 1;
+                if let Err(refusal) = resend(ctx, &mut remote) {
+                    return refusal;
+                }
+            }
+            Action::Fail(reason) => {
+                stats.backend_errors.fetch_add(1, Ordering::Relaxed);
+                return error_reply(reason.message());
+            }
+        }
+    }
+}
+
+/// How long to wait before resending a request that got no reply, or
+/// `None` if it must not be resent.
+fn retry_after_failure(ctx: &WorkerCtx, remote: &Remote, error: BackendError) -> Option<Duration> {
+    // A write whose outcome is unknown is never resent behind the client's back.
+    if error == BackendError::Lost && !remote.readonly {
+        return None;
+    }
+    let deadline = remote.started + ctx.shared.settings.request_timeout();
+    let delay = Duration::from_millis(10u64 << remote.attempt.min(6));
+    (Instant::now() + delay < deadline).then_some(delay)
+}
+
+/// Routes `remote` again with the current slot map and sends it.
+fn resend(ctx: &Rc<WorkerCtx>, remote: &mut Remote) -> Result<(), Bytes> {
+    let map = ctx.shared.slots.load();
+    let addr = owner(&map, &remote.target).ok_or_else(|| no_owner(&map))?;
+    remote.rx = send(ctx, addr, &remote.frame, remote.proto, false);
+    remote.sent_to = addr.clone();
+    Ok(())
+}
+
+fn send(
+    ctx: &Rc<WorkerCtx>,
+    addr: &NodeAddr,
+    frame: &Bytes,
+    proto: Protocol,
+    asking: bool,
+) -> oneshot::Receiver<Reply> {
+    let (tx, rx) = oneshot::channel();
+    let job = Job {
+        frame: frame.clone(),
+        asking,
+        frames: 1,
+        reply: tx,
+    };
+    ctx.pool.send(ctx, addr, proto, job);
+    rx
+}
+
+fn owner<'a>(map: &'a SlotMap, target: &'a Target) -> Option<&'a NodeAddr> {
+    match target {
+        Target::Slot(slot) => map.master(*slot),
+        Target::Any => any_master(map),
+        Target::Node(addr) => Some(addr),
+    }
+}
+
+/// Spreads key-less commands over the masters without allocating.
+fn any_master(map: &SlotMap) -> Option<&NodeAddr> {
+    use std::sync::atomic::AtomicU16;
+    static NEXT: AtomicU16 = AtomicU16::new(0);
+    let start = NEXT.fetch_add(4099, Ordering::Relaxed);
+    (0..16u16)
+        .filter_map(|i| {
+            Slot::new(start.wrapping_add(i.wrapping_mul(1024)) % orthrus_cluster::SLOT_COUNT)
+        })
+        .find_map(|slot| map.master(slot))
+}
+
+pub fn no_owner(map: &SlotMap) -> Bytes {
+    if map.covered_slots() == 0 {
+        error_reply(
+            "CLUSTERDOWN orthrus: the cluster topology is not known yet (no seed node has answered)",
+        )
+    } else {
+        error_reply("CLUSTERDOWN Hash slot not served")
+    }
+}
+
+fn failure_message(error: BackendError) -> &'static str {
+    match error {
+        BackendError::NotSent => "CLUSTERDOWN orthrus: the node for this key is unreachable",
+        BackendError::Lost => {
+            "ERR orthrus: connection to the node lost before its reply; the command may or may not have been applied"
+        }
+    }
+}
+
+/// A RESP error reply (`msg` starts with its code, e.g. `ERR ...`).
+pub fn error_reply(msg: &str) -> Bytes {
+    let mut out = BytesMut::with_capacity(msg.len() + 3);
+    encode::error(&mut out, msg.as_bytes());
+    out.freeze()
+}

@@ -1,0 +1,122 @@
+//! `INFO`, in Redis's format (`# Section` headers, `field:value` lines),
+//! describing orthrus as the one server its clients see.
+
+use std::fmt::Write as _;
+use std::rc::Rc;
+
+use bytes::Bytes;
+use orthrus_resp::Request;
+
+use crate::local::verbatim;
+use crate::session::Client;
+use crate::stats;
+use crate::worker::WorkerCtx;
+
+type Section = fn(&mut String, &WorkerCtx);
+
+/// Sections in the order Redis prints them; `true` if part of the default set.
+const SECTIONS: &[(&str, bool, Section)] = &[
+    ("server", true, server),
+    ("clients", true, clients),
+    ("persistence", true, persistence),
+    ("stats", true, stats_section),
+    ("replication", true, replication),
+    ("cluster", true, cluster),
+];
+
+/// The reply to `INFO [section ...]`.
+pub fn reply(req: &Request, client: &Client, ctx: &Rc<WorkerCtx>) -> Bytes {
+    let wanted: Vec<String> = req
+        .args()
+        .skip(1)
+        .map(|a| String::from_utf8_lossy(a).to_ascii_lowercase())
+        .collect();
+    let everything = wanted.iter().any(|w| w == "all" || w == "everything");
+    let defaults = wanted.is_empty() || wanted.iter().any(|w| w == "default");
+    let mut text = String::with_capacity(1024);
+    for (name, default, section) in SECTIONS {
+        if everything || (defaults && *default) || wanted.iter().any(|w| w == name) {
+            if !text.is_empty() {
+                text.push_str("\r\n");
+            }
+            section(&mut text, ctx);
+        }
+    }
+    verbatim(&text, client.proto)
+}
+
+fn server(out: &mut String, ctx: &WorkerCtx) {
+    let shared = &ctx.shared;
+    let uptime = shared.started.elapsed().as_secs();
+    let port = shared.settings.listen.port();
+    let _ = write!(
+        out,
+        "# Server\r\nredis_version:{}\r\northrus_version:{}\r\nredis_mode:standalone\r\nos:{} {}\r\narch_bits:{}\r\nmultiplexing_api:epoll\r\nprocess_id:{}\r\ntcp_port:{port}\r\nuptime_in_seconds:{uptime}\r\nuptime_in_days:{}\r\nexecutable:{}\r\nconfig_file:{}\r\nthreads:{}\r\n",
+        shared.redis_version.load(),
+        env!("CARGO_PKG_VERSION"),
+        std::env::consts::OS,
+        std::env::consts::ARCH,
+        usize::BITS,
+        std::process::id(),
+        uptime / 86400,
+        std::env::current_exe()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default(),
+        shared
+            .settings
+            .config_file
+            .as_deref()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default(),
+        shared.settings.threads,
+    );
+}
+
+fn clients(out: &mut String, ctx: &WorkerCtx) {
+    let t = stats::totals(&ctx.shared.stats);
+    let _ = write!(
+        out,
+        "# Clients\r\nconnected_clients:{}\r\nblocked_clients:0\r\npubsub_clients:0\r\nmaxclients:0\r\n",
+        t.connected_clients.max(0)
+    );
+}
+
+fn persistence(out: &mut String, _ctx: &WorkerCtx) {
+    // Clients (ioredis) wait while `loading:1`; orthrus itself never loads.
+    out.push_str("# Persistence\r\nloading:0\r\nasync_loading:0\r\n");
+}
+
+fn stats_section(out: &mut String, ctx: &WorkerCtx) {
+    let t = stats::totals(&ctx.shared.stats);
+    let _ = write!(
+        out,
+        "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\nrejected_connections:0\r\northrus_redirects_moved:{}\r\northrus_redirects_ask:{}\r\northrus_retries_tryagain:{}\r\northrus_retries_clusterdown:{}\r\northrus_backend_errors:{}\r\northrus_protocol_errors:{}\r\northrus_rejected_commands:{}\r\northrus_topology_refreshes:{}\r\n",
+        t.connections_received,
+        t.commands,
+        t.moved,
+        t.ask,
+        t.tryagain,
+        t.clusterdown,
+        t.backend_errors,
+        t.protocol_errors,
+        t.rejected_commands,
+        ctx.shared.refreshes(),
+    );
+}
+
+fn replication(out: &mut String, _ctx: &WorkerCtx) {
+    out.push_str("# Replication\r\nrole:master\r\nconnected_slaves:0\r\n");
+}
+
+fn cluster(out: &mut String, ctx: &WorkerCtx) {
+    let map = ctx.shared.slots.load();
+    let _ = write!(
+        out,
+        "# Cluster\r\ncluster_enabled:0\r\northrus_cluster_known:{}\r\northrus_cluster_masters:{}\r\northrus_cluster_nodes:{}\r\northrus_cluster_slots_covered:{}\r\northrus_commands_from_cluster:{}\r\n",
+        u8::from(map.covered_slots() > 0),
+        map.masters().len(),
+        map.nodes().len(),
+        map.covered_slots(),
+        u8::from(ctx.shared.commands_learnt()),
+    );
+}

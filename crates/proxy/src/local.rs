@@ -1,0 +1,284 @@
+//! Commands orthrus answers itself: the connection handshake of today's
+//! clients (HELLO, AUTH, CLIENT SETNAME/SETINFO, SELECT 0, PING) and INFO,
+//! which clients use as a ready check. Replies follow Redis's wording.
+
+use std::rc::Rc;
+
+use bytes::{Bytes, BytesMut};
+use orthrus_resp::{Protocol, Request, encode};
+
+use crate::command_kind::Local;
+use crate::forward::error_reply;
+use crate::session::{Client, Pending};
+use crate::worker::WorkerCtx;
+use crate::{cluster_cmd, info};
+
+const NO_PASSWORD: &str = "ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?";
+const WRONGPASS: &str = "WRONGPASS invalid username-password pair or user is disabled.";
+const BAD_NAME: &str = "ERR Client names cannot contain spaces, newlines or special characters.";
+const NOT_INTEGER: &str = "ERR value is not an integer or out of range";
+
+/// Runs a local command.
+pub fn execute(cmd: Local, req: &Request, client: &mut Client, ctx: &Rc<WorkerCtx>) -> Pending {
+    let reply = match cmd {
+        Local::Ping => ping(req, client.proto),
+        Local::Echo => bulk(req.arg(1).unwrap_or_default()),
+        Local::Quit => return Pending::Last(simple("OK")),
+        Local::Select => select(req),
+        Local::ReadOnly | Local::ReadWrite => simple("OK"),
+        Local::Reset => {
+            client.proto = Protocol::Resp2;
+            client.name = None;
+            simple("RESET")
+        }
+        Local::Auth => auth(req.arg(1), req.arg(2)),
+        Local::Hello => hello(req, client, ctx),
+        Local::Client => client_command(req, client, ctx),
+        Local::Info => info::reply(req, client, ctx),
+        Local::Cluster => return cluster_cmd::execute(req, client, ctx),
+    };
+    Pending::Ready(reply)
+}
+
+fn ping(req: &Request, proto: Protocol) -> Bytes {
+    match (req.arg(1), req.arg_count()) {
+        (_, n) if n > 2 => error_reply("ERR wrong number of arguments for 'ping' command"),
+        (Some(msg), _) => bulk(msg),
+        (None, _) => {
+            let _ = proto;
+            simple("PONG")
+        }
+    }
+}
+
+fn select(req: &Request) -> Bytes {
+    let index = req
+        .arg(1)
+        .and_then(|a| std::str::from_utf8(a).ok())
+        .and_then(|s| s.parse::<i64>().ok());
+    match index {
+        None => error_reply(NOT_INTEGER),
+        Some(0) => simple("OK"),
+        Some(_) => error_reply("ERR SELECT is not allowed in cluster mode"),
+    }
+}
+
+/// With no client password configured, Redis's default user takes any
+/// password through `AUTH default <any>`, and refuses the one-argument form.
+fn auth(first: Option<&[u8]>, second: Option<&[u8]>) -> Bytes {
+    match (first, second) {
+        (Some(_), None) => error_reply(NO_PASSWORD),
+        (Some(user), Some(_)) if user == b"default" => simple("OK"),
+        _ => error_reply(WRONGPASS),
+    }
+}
+
+fn hello(req: &Request, client: &mut Client, ctx: &WorkerCtx) -> Bytes {
+    let mut proto = client.proto;
+    if let Some(ver) = req.arg(1) {
+        match std::str::from_utf8(ver)
+            .ok()
+            .and_then(|s| s.parse::<i64>().ok())
+        {
+            None => return error_reply("ERR Protocol version is not an integer or out of range"),
+            Some(2) => proto = Protocol::Resp2,
+            Some(3) => proto = Protocol::Resp3,
+            Some(_) => return error_reply("NOPROTO unsupported protocol version"),
+        }
+    }
+    let mut name = None;
+    let mut i = 2;
+    while let Some(opt) = req.arg(i) {
+        if opt.eq_ignore_ascii_case(b"AUTH") && req.arg_count() > i + 2 {
+            let reply = auth(req.arg(i + 1), req.arg(i + 2));
+            if reply.first() == Some(&b'-') {
+                return reply;
+            }
+            i += 3;
+        } else if opt.eq_ignore_ascii_case(b"SETNAME") && req.arg_count() > i + 1 {
+            let value = req.arg_bytes(i + 1).unwrap_or_default();
+            if !valid_name(&value) {
+                return error_reply(BAD_NAME);
+            }
+            name = Some(value);
+            i += 2;
+        } else {
+            let opt = String::from_utf8_lossy(opt);
+            return error_reply(&format!("ERR Syntax error in HELLO option '{opt}'"));
+        }
+    }
+    client.proto = proto;
+    if let Some(name) = name {
+        client.name = (!name.is_empty()).then_some(name);
+    }
+    let mut out = BytesMut::with_capacity(160);
+    encode::map_header(&mut out, 7, proto);
+    encode::bulk(&mut out, b"server");
+    encode::bulk(&mut out, b"redis");
+    encode::bulk(&mut out, b"version");
+    encode::bulk(&mut out, ctx.shared.redis_version.load().as_bytes());
+    encode::bulk(&mut out, b"proto");
+    encode::integer(&mut out, if proto == Protocol::Resp3 { 3 } else { 2 });
+    encode::bulk(&mut out, b"id");
+    encode::integer(&mut out, i64::try_from(client.id).unwrap_or(i64::MAX));
+    encode::bulk(&mut out, b"mode");
+    encode::bulk(&mut out, b"standalone");
+    encode::bulk(&mut out, b"role");
+    encode::bulk(&mut out, b"master");
+    encode::bulk(&mut out, b"modules");
+    encode::array_header(&mut out, 0);
+    out.freeze()
+}
+
+fn client_command(req: &Request, client: &mut Client, ctx: &WorkerCtx) -> Bytes {
+    let sub = req.arg(1).unwrap_or_default().to_ascii_lowercase();
+    let argc = req.arg_count();
+    let arity = |ok: bool, reply: Bytes| {
+        if ok {
+            reply
+        } else {
+            let sub = String::from_utf8_lossy(&sub);
+            error_reply(&format!(
+                "ERR wrong number of arguments for 'client|{sub}' command"
+            ))
+        }
+    };
+    match sub.as_slice() {
+        b"setname" if argc == 3 => {
+            let name = req.arg_bytes(2).unwrap_or_default();
+            if !valid_name(&name) {
+                return error_reply(BAD_NAME);
+            }
+            client.name = (!name.is_empty()).then_some(name);
+            simple("OK")
+        }
+        b"getname" => arity(
+            argc == 2,
+            match &client.name {
+                Some(name) => bulk(name),
+                None => null(client.proto),
+            },
+        ),
+        b"id" => arity(
+            argc == 2,
+            integer(i64::try_from(client.id).unwrap_or(i64::MAX)),
+        ),
+        b"setinfo" if argc == 4 => {
+            let attr = req.arg(2).unwrap_or_default();
+            let value = req.arg_bytes(3).unwrap_or_default();
+            if attr.eq_ignore_ascii_case(b"lib-name") {
+                if !valid_name(&value) {
+                    return error_reply(
+                        "ERR lib-name cannot contain spaces, newlines or special characters.",
+                    );
+                }
+                client.lib_name = Some(value);
+            } else if attr.eq_ignore_ascii_case(b"lib-ver") {
+                client.lib_ver = Some(value);
+            } else {
+                let attr = String::from_utf8_lossy(attr);
+                return error_reply(&format!("ERR Unrecognized option '{attr}'"));
+            }
+            simple("OK")
+        }
+        b"info" => arity(
+            argc == 2,
+            verbatim(&client_info_line(client, ctx), client.proto),
+        ),
+        b"no-evict" | b"no-touch" if argc == 3 => {
+            let v = req.arg(2).unwrap_or_default();
+            if v.eq_ignore_ascii_case(b"on") || v.eq_ignore_ascii_case(b"off") {
+                simple("OK")
+            } else {
+                error_reply("ERR syntax error")
+            }
+        }
+        b"setname" | b"setinfo" | b"no-evict" | b"no-touch" => arity(false, Bytes::new()),
+        b"help" => {
+            let lines: [&[u8]; 7] = [
+                b"CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                b"GETNAME",
+                b"ID",
+                b"INFO",
+                b"SETNAME <name>",
+                b"SETINFO <LIB-NAME|LIB-VER> <value>",
+                b"NO-EVICT|NO-TOUCH <ON|OFF>",
+            ];
+            let mut out = BytesMut::new();
+            encode::array_header(&mut out, lines.len());
+            for line in lines {
+                encode::simple(&mut out, line);
+            }
+            out.freeze()
+        }
+        _ => {
+            let shown = String::from_utf8_lossy(&sub).to_ascii_uppercase();
+            error_reply(&format!(
+                "ERR orthrus: CLIENT {shown} is not supported: orthrus answers CLIENT for the connection itself (GETNAME, SETNAME, ID, INFO, SETINFO)"
+            ))
+        }
+    }
+}
+
+/// One line in the format of Redis's CLIENT INFO / CLIENT LIST.
+pub fn client_info_line(client: &Client, ctx: &WorkerCtx) -> String {
+    let show = |b: &Option<Bytes>| {
+        b.as_deref()
+            .map(String::from_utf8_lossy)
+            .unwrap_or_default()
+            .into_owned()
+    };
+    let laddr = client.local_addr.map(|a| a.to_string()).unwrap_or_default();
+    format!(
+        "id={} addr={} laddr={} fd=-1 name={} age={} idle=0 flags=N db=0 sub=0 psub=0 ssub=0 multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd=client|info user=default redir=-1 resp={} lib-name={} lib-ver={} worker={}\n",
+        client.id,
+        client.peer,
+        laddr,
+        show(&client.name),
+        client.created.elapsed().as_secs(),
+        if client.proto == Protocol::Resp3 {
+            3
+        } else {
+            2
+        },
+        show(&client.lib_name),
+        show(&client.lib_ver),
+        ctx.index,
+    )
+}
+
+/// Redis accepts names of printable ASCII without spaces.
+fn valid_name(name: &[u8]) -> bool {
+    name.iter().all(|&c| (b'!'..=b'~').contains(&c))
+}
+
+pub fn simple(s: &str) -> Bytes {
+    let mut out = BytesMut::with_capacity(s.len() + 3);
+    encode::simple(&mut out, s.as_bytes());
+    out.freeze()
+}
+
+pub fn bulk(b: &[u8]) -> Bytes {
+    let mut out = BytesMut::with_capacity(b.len() + 16);
+    encode::bulk(&mut out, b);
+    out.freeze()
+}
+
+pub fn integer(n: i64) -> Bytes {
+    let mut out = BytesMut::with_capacity(24);
+    encode::integer(&mut out, n);
+    out.freeze()
+}
+
+pub fn null(proto: Protocol) -> Bytes {
+    let mut out = BytesMut::with_capacity(5);
+    encode::null(&mut out, proto);
+    out.freeze()
+}
+
+/// Text replies (INFO, CLIENT INFO) are verbatim strings in RESP3.
+pub fn verbatim(text: &str, proto: Protocol) -> Bytes {
+    let mut out = BytesMut::with_capacity(text.len() + 24);
+    encode::verbatim(&mut out, "txt", text.as_bytes(), proto);
+    out.freeze()
+}

@@ -1,0 +1,118 @@
+//! The `orthrus` binary: parse the configuration, start logging, bind, and
+//! run until SIGINT or SIGTERM.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Parser;
+use orthrus_proxy::config::{self, Config, EXIT_BAD_CONFIG, LogFormat, Overrides};
+
+/// A Redis Cluster proxy: plain Redis clients talk to orthrus as if it were
+/// one redis-server.
+#[derive(Parser, Debug)]
+#[command(name = "orthrus", version, about, long_about = None)]
+struct Args {
+    /// Address to accept clients on [default: 127.0.0.1:7777; env ORTHRUS_LISTEN]
+    #[arg(long, value_name = "HOST:PORT")]
+    listen: Option<String>,
+    /// Comma-separated cluster nodes to discover the topology from; any one
+    /// reachable node is enough [env ORTHRUS_SEEDS]
+    #[arg(long, value_name = "HOST:PORT,...")]
+    seeds: Option<String>,
+    /// Worker threads; 0 = one per CPU core [default: 0; env ORTHRUS_THREADS]
+    #[arg(long, value_name = "N")]
+    threads: Option<usize>,
+    /// TOML configuration file (see config/orthrus.toml) [env ORTHRUS_CONFIG]
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let file = config::file_path(args.config);
+    let overrides = Overrides {
+        listen: args.listen,
+        seeds: args.seeds,
+        threads: args.threads,
+    };
+    let settings =
+        Config::load(file.as_deref(), std::env::vars(), &overrides).and_then(Config::validate);
+    let mut settings = match settings {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("orthrus: {e}");
+            return ExitCode::from(EXIT_BAD_CONFIG as u8);
+        }
+    };
+    settings.config_file = file;
+    init_logging(&settings.raw.log);
+
+    let listeners = match orthrus_proxy::bind(settings.listen, settings.threads) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("orthrus: cannot listen on {}: {e}", settings.listen);
+            return ExitCode::FAILURE;
+        }
+    };
+    let bound = listeners.first().and_then(|l| l.local_addr().ok());
+    tracing::info!(
+        listen = ?bound,
+        seeds = ?settings.seeds.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        threads = settings.threads,
+        "orthrus {} listening",
+        env!("CARGO_PKG_VERSION")
+    );
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("orthrus: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(orthrus_proxy::run(settings, listeners, shutdown_signal())) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("orthrus: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_logging(log: &config::LogConfig) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .or_else(|_| tracing_subscriber::EnvFilter::try_new(&log.level))
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_writer(std::io::stderr);
+    match log.format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+}

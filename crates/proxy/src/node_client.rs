@@ -1,0 +1,64 @@
+//! A plain one-request-at-a-time client for the few conversations orthrus
+//! has with a node outside the data path: topology discovery, `COMMAND`,
+//! and the handshake of a backend connection.
+
+use std::io;
+use std::time::Duration;
+
+use bytes::BytesMut;
+use orthrus_cluster::NodeAddr;
+use orthrus_resp::{Limits, Request, Value, scan_reply};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// Replies of topology and `COMMAND` queries can be large, never unbounded.
+const MAX_REPLY: usize = 64 * 1024 * 1024;
+
+/// Sends one encoded request and reads its whole reply.
+pub async fn call(stream: &mut TcpStream, frame: &[u8]) -> io::Result<Value> {
+    stream.write_all(frame).await?;
+    let limits = Limits::for_replies();
+    let mut buf = BytesMut::with_capacity(4096);
+    loop {
+        if let Some(len) = scan_reply(&buf, &limits).map_err(io::Error::other)? {
+            let frame = buf.split_to(len).freeze();
+            return match Value::parse(&frame, &limits).map_err(io::Error::other)? {
+                Some((value, _)) => Ok(value),
+                None => Err(io::Error::other("reply scanner and parser disagree")),
+            };
+        }
+        if buf.len() > MAX_REPLY {
+            return Err(io::Error::other("reply too large"));
+        }
+        if stream.read_buf(&mut buf).await? == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "node closed the connection",
+            ));
+        }
+    }
+}
+
+/// A short-lived connection to `addr` for one or more calls.
+pub struct NodeClient {
+    stream: TcpStream,
+    timeout: Duration,
+}
+
+impl NodeClient {
+    pub async fn connect(addr: &NodeAddr, timeout: Duration) -> io::Result<NodeClient> {
+        let stream = tokio::time::timeout(timeout, TcpStream::connect((addr.host(), addr.port())))
+            .await
+            .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connect timed out"))??;
+        stream.set_nodelay(true)?;
+        Ok(NodeClient { stream, timeout })
+    }
+
+    /// Runs one command; error replies come back as `Value::Error`.
+    pub async fn cmd(&mut self, args: &[&[u8]]) -> io::Result<Value> {
+        let req = Request::from_args(args);
+        tokio::time::timeout(self.timeout, call(&mut self.stream, req.frame()))
+            .await
+            .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "no reply in time"))?
+    }
+}

@@ -1,0 +1,60 @@
+//! Counters. Each worker owns one [`WorkerStats`] and bumps it with relaxed
+//! atomics (uncontended: no lock, no shared cache line between workers);
+//! readers sum all workers.
+
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+
+/// One worker's counters.
+#[derive(Debug, Default)]
+pub struct WorkerStats {
+    pub connections_received: AtomicU64,
+    pub connected_clients: AtomicI64,
+    pub commands: AtomicU64,
+    pub moved: AtomicU64,
+    pub ask: AtomicU64,
+    pub tryagain: AtomicU64,
+    pub clusterdown: AtomicU64,
+    pub backend_errors: AtomicU64,
+    pub protocol_errors: AtomicU64,
+    pub rejected_commands: AtomicU64,
+}
+
+/// A consistent-enough sum over every worker.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Totals {
+    pub connections_received: u64,
+    pub connected_clients: i64,
+    pub commands: u64,
+    pub moved: u64,
+    pub ask: u64,
+    pub tryagain: u64,
+    pub clusterdown: u64,
+    pub backend_errors: u64,
+    pub protocol_errors: u64,
+    pub rejected_commands: u64,
+}
+
+impl WorkerStats {
+    pub fn bump(counter: &AtomicU64) {
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Sums the counters of every worker.
+pub fn totals(workers: &[WorkerStats]) -> Totals {
+    let mut t = Totals::default();
+    for w in workers {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        t.connections_received += get(&w.connections_received);
+        t.connected_clients += w.connected_clients.load(Ordering::Relaxed);
+        t.commands += get(&w.commands);
+        t.moved += get(&w.moved);
+        t.ask += get(&w.ask);
+        t.tryagain += get(&w.tryagain);
+        t.clusterdown += get(&w.clusterdown);
+        t.backend_errors += get(&w.backend_errors);
+        t.protocol_errors += get(&w.protocol_errors);
+        t.rejected_commands += get(&w.rejected_commands);
+    }
+    t
+}

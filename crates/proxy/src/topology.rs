@@ -1,0 +1,178 @@
+//! The topology refresher: one background task, on its own thread, that
+//! discovers the cluster from any reachable node and swaps in a new slot
+//! map. The request path never waits for it.
+//!
+//! It asks `CLUSTER SHARDS` (Redis 7) and falls back to `CLUSTER SLOTS`.
+//! It runs at start-up (retrying with back-off until some seed answers,
+//! while orthrus already listens and answers `-CLUSTERDOWN`), periodically,
+//! and whenever a worker asks: after a MOVED or a backend failure.
+
+use std::io;
+use std::sync::Arc;
+use std::time::Duration;
+
+use orthrus_cluster::{NodeAddr, SlotMap};
+use orthrus_resp::Value;
+
+use crate::command_table::CommandTable;
+use crate::node_client::NodeClient;
+use crate::shared::Shared;
+
+/// Wait after a trigger, so that a burst of MOVEDs makes one refresh.
+const DEBOUNCE: Duration = Duration::from_millis(20);
+const FIRST_BACKOFF: Duration = Duration::from_millis(100);
+const MAX_BACKOFF: Duration = Duration::from_secs(2);
+
+/// Starts the refresher thread.
+pub fn spawn(shared: Arc<Shared>) -> io::Result<std::thread::JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name("orthrus-topology".into())
+        .spawn(move || {
+            let runtime = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => rt,
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot start the topology refresher");
+                    return;
+                }
+            };
+            runtime.block_on(refresher(shared));
+        })
+}
+
+async fn refresher(shared: Arc<Shared>) {
+    let interval = shared.settings.refresh_interval();
+    let mut backoff = FIRST_BACKOFF;
+    let mut known = false;
+    loop {
+        match refresh_once(&shared).await {
+            Ok(()) => {
+                known = true;
+                backoff = FIRST_BACKOFF;
+                tokio::select! {
+                    () = shared.refresh_requested() => tokio::time::sleep(DEBOUNCE).await,
+                    () = tokio::time::sleep(interval) => {}
+                }
+            }
+            Err(e) => {
+                if known {
+                    tracing::warn!(error = %e, "topology refresh failed");
+                } else {
+                    tracing::warn!(error = %e, retry_in = ?backoff, "cluster not reachable yet");
+                }
+                tokio::select! {
+                    () = shared.refresh_requested() => {}
+                    () = tokio::time::sleep(backoff) => {}
+                }
+                backoff = (backoff * 2).min(MAX_BACKOFF);
+            }
+        }
+    }
+}
+
+/// Asks the known nodes, then the seeds, until one describes the cluster.
+async fn refresh_once(shared: &Shared) -> io::Result<()> {
+    shared.count_refresh();
+    let current = shared.slots.load_full();
+    let mut candidates: Vec<NodeAddr> = current.masters();
+    candidates.extend(current.nodes().iter().map(|n| n.addr.clone()));
+    candidates.extend(shared.settings.seeds.iter().cloned());
+    let mut seen = std::collections::HashSet::new();
+    candidates.retain(|a| seen.insert(a.clone()));
+    // Spread the load of refreshing over the nodes.
+    let start = usize::try_from(shared.refreshes()).unwrap_or(0) % candidates.len().max(1);
+    candidates.rotate_left(start);
+
+    let timeout = shared
+        .settings
+        .connect_timeout()
+        .max(Duration::from_millis(500));
+    let mut last_error = io::Error::other("no seed configured");
+    for addr in candidates {
+        match discover(&addr, timeout).await {
+            Ok(map) => {
+                install(shared, &current, map);
+                if !shared.commands_learnt() {
+                    learn(shared, &addr, timeout).await;
+                }
+                return Ok(());
+            }
+            Err(e) => last_error = io::Error::new(e.kind(), format!("{addr}: {e}")),
+        }
+    }
+    Err(last_error)
+}
+
+async fn discover(addr: &NodeAddr, timeout: Duration) -> io::Result<SlotMap> {
+    let mut node = NodeClient::connect(addr, timeout).await?;
+    let shards = node.cmd(&[b"CLUSTER", b"SHARDS"]).await?;
+    let map = if shards.is_error() {
+        let slots = node.cmd(&[b"CLUSTER", b"SLOTS"]).await?;
+        if let Value::Error(e) = &slots {
+            return Err(io::Error::other(format!(
+                "CLUSTER SLOTS: {}",
+                String::from_utf8_lossy(e)
+            )));
+        }
+        SlotMap::from_slots(&slots, addr)
+    } else {
+        SlotMap::from_shards(&shards, addr)
+    }
+    .map_err(io::Error::other)?;
+    if map.covered_slots() == 0 {
+        return Err(io::Error::other("the node knows no slot owner"));
+    }
+    Ok(map)
+}
+
+fn install(shared: &Shared, current: &SlotMap, map: SlotMap) {
+    if !current.same_layout(&map) {
+        let masters = map.masters();
+        tracing::info!(
+            masters = masters.len(),
+            nodes = map.nodes().len(),
+            slots_covered = map.covered_slots(),
+            first_master = ?masters.first().map(ToString::to_string),
+            "topology changed"
+        );
+        for (start, end, owner) in map.slot_ranges() {
+            tracing::debug!(start, end, owner = %owner, "slot range");
+        }
+    }
+    shared.slots.store(Arc::new(map));
+}
+
+/// Learns the command table and the server version from one node.
+async fn learn(shared: &Shared, addr: &NodeAddr, timeout: Duration) {
+    let Ok(mut node) = NodeClient::connect(addr, timeout).await else {
+        return;
+    };
+    match node.cmd(&[b"COMMAND"]).await {
+        Ok(reply) => match CommandTable::from_command_reply(&reply) {
+            Some(table) => {
+                tracing::info!(commands = table.len(), node = %addr, "command table learnt from the cluster");
+                shared.commands.store(Arc::new(table));
+                shared.mark_commands_learnt();
+            }
+            None => {
+                tracing::warn!(node = %addr, "COMMAND reply not understood; using the built-in table")
+            }
+        },
+        Err(e) => {
+            tracing::warn!(node = %addr, error = %e, "COMMAND failed; using the built-in table")
+        }
+    }
+    if let Ok(info) = node.cmd(&[b"INFO", b"server"]).await {
+        if let Some(version) = info
+            .as_bytes()
+            .and_then(|b| std::str::from_utf8(b).ok())
+            .and_then(|text| text.lines().find_map(|l| l.strip_prefix("redis_version:")))
+        {
+            shared
+                .redis_version
+                .store(Arc::new(version.trim().to_owned()));
+        }
+    }
+}

@@ -1,0 +1,78 @@
+//! A worker: one thread with a current-thread runtime, its own listener
+//! (SO_REUSEPORT, so the kernel spreads connections over workers), its own
+//! client sessions and its own backend connections. Nothing on its request
+//! path takes a lock or crosses a thread.
+
+use std::io;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+
+use crate::dedicated::DedicatedPool;
+use crate::pool::Pool;
+use crate::session;
+use crate::shared::Shared;
+use crate::stats::WorkerStats;
+
+/// What every task of a worker shares.
+pub struct WorkerCtx {
+    pub shared: Arc<Shared>,
+    pub index: usize,
+    pub pool: Pool,
+    pub dedicated: DedicatedPool,
+}
+
+impl WorkerCtx {
+    pub fn stats(&self) -> &WorkerStats {
+        // `Shared::new` makes one entry per worker.
+        &self.shared.stats[self.index % self.shared.stats.len()]
+    }
+}
+
+/// Runs worker `index` on the calling thread until `shutdown` resolves.
+pub fn run(
+    index: usize,
+    listener: std::net::TcpListener,
+    shared: Arc<Shared>,
+    shutdown: tokio::sync::watch::Receiver<bool>,
+) -> io::Result<()> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let local = tokio::task::LocalSet::new();
+    let ctx = Rc::new(WorkerCtx {
+        pool: Pool::new(shared.settings.raw.backend.connections_per_node),
+        dedicated: DedicatedPool::new(shared.settings.raw.backend.dedicated_per_node),
+        shared,
+        index,
+    });
+    local.block_on(&runtime, async move {
+        let listener = TcpListener::from_std(listener)?;
+        accept_loop(listener, ctx, shutdown).await;
+        Ok(())
+    })
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    ctx: Rc<WorkerCtx>,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) {
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, peer)) => {
+                    tokio::task::spawn_local(session::serve(stream, peer, ctx.clone()));
+                }
+                Err(e) => {
+                    // Out of file descriptors and the like: do not spin.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            },
+            _ = shutdown.changed() => return,
+        }
+    }
+}

@@ -1,0 +1,207 @@
+//! Commands that span the cluster: cross-slot multi-key commands split per
+//! slot, keyspace-wide commands sent to every master, SCAN across masters.
+
+mod common;
+
+use std::collections::HashSet;
+
+use common::{Proxy, cluster};
+use redis::Commands;
+
+#[test]
+fn split_fan_out_and_scan() {
+    let cluster = cluster(3, 1);
+    let proxy = Proxy::start(&cluster.seeds(), &[]);
+    let mut con = proxy.client();
+
+    cross_slot_multi_key_commands(&mut con);
+    keyspace_commands(&mut con);
+    full_scan_returns_every_key(&mut con);
+}
+
+fn cross_slot_multi_key_commands(con: &mut redis::Connection) {
+    let keys: Vec<String> = (0..10).map(|i| format!("multi:{i}")).collect();
+    let pairs: Vec<(String, String)> = keys.iter().map(|k| (k.clone(), format!("v-{k}"))).collect();
+    let _: () = redis::cmd("MSET").arg(&pairs).query(con).unwrap();
+    let mut args = keys.clone();
+    args.insert(3, "multi:missing".into());
+    let values: Vec<Option<String>> = redis::cmd("MGET").arg(&args).query(con).unwrap();
+    assert_eq!(values.len(), 11);
+    for (k, v) in args.iter().zip(&values) {
+        if k == "multi:missing" {
+            assert_eq!(v, &None);
+        } else {
+            assert_eq!(v.as_deref(), Some(format!("v-{k}").as_str()), "{k}");
+        }
+    }
+    let n: i64 = redis::cmd("EXISTS")
+        .arg(&args)
+        .arg("multi:0")
+        .query(con)
+        .unwrap();
+    assert_eq!(n, 11, "EXISTS counts a repeated key twice, like Redis");
+    let n: i64 = redis::cmd("TOUCH").arg(&args).query(con).unwrap();
+    assert_eq!(n, 10);
+    let n: i64 = redis::cmd("DEL").arg(&keys[..5]).query(con).unwrap();
+    assert_eq!(n, 5);
+    let n: i64 = redis::cmd("UNLINK").arg(&keys).query(con).unwrap();
+    assert_eq!(n, 5);
+    // Atomic multi-key writes across slots: Redis Cluster's own error.
+    for cmd in [
+        &["MSETNX", "a", "1", "b", "2"][..],
+        &["RENAME", "a", "b"],
+        &["SINTERSTORE", "d", "a", "b"],
+    ] {
+        let err = redis::cmd(cmd[0])
+            .arg(&cmd[1..])
+            .query::<redis::Value>(con)
+            .unwrap_err();
+        assert_eq!(err.code(), Some("CROSSSLOT"), "{cmd:?}: {err}");
+    }
+    // With hash tags they just work.
+    let n: i64 = redis::cmd("MSETNX")
+        .arg(&["{t}a", "1", "{t}b", "2"])
+        .query(con)
+        .unwrap();
+    assert_eq!(n, 1);
+    let _: () = con.rename("{t}a", "{t}c").unwrap();
+}
+
+fn keyspace_commands(con: &mut redis::Connection) {
+    let _: () = redis::cmd("FLUSHALL").query(con).unwrap();
+    let size: i64 = redis::cmd("DBSIZE").query(con).unwrap();
+    assert_eq!(size, 0);
+    let nothing: Option<String> = redis::cmd("RANDOMKEY").query(con).unwrap();
+    assert_eq!(nothing, None);
+    for i in 0..300 {
+        let _: () = con.set(format!("ks:{i}"), i).unwrap();
+    }
+    let size: i64 = redis::cmd("DBSIZE").query(con).unwrap();
+    assert_eq!(size, 300);
+    let keys: HashSet<String> = con.keys("ks:*").unwrap();
+    assert_eq!(keys.len(), 300);
+    let some: String = redis::cmd("RANDOMKEY").query(con).unwrap();
+    assert!(some.starts_with("ks:"));
+
+    // A script loaded once runs wherever its key lives.
+    let sha: String = redis::cmd("SCRIPT")
+        .arg("LOAD")
+        .arg("return redis.call('GET', KEYS[1])")
+        .query(con)
+        .unwrap();
+    let exists: Vec<i64> = redis::cmd("SCRIPT")
+        .arg("EXISTS")
+        .arg(&sha)
+        .arg("0000")
+        .query(con)
+        .unwrap();
+    assert_eq!(exists, vec![1, 0]);
+    for i in 0..50 {
+        let v: String = redis::cmd("EVALSHA")
+            .arg(&sha)
+            .arg(1)
+            .arg(format!("ks:{i}"))
+            .query(con)
+            .unwrap();
+        assert_eq!(v, i.to_string());
+    }
+    let _: () = redis::cmd("FLUSHDB").query(con).unwrap();
+    let size: i64 = redis::cmd("DBSIZE").query(con).unwrap();
+    assert_eq!(size, 0);
+}
+
+fn full_scan_returns_every_key(con: &mut redis::Connection) {
+    let total = 50_000;
+    for chunk in (0..total).collect::<Vec<_>>().chunks(1000) {
+        let mut pipe = redis::pipe();
+        for i in chunk {
+            pipe.set(format!("scan:{i}"), 1).ignore();
+        }
+        pipe.query::<()>(con).unwrap();
+    }
+    let expected: HashSet<String> = (0..total).map(|i| format!("scan:{i}")).collect();
+    assert_eq!(scan_all(con, &[]), expected);
+    let tens: HashSet<String> = expected
+        .iter()
+        .filter(|k| k.ends_with('7'))
+        .cloned()
+        .collect();
+    assert_eq!(scan_all(con, &["MATCH", "scan:*7", "COUNT", "10"]), tens);
+    let err = redis::cmd("SCAN")
+        .arg("notacursor")
+        .query::<redis::Value>(con)
+        .unwrap_err();
+    assert!(err.to_string().contains("invalid cursor"), "{err}");
+}
+
+fn scan_all(con: &mut redis::Connection, opts: &[&str]) -> HashSet<String> {
+    let mut cursor = 0u64;
+    let mut seen = HashSet::new();
+    for _ in 0..1_000_000 {
+        let (next, keys): (u64, Vec<String>) =
+            redis::cmd("SCAN").arg(cursor).arg(opts).query(con).unwrap();
+        seen.extend(keys);
+        cursor = next;
+        if cursor == 0 {
+            return seen;
+        }
+    }
+    panic!("SCAN never finished");
+}
+
+/// A cluster-aware client pointed at orthrus sees a one-node cluster that
+/// owns every slot, and never a backend's MOVED.
+#[test]
+fn cluster_aware_client_through_orthrus() {
+    let cluster = cluster(3, 0);
+    let proxy = Proxy::start(&cluster.seeds(), &[]);
+    let client = redis::cluster::ClusterClient::new(vec![proxy.url()]).unwrap();
+    let mut con = client
+        .get_connection()
+        .expect("cluster client connects through orthrus");
+    for i in 0..1000 {
+        let _: () = con.set(format!("cc:{i}"), i).unwrap();
+    }
+    for i in 0..1000 {
+        let v: i64 = con.get(format!("cc:{i}")).unwrap();
+        assert_eq!(v, i);
+    }
+
+    let mut plain = proxy.client();
+    let slots: redis::Value = redis::cmd("CLUSTER")
+        .arg("SLOTS")
+        .query(&mut plain)
+        .unwrap();
+    let text = format!("{slots:?}");
+    assert!(
+        text.contains(&proxy.addr.port().to_string()) && text.contains("16383"),
+        "{text}"
+    );
+    let nodes: String = redis::cmd("CLUSTER")
+        .arg("NODES")
+        .query(&mut plain)
+        .unwrap();
+    assert!(
+        nodes.contains("myself,master") && nodes.contains("0-16383"),
+        "{nodes}"
+    );
+    let info: String = redis::cmd("CLUSTER").arg("INFO").query(&mut plain).unwrap();
+    assert!(info.contains("cluster_state:ok"), "{info}");
+    let slot: i64 = redis::cmd("CLUSTER")
+        .arg("KEYSLOT")
+        .arg("123456789")
+        .query(&mut plain)
+        .unwrap();
+    assert_eq!(slot, 12739);
+    let count: i64 = redis::cmd("CLUSTER")
+        .arg("COUNTKEYSINSLOT")
+        .arg(slot)
+        .query(&mut plain)
+        .unwrap();
+    assert!(count >= 0);
+    let err = redis::cmd("CLUSTER")
+        .arg("FAILOVER")
+        .query::<redis::Value>(&mut plain)
+        .unwrap_err();
+    assert!(err.to_string().contains("not supported"), "{err}");
+}

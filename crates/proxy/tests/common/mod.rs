@@ -1,0 +1,239 @@
+//! Test harness: the real `orthrus` binary in front of a real cluster
+//! started by devcluster, on free loopback ports.
+
+#![allow(dead_code, unreachable_pub)]
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use orthrus_devcluster::{Cluster, ClusterSpec, free_port};
+
+/// A running orthrus process; killed on drop. Its log goes to a file that
+/// is printed if the test fails.
+pub struct Proxy {
+    child: Child,
+    pub addr: SocketAddr,
+    log: PathBuf,
+}
+
+impl Proxy {
+    /// Starts orthrus on a free port with these seeds and extra flags, and
+    /// waits until it serves the cluster.
+    pub fn start(seeds: &[SocketAddr], extra: &[&str]) -> Proxy {
+        let proxy = Proxy::spawn(seeds, extra, &[]);
+        proxy.wait_ready(Duration::from_secs(20));
+        proxy
+    }
+
+    /// Starts orthrus without waiting for the cluster.
+    pub fn spawn(seeds: &[SocketAddr], extra: &[&str], env: &[(&str, &str)]) -> Proxy {
+        let port = free_port().expect("free port");
+        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+        let log =
+            std::env::temp_dir().join(format!("orthrus-test-{}-{port}.log", std::process::id()));
+        let seeds: Vec<String> = seeds.iter().map(ToString::to_string).collect();
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_orthrus"));
+        cmd.arg("--listen")
+            .arg(addr.to_string())
+            .arg("--seeds")
+            .arg(seeds.join(","))
+            .args(extra)
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).expect("log file"));
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let child = cmd.spawn().expect("start orthrus");
+        let proxy = Proxy { child, addr, log };
+        proxy.wait_listening(Duration::from_secs(10));
+        proxy
+    }
+
+    pub fn wait_listening(&self, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        while TcpStream::connect(self.addr).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "orthrus did not listen:\n{}",
+                self.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Waits until a keyed command gets a real answer, not CLUSTERDOWN.
+    pub fn wait_ready(&self, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Ok(reply) = self.raw_command(&["GET", "orthrus-test:ready"]) {
+                if !reply.starts_with(b"-") {
+                    return;
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "orthrus never became ready:\n{}",
+                self.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://{}/", self.addr)
+    }
+
+    pub fn client(&self) -> redis::Connection {
+        let client = redis::Client::open(self.url()).expect("client");
+        let con = client.get_connection().expect("connect to orthrus");
+        con.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        con
+    }
+
+    pub fn stream(&self) -> TcpStream {
+        let s = TcpStream::connect(self.addr).expect("connect to orthrus");
+        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        s
+    }
+
+    /// Sends one command over a fresh connection; returns the raw reply.
+    pub fn raw_command(&self, args: &[&str]) -> std::io::Result<Vec<u8>> {
+        let mut s = TcpStream::connect(self.addr)?;
+        s.set_read_timeout(Some(Duration::from_secs(10)))?;
+        s.write_all(&encode(args))?;
+        read_reply(&mut s)
+    }
+
+    /// A numeric field of `INFO all`.
+    pub fn info_field(&self, field: &str) -> i64 {
+        let mut con = self.client();
+        let info: String = redis::cmd("INFO").arg("all").query(&mut con).expect("INFO");
+        info.lines()
+            .find_map(|l| l.strip_prefix(&format!("{field}:")))
+            .unwrap_or_else(|| panic!("no {field} in INFO:\n{info}"))
+            .trim()
+            .parse()
+            .expect("numeric INFO field")
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Whether the process is still running.
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if std::thread::panicking() {
+            let log = self.log_text();
+            let tail: Vec<&str> = log.lines().rev().take(60).collect();
+            eprintln!("--- orthrus log (last lines) ---");
+            for line in tail.iter().rev() {
+                eprintln!("{line}");
+            }
+        }
+        let _ = std::fs::remove_file(&self.log);
+    }
+}
+
+/// A cluster of `masters` masters and `replicas` replicas each.
+pub fn cluster(masters: usize, replicas: usize) -> Cluster {
+    Cluster::start(ClusterSpec::new(masters, replicas)).expect("start cluster")
+}
+
+/// RESP encoding of a command.
+pub fn encode(args: &[&str]) -> Vec<u8> {
+    encode_bytes(&args.iter().map(|a| a.as_bytes()).collect::<Vec<_>>())
+}
+
+pub fn encode_bytes(args: &[&[u8]]) -> Vec<u8> {
+    let mut out = format!("*{}\r\n", args.len()).into_bytes();
+    for a in args {
+        out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+        out.extend_from_slice(a);
+        out.extend_from_slice(b"\r\n");
+    }
+    out
+}
+
+/// Reads exactly one reply frame (RESP2 or RESP3) from the stream.
+pub fn read_reply(s: &mut TcpStream) -> std::io::Result<Vec<u8>> {
+    let mut buf = Vec::new();
+    loop {
+        if let Some(n) = frame_len(&buf, 0) {
+            assert_eq!(
+                n,
+                buf.len(),
+                "read past one reply: {:?}",
+                String::from_utf8_lossy(&buf)
+            );
+            return Ok(buf);
+        }
+        let mut byte = [0u8; 1];
+        // One byte at a time so no following reply is consumed.
+        if s.read(&mut byte)? == 0 {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                "closed",
+            ));
+        }
+        buf.push(byte[0]);
+    }
+}
+
+/// Length of the complete frame starting at `at`, if complete.
+pub fn frame_len(buf: &[u8], at: usize) -> Option<usize> {
+    let line_end = buf.get(at..)?.windows(2).position(|w| w == b"\r\n")? + at;
+    let kind = *buf.get(at)?;
+    let header = std::str::from_utf8(&buf[at + 1..line_end]).ok()?;
+    let after = line_end + 2;
+    match kind {
+        b'+' | b'-' | b':' | b'_' | b',' | b'#' | b'(' => Some(after - at),
+        b'$' | b'!' | b'=' => {
+            let n: i64 = header.parse().ok()?;
+            if n < 0 {
+                return Some(after - at);
+            }
+            let end = after + n as usize + 2;
+            (buf.len() >= end).then_some(end - at)
+        }
+        b'*' | b'~' | b'>' | b'%' | b'|' => {
+            let n: i64 = header.parse().ok()?;
+            let items = if kind == b'%' || kind == b'|' {
+                n * 2
+            } else {
+                n.max(0)
+            };
+            let mut pos = after;
+            for _ in 0..items {
+                pos += frame_len(buf, pos)?;
+            }
+            if kind == b'|' {
+                pos += frame_len(buf, pos)?;
+            }
+            Some(pos - at)
+        }
+        _ => panic!("bad reply byte {kind}"),
+    }
+}
+
+/// Which node index of `cluster` owns `key` now.
+pub fn owner_of(cluster: &Cluster, key: &[u8]) -> usize {
+    let slot = orthrus_cluster::Slot::for_key(key).get();
+    cluster.master_of_slot(slot).expect("owner")
+}

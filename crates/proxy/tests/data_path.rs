@@ -1,0 +1,169 @@
+//! The data path against a real 3-master cluster: every key lands on the
+//! master that owns it, pipelines keep their order, concurrent clients get
+//! their own replies.
+
+mod common;
+
+use std::io::Write;
+use std::time::Duration;
+
+use common::{Proxy, cluster, encode, frame_len, owner_of};
+use redis::Commands;
+
+#[test]
+fn keys_pipelines_and_concurrent_clients() {
+    let cluster = cluster(3, 0);
+    let proxy = Proxy::start(&cluster.seeds(), &["--threads", "2"]);
+
+    ten_thousand_keys_land_on_their_owners(&cluster, &proxy);
+    mixed_pipeline_replies_in_order(&proxy);
+    hundred_clients_get_their_own_replies(&proxy);
+}
+
+fn ten_thousand_keys_land_on_their_owners(cluster: &orthrus_devcluster::Cluster, proxy: &Proxy) {
+    let mut con = proxy.client();
+    let keys: Vec<String> = (0..10_000).map(|i| format!("key:{i}")).collect();
+    for chunk in keys.chunks(500) {
+        let mut pipe = redis::pipe();
+        for k in chunk {
+            pipe.set(k, format!("value-of-{k}")).ignore();
+        }
+        pipe.query::<()>(&mut con).expect("SET pipeline");
+    }
+    for chunk in keys.chunks(500) {
+        let mut pipe = redis::pipe();
+        for k in chunk {
+            pipe.get(k);
+        }
+        let values: Vec<String> = pipe.query(&mut con).expect("GET pipeline");
+        for (k, v) in chunk.iter().zip(values) {
+            assert_eq!(v, format!("value-of-{k}"));
+        }
+    }
+    // The same keys, read straight from the node that owns each slot.
+    let mut by_owner: std::collections::HashMap<usize, Vec<&String>> = Default::default();
+    for k in &keys {
+        by_owner
+            .entry(owner_of(cluster, k.as_bytes()))
+            .or_default()
+            .push(k);
+    }
+    assert_eq!(by_owner.len(), 3, "keys must spread over every master");
+    for (node, keys) in by_owner {
+        let mut direct = cluster.nodes()[node].connect().expect("direct");
+        for k in keys {
+            let v = direct.cmd_ok(&["GET", k.as_str()]).expect("direct GET");
+            assert_eq!(
+                v.as_bytes(),
+                Some(format!("value-of-{k}").as_bytes()),
+                "{k} on node {node}"
+            );
+        }
+    }
+}
+
+fn mixed_pipeline_replies_in_order(proxy: &Proxy) {
+    let mut stream = proxy.stream();
+    let mut out = Vec::new();
+    let mut expected: Vec<Vec<u8>> = Vec::new();
+    let mut i = 0;
+    while expected.len() < 10_000 {
+        let s = format!("pipe:s:{i}");
+        let c = format!("pipe:c:{i}");
+        let l = format!("pipe:l:{i}");
+        let h = format!("pipe:h:{i}");
+        let v = format!("v{i}");
+        let cases = [
+            (vec!["SET", &s, &v], b"+OK\r\n".to_vec()),
+            (
+                vec!["GET", &s],
+                format!("${}\r\n{v}\r\n", v.len()).into_bytes(),
+            ),
+            (vec!["INCR", &c], b":1\r\n".to_vec()),
+            (vec!["LPUSH", &l, "a", "b"], b":2\r\n".to_vec()),
+            (
+                vec!["LRANGE", &l, "0", "-1"],
+                b"*2\r\n$1\r\nb\r\n$1\r\na\r\n".to_vec(),
+            ),
+            (vec!["HSET", &h, "f1", "1", "f2", "2"], b":2\r\n".to_vec()),
+            (
+                vec!["HGETALL", &h],
+                b"*4\r\n$2\r\nf1\r\n$1\r\n1\r\n$2\r\nf2\r\n$1\r\n2\r\n".to_vec(),
+            ),
+        ];
+        for (args, reply) in cases {
+            if expected.len() == 10_000 {
+                break;
+            }
+            out.extend(encode(&args));
+            expected.push(reply);
+        }
+        i += 1;
+    }
+    assert_eq!(expected.len(), 10_000);
+    let writer_stream = stream.try_clone().unwrap();
+    let writer = std::thread::spawn(move || {
+        let mut w = writer_stream;
+        w.write_all(&out).unwrap();
+    });
+    let replies = read_frames(&mut stream, expected.len());
+    writer.join().unwrap();
+    for (i, (got, want)) in replies.iter().zip(&expected).enumerate() {
+        assert_eq!(
+            String::from_utf8_lossy(got),
+            String::from_utf8_lossy(want),
+            "reply {i} out of order or wrong"
+        );
+    }
+}
+
+fn hundred_clients_get_their_own_replies(proxy: &Proxy) {
+    let threads: Vec<_> = (0..100)
+        .map(|t| {
+            let url = proxy.url();
+            std::thread::spawn(move || {
+                let mut con = redis::Client::open(url).unwrap().get_connection().unwrap();
+                con.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+                for i in 0..500 {
+                    let key = format!("client:{t}:{i}");
+                    let value = format!("{t}-{i}");
+                    let _: () = con.set(&key, &value).unwrap();
+                    let got: String = con.get(&key).unwrap();
+                    assert_eq!(got, value, "client {t} got another client's reply");
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().expect("client thread");
+    }
+}
+
+/// Reads `n` complete reply frames.
+fn read_frames(stream: &mut std::net::TcpStream, n: usize) -> Vec<Vec<u8>> {
+    use std::io::Read;
+    let mut buf = Vec::new();
+    let mut frames = Vec::with_capacity(n);
+    let mut at = 0;
+    let mut chunk = vec![0u8; 64 * 1024];
+    while frames.len() < n {
+        while let Some(len) = frame_len(&buf, at) {
+            frames.push(buf[at..at + len].to_vec());
+            at += len;
+            if frames.len() == n {
+                break;
+            }
+        }
+        if frames.len() == n {
+            break;
+        }
+        let got = stream.read(&mut chunk).expect("read replies");
+        assert!(
+            got > 0,
+            "orthrus closed the connection after {} replies",
+            frames.len()
+        );
+        buf.extend_from_slice(&chunk[..got]);
+    }
+    frames
+}
