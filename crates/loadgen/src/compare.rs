@@ -1,0 +1,212 @@
+//! `orthrus-bench compare`: plan the runs, start the targets, run every
+//! level × repeat × target, print each level's table as it completes, and
+//! write the files.
+//!
+//! Within a level the targets take turns repeat by repeat (single, cluster3,
+//! cluster6, single, ...) rather than one target's repeats back to back, so
+//! that a slow drift of the machine (thermal, a neighbour's build) spreads
+//! over every target instead of landing on one.
+
+use std::path::Path;
+use std::time::{Instant, SystemTime};
+
+use anyhow::{Context, Result, bail};
+
+use crate::cli::CompareArgs;
+use crate::driver::{self, RunSpec};
+use crate::interrupt::{Interrupt, Interrupted};
+use crate::machine::Machine;
+use crate::plan::Plan;
+use crate::progress::Progress;
+use crate::proxy::ProxyOptions;
+use crate::report::{self, default_out_dir, utc_stamp};
+use crate::results::{LevelResult, PerSet, Report, SCHEMA_VERSION, Settings, TargetResult};
+use crate::table;
+use crate::targets::{Target, Topology, orthrus_binary};
+use crate::workload::Workload;
+
+/// Runs the comparison the flags describe.
+pub fn run(args: &CompareArgs) -> Result<()> {
+    let plan = Plan::from_args(args)?;
+    let interrupt = Interrupt::install()?;
+    let result = compare(&plan, &interrupt);
+    // Workers and servers also die of a terminal's Ctrl-C, and what the
+    // driver then sees is their failure: report the cause instead.
+    if interrupt.is_set() {
+        return Err(Interrupted.into());
+    }
+    result
+}
+
+/// The comparison, with an interrupt flag of the caller's.
+pub fn compare(plan: &Plan, interrupt: &Interrupt) -> Result<()> {
+    let began = Instant::now();
+    let (date, started) = utc_stamp(SystemTime::now());
+    let proxy = if plan
+        .topologies
+        .iter()
+        .any(|t| matches!(t, Topology::Cluster(_)))
+    {
+        Some(ProxyOptions {
+            binary: orthrus_binary(plan.orthrus.as_deref())?,
+            threads: plan.orthrus_threads,
+            replicas: plan.replicas,
+        })
+    } else {
+        None
+    };
+    let exe = std::env::current_exe().context("locating orthrus-bench itself")?;
+    let progress = Progress::new(plan.total_units(), plan.quiet);
+    let mut targets = start_targets(plan, proxy.as_ref(), interrupt, &progress)?;
+
+    let mut report = Report {
+        schema: SCHEMA_VERSION,
+        started,
+        duration_secs: 0.0,
+        machine: Machine::probe(proxy.as_ref().map(|p| p.binary.as_path())),
+        settings: Settings {
+            ops: plan.ops,
+            commands: Workload::commands(plan.ops),
+            levels: plan.levels.clone(),
+            repeats: plan.repeats.clone(),
+            quick: plan.quick,
+        },
+        targets: targets.iter().map(|t| t.info.clone()).collect(),
+        levels: Vec::new(),
+    };
+    progress.print(&report::header(&report));
+
+    for (&level, &repeats) in plan.levels.iter().zip(&plan.repeats) {
+        let mut runs: Vec<Vec<Vec<PerSet<f64>>>> = vec![Vec::new(); targets.len()];
+        for repeat in 0..repeats {
+            for (t, target) in targets.iter_mut().enumerate() {
+                progress.running(level, &target.info.name, repeat, repeats);
+                let times =
+                    run_once(plan, &exe, target, level, repeat, interrupt).with_context(|| {
+                        format!(
+                            "P={level}, target {}, repeat {}",
+                            target.info.name,
+                            repeat + 1
+                        )
+                    })?;
+                if let Some(slot) = runs.get_mut(t) {
+                    slot.push(times);
+                }
+                progress.finished(level);
+            }
+        }
+        let result = summarise(level, repeats, &report, runs)?;
+        progress.print(&format!(
+            "\n{}",
+            table::render_level(&result, &report.targets)
+        ));
+        report.levels.push(result);
+    }
+    report.duration_secs = began.elapsed().as_secs_f64();
+    progress.finish();
+    progress.note("stopping the targets");
+    drop(targets);
+
+    let dir = plan
+        .out
+        .clone()
+        .unwrap_or_else(|| default_out_dir(&date, &report.machine.hostname));
+    let written = report::write_files(&report, &dir)?;
+    progress.note(&format!(
+        "wrote {}, {} and {} ({:.0} s in all)",
+        written.markdown.display(),
+        written.json.display(),
+        written.svg.display(),
+        report.duration_secs
+    ));
+    Ok(())
+}
+
+/// The baseline first, then started clusters, then `--target`s.
+fn start_targets(
+    plan: &Plan,
+    proxy: Option<&ProxyOptions>,
+    interrupt: &Interrupt,
+    progress: &Progress,
+) -> Result<Vec<Target>> {
+    let mut targets = Vec::new();
+    match &plan.single {
+        Some(ext) => targets.push(Target::external(ext, true)?),
+        None => targets.push(Target::start_single()?),
+    }
+    for topology in &plan.topologies {
+        interrupt.check()?;
+        if let (Topology::Cluster(masters), Some(opts)) = (topology, proxy) {
+            progress.note(&format!(
+                "starting a {masters}-master cluster and orthrus in front of it"
+            ));
+            targets.push(Target::start_orthrus(*masters, opts, interrupt)?);
+        }
+    }
+    for ext in &plan.externals {
+        targets.push(Target::external(ext, false)?);
+    }
+    Ok(targets)
+}
+
+/// One run of P workers against one target; each process's seconds.
+fn run_once(
+    plan: &Plan,
+    exe: &Path,
+    target: &mut Target,
+    level: usize,
+    repeat: usize,
+    interrupt: &Interrupt,
+) -> Result<Vec<PerSet<f64>>> {
+    target.prepare_run()?;
+    let prefix = format!("{}:p{level}:r{repeat}:{}", plan.prefix, target.info.name);
+    let spec = RunSpec {
+        exe,
+        addr: target.addr,
+        prefix: &prefix,
+        processes: level,
+        ops: plan.ops,
+        io_timeout: plan.io_timeout,
+    };
+    let times = driver::run(&spec, interrupt)?;
+    let expected = Workload::commands(plan.ops);
+    if let Some(bad) = times.iter().find(|t| t.commands != expected) {
+        bail!(
+            "a worker sent {:?} commands, expected {expected:?}",
+            bad.commands
+        );
+    }
+    Ok(times.into_iter().map(|t| t.seconds).collect())
+}
+
+/// One level's results, with ratios against the baseline.
+fn summarise(
+    level: usize,
+    repeats: usize,
+    report: &Report,
+    runs: Vec<Vec<Vec<PerSet<f64>>>>,
+) -> Result<LevelResult> {
+    let mut results = Vec::new();
+    for (info, runs) in report.targets.iter().zip(runs) {
+        let result = TargetResult::from_runs(info.name.clone(), runs)
+            .with_context(|| format!("no valid times for {} at P={level}", info.name))?;
+        results.push(result);
+    }
+    let baseline = report
+        .targets
+        .iter()
+        .zip(&results)
+        .find(|(info, _)| info.baseline)
+        .map(|(_, r)| r.stats)
+        .context("no baseline target")?;
+    for (info, result) in report.targets.iter().zip(&mut results) {
+        if !info.baseline {
+            result.set_ratio(&baseline);
+        }
+    }
+    Ok(LevelResult {
+        concurrency: level,
+        repeats,
+        targets: results,
+    })
+}

@@ -1,0 +1,298 @@
+//! The outputs besides the table: the header naming the machine, the
+//! markdown and JSON files, and where they are written.
+//!
+//! `results.json` is the whole [`Report`]; `report.md` is the header, a
+//! markdown table per level and the plain-text table as printed;
+//! `ratio.svg` is the chart. By default they go to
+//! `bench/results/<date>-<host>/` under the workspace root (found by walking
+//! up from the current directory), or under the current directory when it
+//! is not inside the workspace.
+
+use std::fmt::Write as _;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, Result};
+
+use crate::results::{Report, SetName};
+use crate::table::{self, percent, seconds};
+
+/// The files one comparison writes.
+#[derive(Debug, Clone)]
+pub struct Written {
+    /// `results.json`.
+    pub json: PathBuf,
+    /// `report.md`.
+    pub markdown: PathBuf,
+    /// `ratio.svg`.
+    pub svg: PathBuf,
+}
+
+/// The header lines above the tables.
+pub fn header(report: &Report) -> String {
+    let m = &report.machine;
+    let s = &report.settings;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "orthrus-bench compare, started {} on {}",
+        report.started, m.hostname
+    );
+    let _ = writeln!(out, "machine: {}", m.summary());
+    let _ = writeln!(
+        out,
+        "versions: redis-server {}, orthrus {}, git {}",
+        m.redis_version, m.orthrus_version, m.git_commit
+    );
+    let _ = writeln!(
+        out,
+        "workload: {} commands per set per process (keys {}, hash {}, list {}), \
+         request/response, one connection per process",
+        s.ops, s.commands.keys, s.commands.hash, s.commands.list
+    );
+    let levels: Vec<String> = s.levels.iter().map(usize::to_string).collect();
+    let repeats: Vec<String> = s.repeats.iter().map(usize::to_string).collect();
+    let _ = writeln!(
+        out,
+        "levels: {} (repeats: {})",
+        levels.join(", "),
+        repeats.join(", ")
+    );
+    for t in &report.targets {
+        let role = if t.baseline {
+            " (baseline of Ratio)"
+        } else {
+            ""
+        };
+        let _ = writeln!(
+            out,
+            "target {}: {} at {}{role}",
+            t.name,
+            describe(&t.kind),
+            t.addr
+        );
+    }
+    out.push_str("times in seconds; Ratio = single avg / target avg\n");
+    out
+}
+
+/// The header and every level's table, as printed on stdout.
+pub fn text(report: &Report) -> String {
+    let mut out = header(report);
+    for level in &report.levels {
+        out.push('\n');
+        out.push_str(&table::render_level(level, &report.targets));
+    }
+    out
+}
+
+/// `report.md`.
+pub fn markdown(report: &Report) -> String {
+    let m = &report.machine;
+    let mut out = format!(
+        "# orthrus-bench compare: {} on {}\n\n",
+        report.started, m.hostname
+    );
+    let _ = writeln!(out, "- Machine: {}", m.summary());
+    let _ = writeln!(
+        out,
+        "- redis-server {}, orthrus {}, git {}",
+        m.redis_version, m.orthrus_version, m.git_commit
+    );
+    let _ = writeln!(
+        out,
+        "- Workload: {} commands per set per process, request/response over one connection, every reply checked",
+        report.settings.ops
+    );
+    let _ = writeln!(out, "- Duration: {:.0} s", report.duration_secs);
+    for t in &report.targets {
+        let _ = writeln!(out, "- `{}`: {} at {}", t.name, describe(&t.kind), t.addr);
+    }
+    out.push_str("\nTimes in seconds (Min/Max/Avg over all processes and repeats); ");
+    out.push_str(
+        "Ratio = single avg / target avg, above 100% means faster than the single server.\n",
+    );
+    out.push_str("\n![ratio chart](ratio.svg)\n");
+    for level in &report.levels {
+        let plural = if level.repeats == 1 { "" } else { "s" };
+        let _ = write!(
+            out,
+            "\n## {} concurrency ({} repeat{plural})\n\n",
+            level.concurrency, level.repeats
+        );
+        out.push_str("| set |");
+        let mut rule = String::from("|---|");
+        for t in &report.targets {
+            let _ = write!(out, " {0} min | {0} max | {0} avg |", t.name);
+            rule.push_str("---:|---:|---:|");
+            if !t.baseline {
+                let _ = write!(out, " {} ratio |", t.name);
+                rule.push_str("---:|");
+            }
+        }
+        let _ = write!(out, "\n{rule}\n");
+        for set in SetName::ALL {
+            let _ = write!(out, "| {} |", set.as_str());
+            for t in &report.targets {
+                let Some(r) = level.targets.iter().find(|r| r.target == t.name) else {
+                    continue;
+                };
+                let s = r.stats.get(set);
+                let _ = write!(
+                    out,
+                    " {} | {} | {} |",
+                    seconds(s.min),
+                    seconds(s.max),
+                    seconds(s.avg)
+                );
+                if let Some(ratio) = &r.ratio_percent {
+                    let _ = write!(out, " {} |", percent(*ratio.get(set)));
+                }
+            }
+            out.push('\n');
+        }
+    }
+    out.push_str("\n## As printed\n\n```text\n");
+    out.push_str(&text(report));
+    out.push_str("```\n");
+    out
+}
+
+/// Writes `results.json`, `report.md` and `ratio.svg` into `dir`.
+pub fn write_files(report: &Report, dir: &Path) -> Result<Written> {
+    fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let written = Written {
+        json: dir.join("results.json"),
+        markdown: dir.join("report.md"),
+        svg: dir.join("ratio.svg"),
+    };
+    let mut json = serde_json::to_string_pretty(report)?;
+    json.push('\n');
+    let files = [
+        (&written.json, json),
+        (&written.markdown, markdown(report)),
+        (&written.svg, crate::svg::ratio_chart(report)),
+    ];
+    for (path, contents) in files {
+        fs::write(path, contents).with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(written)
+}
+
+/// `bench/results/<date>-<host>` under the workspace root, or under the
+/// current directory outside a workspace.
+pub fn default_out_dir(date: &str, host: &str) -> PathBuf {
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    let root = workspace_root(&cwd).unwrap_or(cwd);
+    root.join("bench")
+        .join("results")
+        .join(format!("{date}-{host}"))
+}
+
+/// The nearest ancestor of `start` whose Cargo.toml has a `[workspace]`.
+fn workspace_root(start: &Path) -> Option<PathBuf> {
+    start.ancestors().find_map(|dir| {
+        let manifest = fs::read_to_string(dir.join("Cargo.toml")).ok()?;
+        manifest
+            .lines()
+            .any(|l| l.trim() == "[workspace]")
+            .then(|| dir.to_path_buf())
+    })
+}
+
+/// `(YYYY-MM-DD, YYYY-MM-DDTHH:MM:SSZ)` in UTC for `time`.
+pub fn utc_stamp(time: SystemTime) -> (String, String) {
+    let secs = time.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let days = i64::try_from(secs / 86_400).unwrap_or(0);
+    let rem = secs % 86_400;
+    let (y, m, d) = civil_from_days(days);
+    let date = format!("{y:04}-{m:02}-{d:02}");
+    let full = format!(
+        "{date}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60
+    );
+    (date, full)
+}
+
+/// Days since 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's
+/// algorithm), to name result folders without a date crate.
+fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d)
+}
+
+fn describe(kind: &crate::results::TargetKind) -> String {
+    use crate::results::TargetKind;
+    match kind {
+        TargetKind::Single => "redis-server started by orthrus-bench".to_owned(),
+        TargetKind::Orthrus { masters, replicas } => format!(
+            "orthrus in front of a {masters}-master cluster ({replicas} replicas each), started by orthrus-bench"
+        ),
+        TargetKind::External => "external, not started or flushed by orthrus-bench".to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn markdown_and_text_hold_every_level_and_target() {
+        let report = crate::results::sample_report();
+        let text = text(&report);
+        assert!(text.starts_with("orthrus-bench compare, started 2026-01-02T03:04:05Z on box\n"));
+        assert!(text.contains("versions: redis-server 7.0.15, orthrus 0.1.0, git abc1234"));
+        assert!(text.contains("\n1 concurrency\n") && text.contains("\n5 concurrency\n"));
+        let md = markdown(&report);
+        assert!(md.contains("## 5 concurrency (1 repeat)"));
+        assert!(md.contains("| set | single min | single max | single avg | cluster3 min |"));
+        assert!(
+            md.contains("| keys | 1.0000 | 1.0000 | 1.0000 | 1.8000 | 1.8000 | 1.8000 | 55.56% |"),
+            "{md}"
+        );
+        assert!(md.contains(&text), "the printed text is in report.md");
+        let dir = tempfile::tempdir().unwrap();
+        let written = write_files(&report, &dir.path().join("nested")).unwrap();
+        let back: Report =
+            serde_json::from_str(&fs::read_to_string(written.json).unwrap()).unwrap();
+        assert_eq!(back, report);
+        assert!(
+            fs::read_to_string(written.svg)
+                .unwrap()
+                .starts_with("<?xml")
+        );
+    }
+
+    #[test]
+    fn dates_in_utc() {
+        assert_eq!(utc_stamp(UNIX_EPOCH).1, "1970-01-01T00:00:00Z");
+        let t = UNIX_EPOCH + Duration::from_secs(951_782_400 + 3661); // 2000-02-29
+        assert_eq!(
+            utc_stamp(t),
+            ("2000-02-29".into(), "2000-02-29T01:01:01Z".into())
+        );
+        let t = UNIX_EPOCH + Duration::from_secs(1_798_675_200); // 2026-12-31
+        assert_eq!(utc_stamp(t).0, "2026-12-31");
+    }
+
+    #[test]
+    fn workspace_root_is_found_from_a_crate_dir() {
+        let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let root = workspace_root(here).unwrap();
+        assert!(root.join("crates").is_dir());
+        let out = default_out_dir("2026-01-02", "box");
+        assert!(out.ends_with("bench/results/2026-01-02-box"));
+    }
+}
