@@ -100,7 +100,7 @@ pub struct Builtin {
     pub keys: Keys,
 }
 
-const TRANSACTIONS: &str = "transactions (MULTI/EXEC/WATCH) are not supported yet";
+const TRANSACTIONS: &str = "orthrus handles transactions itself";
 const PUBSUB: &str = "subscriptions are not supported yet";
 const WAIT: &str =
     "replication acknowledgements are per node, and a client's writes may have gone to several";

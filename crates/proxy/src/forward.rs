@@ -192,18 +192,31 @@ fn send(
     proto: Protocol,
     asking: bool,
 ) -> oneshot::Receiver<Reply> {
+    send_frames(ctx, addr, frame, proto, asking, 1)
+}
+
+/// Queues `frame` on a shared connection to `addr`; its `frames` replies
+/// come back together.
+pub fn send_frames(
+    ctx: &Rc<WorkerCtx>,
+    addr: &NodeAddr,
+    frame: &Bytes,
+    proto: Protocol,
+    asking: bool,
+    frames: usize,
+) -> oneshot::Receiver<Reply> {
     let (tx, rx) = oneshot::channel();
     let job = Job {
         frame: frame.clone(),
         asking,
-        frames: 1,
+        frames,
         reply: tx,
     };
     ctx.pool.send(ctx, addr, proto, job);
     rx
 }
 
-fn owner<'a>(map: &'a SlotMap, target: &'a Target) -> Option<&'a NodeAddr> {
+pub fn owner<'a>(map: &'a SlotMap, target: &'a Target) -> Option<&'a NodeAddr> {
     match target {
         Target::Slot(slot) => map.master(*slot),
         Target::Any => any_master(map),

@@ -19,6 +19,8 @@
 //! - `pool` / `backend`: the multiplexed, pipelined backend connections.
 //! - `dedicated` / `blocking`: connections held by one client (blocking
 //!   commands, WATCH), from a bounded per-node pool.
+//! - `transaction`: MULTI/EXEC queued by orthrus and sent in one piece;
+//!   WATCH on a dedicated connection.
 //! - `topology`: discovery and refresh of the slot map.
 //! - `local` / `info` / `cluster_cmd`: commands answered by orthrus itself
 //!   (the handshake, INFO, CLUSTER as a one-node cluster).
@@ -50,6 +52,7 @@ mod shared;
 mod split;
 mod stats;
 mod topology;
+mod transaction;
 mod worker;
 
 pub use config::{Config, Settings};

@@ -29,6 +29,8 @@ pub fn execute(cmd: Local, req: &Request, client: &mut Client, ctx: &Rc<WorkerCt
         Local::Reset => {
             client.proto = Protocol::Resp2;
             client.name = None;
+            client.multi = None;
+            client.watch = None;
             simple("RESET")
         }
         Local::Auth => auth(req.arg(1), req.arg(2)),

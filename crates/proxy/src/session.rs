@@ -26,6 +26,7 @@ use crate::command_table::{Rejection, Route};
 use crate::forward::{self, Remote, Sent, Target, error_reply};
 use crate::stats::WorkerStats;
 use crate::worker::WorkerCtx;
+use crate::transaction::{self, Multi, Watch};
 use crate::{blocking, fanout, local, scan, split};
 
 const READ_CHUNK: usize = 16 * 1024;
@@ -58,6 +59,10 @@ pub struct Client {
     pub created: std::time::Instant,
     /// Cancelled when the client disconnects (ends blocking commands).
     pub gone: CancellationToken,
+    /// Between MULTI and EXEC.
+    pub multi: Option<Multi>,
+    /// After WATCH, until EXEC, DISCARD, UNWATCH or RESET.
+    pub watch: Option<Watch>,
 }
 
 /// Serves one client until it disconnects.
@@ -76,6 +81,8 @@ pub async fn serve(stream: TcpStream, peer: SocketAddr, ctx: Rc<WorkerCtx>) {
         lib_ver: None,
         created: std::time::Instant::now(),
         gone: CancellationToken::new(),
+        multi: None,
+        watch: None,
     };
     let span = tracing::debug_span!("client", client.addr = %peer, session.id = client.id);
     async {
@@ -136,6 +143,9 @@ fn dispatch(client: &mut Client, req: Request, ctx: &Rc<WorkerCtx>) -> Pending {
     let stats = ctx.stats();
     WorkerStats::bump(&stats.commands);
     let table = ctx.shared.commands.load();
+    if let Some(pending) = transaction::intercept(client, &req, &table, ctx) {
+        return pending;
+    }
     let (target, readonly) = match table.route(&req) {
         Route::Local(cmd) => return local::execute(cmd, &req, client, ctx),
         Route::Slot(slot) => (Target::Slot(slot), readonly(&table, &req)),
@@ -235,7 +245,7 @@ async fn flush(wr: &mut OwnedWriteHalf, out: &mut BytesMut) -> bool {
 
 /// The error text for a refused request, worded as Redis words it where
 /// Redis has a word for it.
-fn rejection_message(rejection: &Rejection, req: &Request) -> String {
+pub fn rejection_message(rejection: &Rejection, req: &Request) -> String {
     let name = String::from_utf8_lossy(req.arg(0).unwrap_or_default());
     match rejection {
         Rejection::UnknownCommand => {

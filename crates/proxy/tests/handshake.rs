@@ -169,11 +169,6 @@ fn unknown_and_refused_commands_keep_the_connection(proxy: &Proxy) {
         monitor.starts_with("-ERR orthrus: MONITOR is not supported"),
         "{monitor}"
     );
-    let blpop = send(&mut s, &["BLPOP", "q", "1"]);
-    assert!(
-        blpop.starts_with("-ERR orthrus: BLPOP is not supported"),
-        "{blpop}"
-    );
     assert_eq!(
         send(&mut s, &["XREAD", "COUNT", "1", "STREAMS", "nostream", "0"]),
         "*-1\r\n"

@@ -1,0 +1,304 @@
+//! Transactions: MULTI, EXEC, DISCARD, WATCH, UNWATCH.
+//!
+//! Between MULTI and EXEC orthrus queues the commands itself, answering
+//! `+QUEUED`, and checks them as Redis would at queue time; every key must
+//! hash to the slot of the first one (or of WATCH), else the command gets
+//! `-CROSSSLOT` and EXEC fails with `-EXECABORT`, as Redis does after a
+//! queue-time error. EXEC sends `MULTI`, the commands and `EXEC` in one
+//! piece to the slot's master: on a shared connection nothing can come in
+//! between, and the replies come back together. If the slot moved, the
+//! node rejects the commands at queue time and aborts, nothing ran, and
+//! orthrus sends the whole transaction again to the new owner: the client
+//! never sees that MOVED. WATCH needs the watched keys' node to remember
+//! the watch for this client alone, so it holds a dedicated connection
+//! until EXEC, DISCARD, UNWATCH or RESET, and EXEC then goes over it.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use orthrus_cluster::{Action, Slot, decide};
+use orthrus_resp::{Limits, Request, scan_reply};
+
+use crate::backend::BackendError;
+use crate::command_kind::Local;
+use crate::command_table::{CommandTable, Route};
+use crate::dedicated::{DedicatedPool, Lease};
+use crate::forward::{Target, error_reply, no_owner, owner, send_frames};
+use crate::local::simple;
+use crate::session::{Client, Pending};
+use crate::worker::WorkerCtx;
+
+const EXECABORT: &str = "EXECABORT Transaction discarded because of previous errors.";
+
+/// A MULTI in progress.
+#[derive(Default)]
+pub struct Multi {
+    queued: Vec<Bytes>,
+    slot: Option<Slot>,
+    aborted: bool,
+}
+
+/// A WATCH in progress: its slot and, once the WATCH reached the node, the
+/// dedicated connection that carries it.
+pub struct Watch {
+    slot: Slot,
+    lease: Rc<RefCell<Option<Lease>>>,
+}
+
+/// Handles `req` if it is a transaction command or the client is inside
+/// MULTI; `None` lets the session route it as usual.
+pub fn intercept(client: &mut Client, req: &Request, table: &CommandTable, ctx: &Rc<WorkerCtx>) -> Option<Pending> {
+    let name = req.arg(0)?;
+    let is = |n: &str| name.eq_ignore_ascii_case(n.as_bytes());
+    let argc = req.arg_count();
+    let arity_error = |name: &str| {
+        Some(Pending::Ready(error_reply(&format!(
+            "ERR wrong number of arguments for '{name}' command"
+        ))))
+    };
+    for name in ["multi", "exec", "discard", "unwatch"] {
+        if is(name) && argc != 1 {
+            return arity_error(name);
+        }
+    }
+    if is("watch") && argc < 2 {
+        return arity_error("watch");
+    }
+    if is("multi") {
+        return Some(Pending::Ready(match client.multi {
+            Some(_) => error_reply("ERR MULTI calls can not be nested"),
+            None => {
+                client.multi = Some(Multi {
+                    slot: client.watch.as_ref().map(|w| w.slot),
+                    ..Multi::default()
+                });
+                simple("OK")
+            }
+        }));
+    }
+    if is("exec") {
+        return Some(match client.multi.take() {
+            None => Pending::Ready(error_reply("ERR EXEC without MULTI")),
+            Some(multi) => exec(multi, client.watch.take(), client, ctx),
+        });
+    }
+    if is("discard") {
+        return Some(Pending::Ready(match client.multi.take() {
+            None => error_reply("ERR DISCARD without MULTI"),
+            Some(_) => {
+                unwatch(client);
+                simple("OK")
+            }
+        }));
+    }
+    if is("watch") {
+        if client.multi.is_some() {
+            return Some(Pending::Ready(error_reply("ERR WATCH inside MULTI is not allowed")));
+        }
+        return Some(watch(client, req, table, ctx));
+    }
+    if is("unwatch") && client.multi.is_none() {
+        unwatch(client);
+        return Some(Pending::Ready(simple("OK")));
+    }
+    let multi = client.multi.as_mut()?;
+    if is("quit") || is("reset") {
+        return None;
+    }
+    Some(Pending::Ready(queue(multi, req, table)))
+}
+
+/// Checks a command at queue time; returns `+QUEUED` or the error.
+fn queue(multi: &mut Multi, req: &Request, table: &CommandTable) -> Bytes {
+    let slot = match table.route(req) {
+        Route::Slot(slot) | Route::Blocking(slot) => Some(slot),
+        Route::AnyNode | Route::Local(Local::Ping | Local::Echo) => None,
+        Route::Split(_) => return abort(multi, "CROSSSLOT Keys in request don't hash to the same slot"),
+        Route::Reject(rejection) => {
+            multi.aborted = true;
+            return error_reply(&crate::session::rejection_message(&rejection, req));
+        }
+        Route::Local(_) | Route::FanOut(_) | Route::Scan => {
+            let name = String::from_utf8_lossy(req.arg(0).unwrap_or_default()).to_ascii_uppercase();
+            return abort(multi, &format!("ERR orthrus: {name} cannot be used inside MULTI"));
+        }
+    };
+    match (multi.slot, slot) {
+        (Some(first), Some(this)) if first != this => {
+            return abort(multi, "CROSSSLOT Keys in request don't hash to the same slot");
+        }
+        (None, Some(this)) => multi.slot = Some(this),
+        _ => {}
+    }
+    multi.queued.push(req.frame().clone());
+    simple("QUEUED")
+}
+
+fn abort(multi: &mut Multi, msg: &str) -> Bytes {
+    multi.aborted = true;
+    error_reply(msg)
+}
+
+/// Ends a WATCH by closing its dedicated connection, which makes the node
+/// forget the watch.
+fn unwatch(client: &mut Client) {
+    if let Some(watch) = client.watch.take() {
+        // Dropping the lease closes the connection, which forgets the watch.
+        watch.lease.borrow_mut().take();
+    }
+}
+
+fn watch(client: &mut Client, req: &Request, table: &CommandTable, ctx: &Rc<WorkerCtx>) -> Pending {
+    let slot = match table.get(req.arg(0).unwrap_or_default()).map(|info| info.slot(req)) {
+        Some(Ok(Some(slot))) => slot,
+        _ => return Pending::Ready(error_reply("CROSSSLOT Keys in request don't hash to the same slot")),
+    };
+    let lease = match &client.watch {
+        Some(w) if w.slot != slot => {
+            return Pending::Ready(error_reply("CROSSSLOT Keys in request don't hash to the same slot"));
+        }
+        Some(w) => w.lease.clone(),
+        None => {
+            let lease = Rc::new(RefCell::new(None));
+            client.watch = Some(Watch { slot, lease: lease.clone() });
+            lease
+        }
+    };
+    let frame = req.frame().clone();
+    let proto = client.proto;
+    let ctx = ctx.clone();
+    Pending::Future(Box::pin(async move {
+        let held = lease.borrow_mut().take();
+        let mut conn = match held {
+            Some(conn) => conn,
+            None => {
+                let map = ctx.shared.slots.load_full();
+                let Some(addr) = map.master(slot).cloned() else {
+                    return no_owner(&map);
+                };
+                match DedicatedPool::take(&ctx, &addr, proto).await {
+                    Ok(conn) => conn,
+                    Err(e) => return error_reply(&format!("ERR orthrus: cannot WATCH now: {e}")),
+                }
+            }
+        };
+        match conn.call(&frame, 1, Some(ctx.shared.settings.request_timeout())).await {
+            Ok(reply) => {
+                *lease.borrow_mut() = Some(conn);
+                reply
+            }
+            Err(e) => error_reply(&format!("ERR orthrus: WATCH failed: {e}")),
+        }
+    }))
+}
+
+fn exec(multi: Multi, watch: Option<Watch>, client: &Client, ctx: &Rc<WorkerCtx>) -> Pending {
+    if multi.aborted {
+        if let Some(w) = watch {
+            w.lease.borrow_mut().take();
+        }
+        return Pending::Ready(error_reply(EXECABORT));
+    }
+    let count = multi.queued.len();
+    let mut frame = BytesMut::with_capacity(multi.queued.iter().map(Bytes::len).sum::<usize>() + 32);
+    frame.extend_from_slice(b"*1\r\n$5\r\nMULTI\r\n");
+    for q in &multi.queued {
+        frame.extend_from_slice(q);
+    }
+    frame.extend_from_slice(b"*1\r\n$4\r\nEXEC\r\n");
+    let frame = frame.freeze();
+    let proto = client.proto;
+    let ctx = ctx.clone();
+    match watch {
+        Some(w) => Pending::Future(Box::pin(async move {
+            let held = w.lease.borrow_mut().take();
+            let Some(mut conn) = held else {
+                return error_reply("ERR orthrus: the WATCH connection was lost; the transaction was not run");
+            };
+            match conn.call(&frame, count + 2, None).await {
+                Ok(replies) => {
+                    conn.release();
+                    last_frame(&replies)
+                }
+                Err(e) => error_reply(&format!(
+                    "ERR orthrus: connection lost during EXEC ({e}); the transaction may or may not have run"
+                )),
+            }
+        })),
+        None if count == 0 => Pending::Ready(Bytes::from_static(b"*0\r\n")),
+        None => {
+            let target = multi.slot.map_or(Target::Any, Target::Slot);
+            Pending::Future(Box::pin(async move { run(&ctx, frame, target, proto, count).await }))
+        }
+    }
+}
+
+/// Sends a whole transaction on a shared connection, sending it again
+/// while the node rejects it because its slot moved.
+async fn run(ctx: &Rc<WorkerCtx>, frame: Bytes, target: Target, proto: orthrus_resp::Protocol, count: usize) -> Bytes {
+    let started = Instant::now();
+    let mut attempt = 0;
+    let mut asked = None;
+    loop {
+        let map = ctx.shared.slots.load_full();
+        let addr = match asked.take().or_else(|| owner(&map, &target).cloned()) {
+            Some(addr) => addr,
+            None => return no_owner(&map),
+        };
+        let reply = send_frames(ctx, &addr, &frame, proto, false, count + 2)
+            .await
+            .unwrap_or(Err(BackendError::Lost));
+        let replies = match reply {
+            Ok(replies) => replies,
+            Err(BackendError::NotSent) if started.elapsed() < ctx.shared.settings.request_timeout() => {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                continue;
+            }
+            Err(e) => {
+                return error_reply(&format!("ERR orthrus: transaction not run or outcome unknown: {e}"));
+            }
+        };
+        let frames = split_frames(&replies);
+        // A queued command the node redirected: nothing ran (EXECABORT).
+        let redirect = frames.iter().skip(1).take(count).find_map(|f| {
+            match decide(f, attempt, &ctx.shared.policy).with_origin(&addr) {
+                Action::Done => None,
+                action => Some(action),
+            }
+        });
+        match redirect {
+            None => return frames.last().cloned().unwrap_or_else(|| error_reply("ERR orthrus: empty reply")),
+            Some(Action::Moved { slot, addr: to }) => {
+                ctx.shared.patch_slot(slot, &to);
+                ctx.shared.request_refresh();
+            }
+            Some(Action::Ask { addr: _ } | Action::RetryAfter { .. }) => {
+                // Mid-migration: the keys are split between two nodes, so
+                // the transaction cannot run yet; wait for the move.
+                tokio::time::sleep(ctx.shared.policy.backoff(ctx.shared.policy.tryagain_backoff, attempt)).await;
+            }
+            Some(Action::Fail(reason)) => return error_reply(reason.message()),
+            Some(Action::Done) => {}
+        }
+        attempt += 1;
+    }
+}
+
+fn split_frames(replies: &Bytes) -> Vec<Bytes> {
+    let limits = Limits::for_replies();
+    let mut out = Vec::new();
+    let mut at = 0;
+    while let Ok(Some(n)) = scan_reply(replies.get(at..).unwrap_or_default(), &limits) {
+        out.push(replies.slice(at..at + n));
+        at += n;
+    }
+    out
+}
+
+fn last_frame(replies: &Bytes) -> Bytes {
+    split_frames(replies)
+        .pop()
+        .unwrap_or_else(|| error_reply("ERR orthrus: empty reply"))
+}

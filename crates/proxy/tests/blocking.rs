@@ -1,0 +1,127 @@
+//! Blocking commands on dedicated connections: woken by other clients,
+//! timing out on time, many at once without stalling anyone, released when
+//! their client leaves, and refused clearly when the pool is exhausted.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{Proxy, cluster, owner_of};
+use redis::Commands;
+
+#[test]
+fn blocking_commands() {
+    let cluster = cluster(3, 0);
+    let proxy = Proxy::start(&cluster.seeds(), &[]);
+
+    // Woken by an LPUSH from another client.
+    let url = proxy.url();
+    let waiter = std::thread::spawn(move || {
+        let mut con = redis::Client::open(url).unwrap().get_connection().unwrap();
+        let got: Option<(String, String)> = redis::cmd("BLPOP").arg("bq").arg(5).query(&mut con).unwrap();
+        got
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    let mut con = proxy.client();
+    let _: () = con.lpush("bq", "hello").unwrap();
+    assert_eq!(waiter.join().unwrap(), Some(("bq".into(), "hello".into())));
+
+    // Times out after its own timeout.
+    let started = Instant::now();
+    let got: Option<(String, String)> = redis::cmd("BLPOP").arg("empty-q").arg(1).query(&mut con).unwrap();
+    let waited = started.elapsed();
+    assert_eq!(got, None);
+    assert!(waited >= Duration::from_millis(900) && waited <= Duration::from_millis(1300), "waited {waited:?}");
+    let started = Instant::now();
+    let got: Option<redis::Value> =
+        redis::cmd("XREAD").arg("BLOCK").arg(300).arg("STREAMS").arg("nostream").arg("$").query(&mut con).unwrap();
+    assert_eq!(got, None);
+    assert!(started.elapsed() >= Duration::from_millis(250), "{:?}", started.elapsed());
+
+    // 50 clients blocked at once; other traffic flows meanwhile.
+    let blocked: Vec<_> = (0..50)
+        .map(|_| {
+            let url = proxy.url();
+            std::thread::spawn(move || {
+                let mut con = redis::Client::open(url).unwrap().get_connection().unwrap();
+                let got: Option<(String, String)> = redis::cmd("BRPOP").arg("many").arg(10).query(&mut con).unwrap();
+                got.expect("woken with an element").1
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    let started = Instant::now();
+    for i in 0..500 {
+        let _: () = con.set(format!("flow:{i}"), i).unwrap();
+        let v: i64 = con.get(format!("flow:{i}")).unwrap();
+        assert_eq!(v, i);
+    }
+    assert!(started.elapsed() < Duration::from_secs(5), "other traffic stalled: {:?}", started.elapsed());
+    let node = owner_of(&cluster, b"many");
+    let blocked_on_node = info_field(&cluster.nodes()[node], "blocked_clients");
+    assert_eq!(blocked_on_node, 50, "each blocked client holds its own connection");
+    let values: Vec<String> = (0..50).map(|i| format!("v{i}")).collect();
+    let _: () = con.lpush("many", &values).unwrap();
+    let mut got: Vec<String> = blocked.into_iter().map(|t| t.join().unwrap()).collect();
+    got.sort();
+    let mut want = values.clone();
+    want.sort();
+    assert_eq!(got, want);
+
+    // A client that leaves while blocked releases its connection.
+    let node = owner_of(&cluster, b"left-q");
+    {
+        let mut s = proxy.stream();
+        use std::io::Write;
+        s.write_all(&common::encode(&["BLPOP", "left-q", "0"])).unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        assert_eq!(info_field(&cluster.nodes()[node], "blocked_clients"), 1);
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while info_field(&cluster.nodes()[node], "blocked_clients") != 0 {
+        assert!(Instant::now() < deadline, "the node still has a blocked client after its client left");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn exhausted_pool_gives_an_error_not_a_hang() {
+    let cluster = cluster(3, 0);
+    let proxy = Proxy::spawn(
+        &cluster.seeds(),
+        &["--threads", "1"],
+        &[("ORTHRUS_BACKEND__DEDICATED_PER_NODE", "2")],
+    );
+    proxy.wait_ready(Duration::from_secs(20));
+    let holders: Vec<_> = (0..2)
+        .map(|_| {
+            let url = proxy.url();
+            std::thread::spawn(move || {
+                let mut con = redis::Client::open(url).unwrap().get_connection().unwrap();
+                let _: Option<(String, String)> = redis::cmd("BLPOP").arg("pool-q").arg(3).query(&mut con).unwrap();
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    let mut con = proxy.client();
+    let started = Instant::now();
+    let err = redis::cmd("BLPOP").arg("pool-q").arg(3).query::<redis::Value>(&mut con).unwrap_err();
+    assert!(started.elapsed() < Duration::from_secs(1), "refusal took {:?}", started.elapsed());
+    assert!(err.to_string().contains("in use"), "{err}");
+    let pong: String = redis::cmd("PING").query(&mut con).unwrap();
+    assert_eq!(pong, "PONG");
+    for h in holders {
+        h.join().unwrap();
+    }
+}
+
+fn info_field(node: &orthrus_devcluster::RedisNode, field: &str) -> i64 {
+    let info = node.cmd(&["INFO", "clients"]).unwrap();
+    let text = info.as_str().unwrap().to_owned();
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .unwrap_or_else(|| panic!("no {field}: {text}"))
+        .trim()
+        .parse()
+        .unwrap()
+}

@@ -1,0 +1,80 @@
+//! MULTI/EXEC/WATCH through orthrus: atomic on one slot, refused at queue
+//! time across slots, WATCH aborting on a concurrent change, and a slot
+//! that moves before EXEC handled without the client seeing MOVED.
+
+mod common;
+
+use std::io::Write;
+
+use common::{Proxy, cluster, encode, read_reply};
+use orthrus_cluster::Slot;
+
+fn send(s: &mut std::net::TcpStream, args: &[&str]) -> String {
+    s.write_all(&encode(args)).unwrap();
+    String::from_utf8_lossy(&read_reply(s).unwrap()).into_owned()
+}
+
+#[test]
+fn transactions() {
+    let cluster = cluster(3, 0);
+    let proxy = Proxy::start(&cluster.seeds(), &[]);
+    let mut s = proxy.stream();
+
+    // Same-slot keys commit atomically.
+    assert_eq!(send(&mut s, &["MULTI"]), "+OK\r\n");
+    assert_eq!(send(&mut s, &["SET", "{acct}a", "10"]), "+QUEUED\r\n");
+    assert_eq!(send(&mut s, &["INCRBY", "{acct}a", "5"]), "+QUEUED\r\n");
+    assert_eq!(send(&mut s, &["SET", "{acct}b", "x"]), "+QUEUED\r\n");
+    assert_eq!(send(&mut s, &["PING"]), "+QUEUED\r\n");
+    assert_eq!(send(&mut s, &["EXEC"]), "*4\r\n+OK\r\n:15\r\n+OK\r\n+PONG\r\n");
+    assert_eq!(send(&mut s, &["GET", "{acct}a"]), "$2\r\n15\r\n");
+
+    // A cross-slot command is refused at queue time; EXEC aborts.
+    assert_eq!(send(&mut s, &["MULTI"]), "+OK\r\n");
+    assert_eq!(send(&mut s, &["SET", "{acct}a", "99"]), "+QUEUED\r\n");
+    assert_eq!(send(&mut s, &["SET", "elsewhere", "1"]), "-CROSSSLOT Keys in request don't hash to the same slot\r\n");
+    assert_eq!(send(&mut s, &["EXEC"]), "-EXECABORT Transaction discarded because of previous errors.\r\n");
+    assert_eq!(send(&mut s, &["GET", "{acct}a"]), "$2\r\n15\r\n", "nothing of the aborted transaction ran");
+
+    // Errors Redis gives for misuse.
+    assert_eq!(send(&mut s, &["EXEC"]), "-ERR EXEC without MULTI\r\n");
+    assert_eq!(send(&mut s, &["DISCARD"]), "-ERR DISCARD without MULTI\r\n");
+    assert_eq!(send(&mut s, &["MULTI"]), "+OK\r\n");
+    assert_eq!(send(&mut s, &["MULTI"]), "-ERR MULTI calls can not be nested\r\n");
+    assert_eq!(send(&mut s, &["INCR", "{acct}a"]), "+QUEUED\r\n");
+    assert_eq!(send(&mut s, &["DISCARD"]), "+OK\r\n");
+    assert_eq!(send(&mut s, &["GET", "{acct}a"]), "$2\r\n15\r\n");
+    // A run-time error inside EXEC is part of EXEC's reply, as in Redis.
+    assert_eq!(send(&mut s, &["MULTI"]), "+OK\r\n");
+    assert_eq!(send(&mut s, &["LPUSH", "{acct}b", "x"]), "+QUEUED\r\n");
+    assert_eq!(send(&mut s, &["INCR", "{acct}a"]), "+QUEUED\r\n");
+    let exec = send(&mut s, &["EXEC"]);
+    assert!(exec.starts_with("*2\r\n-WRONGTYPE") && exec.ends_with(":16\r\n"), "{exec}");
+
+    // WATCH: a change by another client aborts EXEC (nil), none does not.
+    let mut other = proxy.stream();
+    assert_eq!(send(&mut s, &["WATCH", "{acct}a"]), "+OK\r\n");
+    assert_eq!(send(&mut s, &["GET", "{acct}a"]), "$2\r\n16\r\n");
+    assert_eq!(send(&mut other, &["SET", "{acct}a", "100"]), "+OK\r\n");
+    assert_eq!(send(&mut s, &["MULTI"]), "+OK\r\n");
+    assert_eq!(send(&mut s, &["SET", "{acct}a", "17"]), "+QUEUED\r\n");
+    assert_eq!(send(&mut s, &["EXEC"]), "*-1\r\n");
+    assert_eq!(send(&mut s, &["GET", "{acct}a"]), "$3\r\n100\r\n");
+    assert_eq!(send(&mut s, &["WATCH", "{acct}a", "{acct}b"]), "+OK\r\n");
+    assert_eq!(send(&mut s, &["MULTI"]), "+OK\r\n");
+    assert_eq!(send(&mut s, &["INCR", "{acct}a"]), "+QUEUED\r\n");
+    assert_eq!(send(&mut s, &["EXEC"]), "*1\r\n:101\r\n");
+    assert_eq!(send(&mut s, &["WATCH", "{acct}a", "other"]), "-CROSSSLOT Keys in request don't hash to the same slot\r\n");
+    assert_eq!(send(&mut s, &["UNWATCH"]), "+OK\r\n");
+
+    // The slot moves before EXEC: orthrus resends the transaction to the
+    // new owner and the client sees only the result.
+    let slot = Slot::for_key(b"acct").get();
+    let from = cluster.master_of_slot(slot).unwrap();
+    let to = *cluster.masters().unwrap().iter().find(|&&m| m != from).unwrap();
+    assert_eq!(send(&mut s, &["MULTI"]), "+OK\r\n");
+    assert_eq!(send(&mut s, &["INCR", "{acct}a"]), "+QUEUED\r\n");
+    cluster.move_slot(slot, to).unwrap();
+    assert_eq!(send(&mut s, &["EXEC"]), "*1\r\n:102\r\n");
+    assert_eq!(send(&mut s, &["GET", "{acct}a"]), "$3\r\n102\r\n");
+}
