@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use orthrus_cluster::NodeAddr;
-use orthrus_resp::{Protocol, ReplyScanner, Request};
+use orthrus_resp::{Protocol, ReplyScanner};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
@@ -140,15 +140,10 @@ pub async fn connect(addr: &NodeAddr, proto: Protocol, ctx: &WorkerCtx) -> io::R
         .await
         .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connect timed out"))??;
     stream.set_nodelay(true)?;
-    if proto == Protocol::Resp3 {
-        let hello = Request::from_args(&[&b"HELLO"[..], b"3"]);
-        let reply = tokio::time::timeout(timeout, node_client::call(&mut stream, hello.frame()))
-            .await
-            .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "HELLO 3 timed out"))??;
-        if reply.is_error() {
-            return Err(io::Error::other(format!("HELLO 3 refused: {reply:?}")));
-        }
-    }
+    let handshake = node_client::handshake(&mut stream, proto, &ctx.shared.settings.raw.backend);
+    tokio::time::timeout(timeout, handshake)
+        .await
+        .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "handshake timed out"))??;
     Ok(stream)
 }
 

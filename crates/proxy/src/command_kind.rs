@@ -46,6 +46,10 @@ pub enum FanOut {
     And,
     /// RANDOMKEY: the first master that has a key.
     FirstNonNil,
+    /// PUBSUB CHANNELS, SHARDCHANNELS: the arrays merged without repeats.
+    Union,
+    /// PUBSUB NUMSUB, SHARDNUMSUB: `[name, count, ...]`, counts summed.
+    PairSum,
 }
 
 /// The cross-slot merge of a multi-key command that orthrus splits.
@@ -110,6 +114,11 @@ const NOT_THROUGH_PROXY: &str = "it cannot work through a proxy";
 const ADMIN: &str = "administrative commands must be sent to the cluster nodes directly";
 const NO_KEY: &str = "it has no key, so orthrus cannot tell which node it is for";
 
+/// Commands whose subcommands orthrus handles differently from each other.
+pub const CONTAINERS: &[&str] = &[
+    "script", "function", "pubsub", "cluster", "config", "command", "client",
+];
+
 /// The kind of the command `name` (lower case; `container|sub` for a
 /// subcommand) given the flags the cluster reports for it.
 pub fn kind_of(name: &str, blocking: bool, admin: bool, has_keys: bool) -> Kind {
@@ -166,6 +175,9 @@ fn listed(name: &str) -> Option<Kind> {
         "script|load" | "function|load" => Kind::FanOut(FanOut::Same),
         "script|exists" => Kind::FanOut(FanOut::And),
         "scan" => Kind::Scan,
+        "pubsub|channels" | "pubsub|shardchannels" => Kind::FanOut(FanOut::Union),
+        "pubsub|numsub" | "pubsub|shardnumsub" => Kind::FanOut(FanOut::PairSum),
+        "pubsub|numpat" => Kind::FanOut(FanOut::Sum),
         "function|list" | "function|dump" | "function|stats" | "script|help" | "function|help" => {
             Kind::AnyNode
         }

@@ -163,7 +163,7 @@ impl CommandTable {
             return Route::Reject(Rejection::WrongArity(info.clone()));
         }
         let mut kind = info.kind;
-        if info.subcommands.is_empty() && matches!(kind, Kind::Unsupported(_)) {
+        if info.subcommands.is_empty() && command_kind::CONTAINERS.contains(&&*info.name) {
             // A container the built-in table knows only as a whole: its
             // subcommand may have a rule of its own (SCRIPT LOAD).
             if let Some(sub) = req.arg(1) {

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 /// The top-level settings, as environment variables name them.
 const SETTINGS: &[&str] = &[
-    "listen", "seeds", "threads", "announce", "cluster", "backend", "client", "log",
+    "listen", "seeds", "threads", "announce", "metrics", "cluster", "backend", "client", "log",
 ];
 
 /// Exit code for a configuration that cannot be used (`EX_USAGE`).
@@ -34,6 +34,9 @@ pub struct Config {
     /// address (behind NAT or a load balancer). Default: the address each
     /// client connected to.
     pub announce: Option<String>,
+    /// Admin HTTP address for Prometheus `/metrics`, `/healthz` and
+    /// `/readyz`. Default: none (off).
+    pub metrics: Option<String>,
     /// Topology discovery and refresh.
     pub cluster: ClusterConfig,
     /// Connections from orthrus to the cluster nodes.
@@ -71,6 +74,12 @@ pub struct BackendConfig {
     /// and per node; when all are in use, such a command gets an error.
     /// Default 128.
     pub dedicated_per_node: usize,
+    /// ACL user orthrus authenticates as on every node connection (with
+    /// `password`). Default: none (`AUTH <password>` as the default user).
+    pub username: Option<String>,
+    /// Password for the cluster nodes (`requirepass` or the ACL user's).
+    /// Default: none (no AUTH).
+    pub password: Option<String>,
 }
 
 /// `[client]`: per-client limits.
@@ -80,12 +89,22 @@ pub struct ClientConfig {
     /// Requests one client may have in flight (pipelined, not yet answered)
     /// before orthrus stops reading from it. Default 1024.
     pub max_pending: usize,
+    /// Password of the default user: clients must `AUTH <password>` (or
+    /// `HELLO 3 AUTH default <password>`) first. Default: none.
+    pub password: Option<String>,
+    /// Named users and their passwords, for `AUTH <user> <password>`.
+    /// Default: none.
+    pub users: std::collections::HashMap<String, String>,
     /// Largest bulk string accepted in a request, in bytes. Default 512 MiB.
     pub max_bulk_len: usize,
     /// Most arguments in one request. Default 1048576.
     pub max_args: usize,
     /// Longest inline (telnet-style) request line, in bytes. Default 65536.
     pub max_inline_len: usize,
+    /// Pub/sub messages waiting to be written to one subscriber, in bytes;
+    /// past it the subscriber is disconnected. Default 32 MiB (Redis's
+    /// pubsub client-output-buffer-limit hard limit).
+    pub max_push_bytes: usize,
 }
 
 /// `[log]`: what is logged and how.
@@ -116,6 +135,9 @@ pub struct Overrides {
     pub listen: Option<String>,
     pub seeds: Option<String>,
     pub threads: Option<usize>,
+    pub metrics: Option<String>,
+    pub backend_password: Option<String>,
+    pub requirepass: Option<String>,
 }
 
 /// A setting that cannot be used, named so the operator can find it.
@@ -137,6 +159,8 @@ pub struct Settings {
     pub seeds: Vec<NodeAddr>,
     pub threads: usize,
     pub announce: Option<SocketAddr>,
+    /// Where the admin HTTP endpoint listens, if anywhere.
+    pub metrics: Option<SocketAddr>,
     /// The file the configuration came from, if any (shown in INFO).
     pub config_file: Option<PathBuf>,
     pub raw: Config,
@@ -151,6 +175,7 @@ impl Default for Config {
             seeds: Vec::new(),
             threads: 0,
             announce: None,
+            metrics: None,
             cluster: ClusterConfig::default(),
             backend: BackendConfig::default(),
             client: ClientConfig::default(),
@@ -175,6 +200,8 @@ impl Default for BackendConfig {
             connect_timeout_ms: 1000,
             request_timeout_ms: 5000,
             dedicated_per_node: 128,
+            username: None,
+            password: None,
         }
     }
 }
@@ -183,9 +210,12 @@ impl Default for ClientConfig {
     fn default() -> Self {
         ClientConfig {
             max_pending: 1024,
+            password: None,
+            users: std::collections::HashMap::new(),
             max_bulk_len: 512 * 1024 * 1024,
             max_args: 1024 * 1024,
             max_inline_len: 64 * 1024,
+            max_push_bytes: 32 * 1024 * 1024,
         }
     }
 }
@@ -243,6 +273,15 @@ impl Config {
             let list: Vec<String> = split_list(seeds);
             builder = builder.set_override("seeds", list)?;
         }
+        if let Some(metrics) = &flags.metrics {
+            builder = builder.set_override("metrics", metrics.as_str())?;
+        }
+        if let Some(password) = &flags.requirepass {
+            builder = builder.set_override("client.password", password.as_str())?;
+        }
+        if let Some(password) = &flags.backend_password {
+            builder = builder.set_override("backend.password", password.as_str())?;
+        }
         if let Some(threads) = flags.threads {
             builder = builder.set_override("threads", threads as u64)?;
         }
@@ -279,6 +318,19 @@ impl Config {
                     .map_err(|e| invalid("announce", format!("{a:?} is not an ip:port: {e}")))?,
             ),
         };
+        let metrics = match &self.metrics {
+            None => None,
+            Some(a) => Some(
+                a.parse::<SocketAddr>()
+                    .map_err(|e| invalid("metrics", format!("{a:?} is not an ip:port: {e}")))?,
+            ),
+        };
+        if self.backend.username.is_some() && self.backend.password.is_none() {
+            return Err(invalid(
+                "backend.username",
+                "needs backend.password too".to_owned(),
+            ));
+        }
         let threads = match self.threads {
             0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
             n if n > 1024 => return Err(invalid("threads", format!("{n} is more than 1024"))),
@@ -314,6 +366,7 @@ impl Config {
         positive("client.max_bulk_len", self.client.max_bulk_len as u64)?;
         positive("client.max_args", self.client.max_args as u64)?;
         positive("client.max_inline_len", self.client.max_inline_len as u64)?;
+        positive("client.max_push_bytes", self.client.max_push_bytes as u64)?;
         if tracing_subscriber::EnvFilter::try_new(&self.log.level).is_err() {
             return Err(invalid(
                 "log.level",
@@ -325,6 +378,7 @@ impl Config {
             seeds,
             threads,
             announce,
+            metrics,
             config_file: None,
             raw: self,
         })
@@ -431,6 +485,7 @@ mod tests {
             listen: Some("127.0.0.1:3000".into()),
             seeds: Some("d:4".into()),
             threads: Some(2),
+            ..Overrides::default()
         };
         let cfg = Config::load(Some(&path), e, &flags).unwrap();
         assert_eq!((cfg.listen.as_str(), cfg.threads), ("127.0.0.1:3000", 2));

@@ -87,7 +87,7 @@ fn merge(how: FanOut, replies: &[Bytes]) -> Bytes {
             encode::integer(&mut out, total);
             out.freeze()
         }
-        FanOut::Concat => {
+        FanOut::Concat | FanOut::Union => {
             let mut all = Vec::new();
             for r in replies {
                 match array_elements(r) {
@@ -95,10 +95,37 @@ fn merge(how: FanOut, replies: &[Bytes]) -> Bytes {
                     None => return error_reply("ERR orthrus: unexpected reply from a master"),
                 }
             }
+            if how == FanOut::Union {
+                let mut seen = std::collections::HashSet::new();
+                all.retain(|e| seen.insert(e.clone()));
+            }
             let mut out = BytesMut::with_capacity(all.iter().map(Bytes::len).sum::<usize>() + 16);
             encode::array_header(&mut out, all.len());
             for e in all {
                 out.extend_from_slice(&e);
+            }
+            out.freeze()
+        }
+        FanOut::PairSum => {
+            let mut pairs: Vec<(Bytes, i64)> = Vec::new();
+            for r in replies {
+                let Some(elements) = array_elements(r) else {
+                    return error_reply("ERR orthrus: unexpected reply from a master");
+                };
+                for (i, pair) in elements.chunks(2).enumerate() {
+                    let [name, count] = pair else { continue };
+                    let n = parse_integer(count).unwrap_or(0);
+                    match pairs.get_mut(i) {
+                        Some((_, total)) => *total += n,
+                        None => pairs.push((name.clone(), n)),
+                    }
+                }
+            }
+            let mut out = BytesMut::new();
+            encode::array_header(&mut out, pairs.len() * 2);
+            for (name, n) in pairs {
+                out.extend_from_slice(&name);
+                encode::integer(&mut out, n);
             }
             out.freeze()
         }
@@ -134,6 +161,24 @@ mod tests {
 
     fn b(s: &str) -> Bytes {
         Bytes::copy_from_slice(s.as_bytes())
+    }
+
+    #[test]
+    fn pubsub_merges() {
+        assert_eq!(
+            &merge(
+                FanOut::Union,
+                &[b("*2\r\n$1\r\na\r\n$1\r\nb\r\n"), b("*1\r\n$1\r\na\r\n")]
+            )[..],
+            b"*2\r\n$1\r\na\r\n$1\r\nb\r\n"
+        );
+        assert_eq!(
+            &merge(
+                FanOut::PairSum,
+                &[b("*2\r\n$1\r\nc\r\n:1\r\n"), b("*2\r\n$1\r\nc\r\n:2\r\n")]
+            )[..],
+            b"*2\r\n$1\r\nc\r\n:3\r\n"
+        );
     }
 
     #[test]

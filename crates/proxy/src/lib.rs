@@ -21,6 +21,8 @@
 //!   commands, WATCH), from a bounded per-node pool.
 //! - `transaction`: MULTI/EXEC queued by orthrus and sent in one piece;
 //!   WATCH on a dedicated connection.
+//! - `pubsub`: subscriptions on dedicated connections, followed when
+//!   their slot moves or their node fails.
 //! - `topology`: discovery and refresh of the slot map.
 //! - `local` / `info` / `cluster_cmd`: commands answered by orthrus itself
 //!   (the handshake, INFO, CLUSTER as a one-node cluster).
@@ -46,6 +48,7 @@ mod info;
 mod local;
 mod node_client;
 mod pool;
+mod pubsub;
 mod scan;
 mod session;
 mod shared;

@@ -31,9 +31,13 @@ pub fn execute(cmd: Local, req: &Request, client: &mut Client, ctx: &Rc<WorkerCt
             client.name = None;
             client.multi = None;
             client.watch = None;
+            client.pubsub = None;
+            let cfg = &ctx.shared.settings.raw.client;
+            client.authenticated = cfg.password.is_none() && cfg.users.is_empty();
             simple("RESET")
         }
-        Local::Auth => auth(req.arg(1), req.arg(2)),
+        Local::Auth if req.arg_count() > 3 => error_reply("ERR syntax error"),
+        Local::Auth => auth(req.arg(1), req.arg(2), client, ctx),
         Local::Hello => hello(req, client, ctx),
         Local::Client => client_command(req, client, ctx),
         Local::Info => info::reply(req, client, ctx),
@@ -65,12 +69,43 @@ fn select(req: &Request) -> Bytes {
     }
 }
 
-/// With no client password configured, Redis's default user takes any
-/// password through `AUTH default <any>`, and refuses the one-argument form.
-fn auth(first: Option<&[u8]>, second: Option<&[u8]>) -> Bytes {
-    match (first, second) {
-        (Some(_), None) => error_reply(NO_PASSWORD),
-        (Some(user), Some(_)) if user == b"default" => simple("OK"),
+/// `AUTH [user] password`, against `[client] password` (the default
+/// user) and `[client.users]`. With neither configured, Redis's default
+/// user takes any password through `AUTH default <any>` and refuses the
+/// one-argument form.
+fn auth(
+    first: Option<&[u8]>,
+    second: Option<&[u8]>,
+    client: &mut Client,
+    ctx: &WorkerCtx,
+) -> Bytes {
+    let cfg = &ctx.shared.settings.raw.client;
+    let (user, pass) = match (first, second) {
+        (Some(pass), None) => (&b"default"[..], pass),
+        (Some(user), Some(pass)) => (user, pass),
+        _ => return error_reply(WRONGPASS),
+    };
+    let expected = if user == b"default" {
+        cfg.password.as_deref()
+    } else {
+        std::str::from_utf8(user)
+            .ok()
+            .and_then(|u| cfg.users.get(u))
+            .map(String::as_str)
+    };
+    let open = cfg.password.is_none() && cfg.users.is_empty();
+    match expected {
+        Some(expected) if expected.as_bytes() == pass => {
+            client.authenticated = true;
+            simple("OK")
+        }
+        None if open && user == b"default" => {
+            if second.is_none() {
+                return error_reply(NO_PASSWORD);
+            }
+            client.authenticated = true;
+            simple("OK")
+        }
         _ => error_reply(WRONGPASS),
     }
 }
@@ -92,7 +127,7 @@ fn hello(req: &Request, client: &mut Client, ctx: &WorkerCtx) -> Bytes {
     let mut i = 2;
     while let Some(opt) = req.arg(i) {
         if opt.eq_ignore_ascii_case(b"AUTH") && req.arg_count() > i + 2 {
-            let reply = auth(req.arg(i + 1), req.arg(i + 2));
+            let reply = auth(req.arg(i + 1), req.arg(i + 2), client, ctx);
             if reply.first() == Some(&b'-') {
                 return reply;
             }
@@ -108,6 +143,11 @@ fn hello(req: &Request, client: &mut Client, ctx: &WorkerCtx) -> Bytes {
             let opt = String::from_utf8_lossy(opt);
             return error_reply(&format!("ERR Syntax error in HELLO option '{opt}'"));
         }
+    }
+    if !client.authenticated {
+        return error_reply(
+            "NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time",
+        );
     }
     client.proto = proto;
     if let Some(name) = name {

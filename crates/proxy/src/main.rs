@@ -23,6 +23,17 @@ struct Args {
     /// Worker threads; 0 = one per CPU core [default: 0; env ORTHRUS_THREADS]
     #[arg(long, value_name = "N")]
     threads: Option<usize>,
+    /// Admin HTTP address for Prometheus /metrics, /healthz and /readyz;
+    /// off when unset [env ORTHRUS_METRICS]
+    #[arg(long, value_name = "HOST:PORT")]
+    metrics: Option<String>,
+    /// Password clients must AUTH with [env ORTHRUS_CLIENT__PASSWORD]
+    #[arg(long, value_name = "PASSWORD")]
+    requirepass: Option<String>,
+    /// Password orthrus uses on every cluster node connection
+    /// [env ORTHRUS_BACKEND__PASSWORD]
+    #[arg(long, value_name = "PASSWORD")]
+    backend_password: Option<String>,
     /// TOML configuration file (see config/orthrus.toml) [env ORTHRUS_CONFIG]
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
@@ -35,6 +46,9 @@ fn main() -> ExitCode {
         listen: args.listen,
         seeds: args.seeds,
         threads: args.threads,
+        metrics: args.metrics,
+        backend_password: args.backend_password,
+        requirepass: args.requirepass,
     };
     let settings =
         Config::load(file.as_deref(), std::env::vars(), &overrides).and_then(Config::validate);

@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use bytes::BytesMut;
 use orthrus_cluster::NodeAddr;
-use orthrus_resp::{Limits, Request, Value, scan_reply};
+use orthrus_resp::{Limits, Protocol, Request, Value, scan_reply};
+
+use crate::config::BackendConfig;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -39,6 +41,33 @@ pub async fn call(stream: &mut TcpStream, frame: &[u8]) -> io::Result<Value> {
     }
 }
 
+/// Authenticates a new node connection (when a backend password is set)
+/// and switches it to RESP3 when asked, in one round trip.
+pub async fn handshake(
+    stream: &mut TcpStream,
+    proto: Protocol,
+    backend: &BackendConfig,
+) -> io::Result<()> {
+    let user = backend.username.as_deref().unwrap_or("default");
+    let req = match (&backend.password, proto) {
+        (None, Protocol::Resp2) => return Ok(()),
+        (None, Protocol::Resp3) => Request::from_args(&["HELLO", "3"]),
+        (Some(pass), Protocol::Resp3) => Request::from_args(&["HELLO", "3", "AUTH", user, pass]),
+        (Some(pass), Protocol::Resp2) if backend.username.is_none() => {
+            Request::from_args(&["AUTH", pass])
+        }
+        (Some(pass), Protocol::Resp2) => Request::from_args(&["AUTH", user, pass]),
+    };
+    match call(stream, req.frame()).await? {
+        // Never echo the command: it holds the password.
+        Value::Error(e) => Err(io::Error::other(format!(
+            "node refused the handshake: {}",
+            String::from_utf8_lossy(&e)
+        ))),
+        _ => Ok(()),
+    }
+}
+
 /// A short-lived connection to `addr` for one or more calls.
 pub struct NodeClient {
     stream: TcpStream,
@@ -46,11 +75,19 @@ pub struct NodeClient {
 }
 
 impl NodeClient {
-    pub async fn connect(addr: &NodeAddr, timeout: Duration) -> io::Result<NodeClient> {
-        let stream = tokio::time::timeout(timeout, TcpStream::connect((addr.host(), addr.port())))
-            .await
-            .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connect timed out"))??;
+    pub async fn connect(
+        addr: &NodeAddr,
+        timeout: Duration,
+        backend: &BackendConfig,
+    ) -> io::Result<NodeClient> {
+        let mut stream =
+            tokio::time::timeout(timeout, TcpStream::connect((addr.host(), addr.port())))
+                .await
+                .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connect timed out"))??;
         stream.set_nodelay(true)?;
+        tokio::time::timeout(timeout, handshake(&mut stream, Protocol::Resp2, backend))
+            .await
+            .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "handshake timed out"))??;
         Ok(NodeClient { stream, timeout })
     }
 

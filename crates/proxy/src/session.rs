@@ -24,9 +24,10 @@ use tracing::Instrument;
 
 use crate::command_table::{Rejection, Route};
 use crate::forward::{self, Remote, Sent, Target, error_reply};
+use crate::pubsub::{PubSub, PushSink};
 use crate::stats::WorkerStats;
-use crate::worker::WorkerCtx;
 use crate::transaction::{self, Multi, Watch};
+use crate::worker::WorkerCtx;
 use crate::{blocking, fanout, local, scan, split};
 
 const READ_CHUNK: usize = 16 * 1024;
@@ -63,6 +64,10 @@ pub struct Client {
     pub multi: Option<Multi>,
     /// After WATCH, until EXEC, DISCARD, UNWATCH or RESET.
     pub watch: Option<Watch>,
+    /// Subscriptions, from the first (S|P)SUBSCRIBE on.
+    pub pubsub: Option<PubSub>,
+    /// False until AUTH succeeds when a client password is configured.
+    pub authenticated: bool,
 }
 
 /// Serves one client until it disconnects.
@@ -83,14 +88,29 @@ pub async fn serve(stream: TcpStream, peer: SocketAddr, ctx: Rc<WorkerCtx>) {
         gone: CancellationToken::new(),
         multi: None,
         watch: None,
+        pubsub: None,
+        authenticated: ctx.shared.settings.raw.client.password.is_none()
+            && ctx.shared.settings.raw.client.users.is_empty(),
     };
     let span = tracing::debug_span!("client", client.addr = %peer, session.id = client.id);
     async {
         tracing::debug!("connected");
         let (rd, wr) = stream.into_split();
         let (tx, rx) = mpsc::channel(ctx.shared.settings.raw.client.max_pending);
-        let writer = tokio::task::spawn_local(write_replies(wr, rx, ctx.clone()).in_current_span());
-        read_requests(rd, tx, client, &ctx).await;
+        let (sink, pushes) = PushSink::new(
+            ctx.shared.settings.raw.client.max_push_bytes,
+            client.gone.clone(),
+        );
+        let writer = Writer {
+            wr,
+            out: BytesMut::with_capacity(4096),
+            pushes,
+            sink: sink.clone(),
+            gone: client.gone.clone(),
+        };
+        let writer =
+            tokio::task::spawn_local(write_replies(writer, rx, ctx.clone()).in_current_span());
+        read_requests(rd, tx, client, sink, &ctx).await;
         let _ = writer.await;
         tracing::debug!("disconnected");
     }
@@ -105,6 +125,7 @@ async fn read_requests(
     mut rd: OwnedReadHalf,
     tx: mpsc::Sender<Pending>,
     mut client: Client,
+    sink: PushSink,
     ctx: &Rc<WorkerCtx>,
 ) {
     let mut parser = RequestParser::new(ctx.shared.settings.limits());
@@ -112,7 +133,7 @@ async fn read_requests(
     loop {
         loop {
             let pending = match parser.parse(&mut buf) {
-                Ok(Some(req)) => dispatch(&mut client, req, ctx),
+                Ok(Some(req)) => dispatch(&mut client, req, &sink, ctx),
                 Ok(None) => break,
                 Err(e) => {
                     WorkerStats::bump(&ctx.stats().protocol_errors);
@@ -128,7 +149,12 @@ async fn read_requests(
         if buf.capacity() - buf.len() < READ_CHUNK / 4 {
             buf.reserve(READ_CHUNK);
         }
-        match rd.read_buf(&mut buf).await {
+        let read = tokio::select! {
+            read = rd.read_buf(&mut buf) => read,
+            // Disconnected by orthrus (a subscriber too slow to read).
+            () = client.gone.cancelled() => return,
+        };
+        match read {
             Ok(0) | Err(_) => {
                 client.gone.cancel();
                 return;
@@ -139,10 +165,17 @@ async fn read_requests(
 }
 
 /// Decides what to do with one request and starts doing it.
-fn dispatch(client: &mut Client, req: Request, ctx: &Rc<WorkerCtx>) -> Pending {
+fn dispatch(client: &mut Client, req: Request, sink: &PushSink, ctx: &Rc<WorkerCtx>) -> Pending {
     let stats = ctx.stats();
     WorkerStats::bump(&stats.commands);
+    if !client.authenticated && !allowed_before_auth(&req) {
+        WorkerStats::bump(&stats.rejected_commands);
+        return Pending::Ready(error_reply("NOAUTH Authentication required."));
+    }
     let table = ctx.shared.commands.load();
+    if let Some(pending) = pubsub_command(client, &req, sink, ctx) {
+        return pending;
+    }
     if let Some(pending) = transaction::intercept(client, &req, &table, ctx) {
         return pending;
     }
@@ -172,65 +205,169 @@ fn dispatch(client: &mut Client, req: Request, ctx: &Rc<WorkerCtx>) -> Pending {
     }
 }
 
+/// What Redis lets a client run before it has authenticated.
+fn allowed_before_auth(req: &Request) -> bool {
+    let name = req.arg(0).unwrap_or_default();
+    [&b"auth"[..], b"hello", b"quit"]
+        .iter()
+        .any(|n| name.eq_ignore_ascii_case(n))
+}
+
+/// Pub/sub commands, and what subscriber mode allows in RESP2.
+fn pubsub_command(
+    client: &mut Client,
+    req: &Request,
+    sink: &PushSink,
+    ctx: &Rc<WorkerCtx>,
+) -> Option<Pending> {
+    const COMMANDS: [&str; 6] = [
+        "subscribe",
+        "psubscribe",
+        "ssubscribe",
+        "unsubscribe",
+        "punsubscribe",
+        "sunsubscribe",
+    ];
+    let name = req.arg(0)?;
+    let command = COMMANDS
+        .iter()
+        .find(|c| name.eq_ignore_ascii_case(c.as_bytes()));
+    let subscribed = client.pubsub.as_ref().is_some_and(PubSub::active);
+    match command {
+        Some(cmd) => {
+            let needs_args = matches!(*cmd, "subscribe" | "psubscribe" | "ssubscribe");
+            if needs_args && req.arg_count() < 2 {
+                return Some(Pending::Ready(error_reply(&format!(
+                    "ERR wrong number of arguments for '{cmd}' command"
+                ))));
+            }
+            if client.multi.is_some() {
+                return Some(Pending::Ready(error_reply(&format!(
+                    "ERR orthrus: {} cannot be used inside MULTI",
+                    cmd.to_ascii_uppercase()
+                ))));
+            }
+            let pubsub = client
+                .pubsub
+                .get_or_insert_with(|| PubSub::new(ctx.clone(), client.proto, sink.clone()));
+            Some(pubsub.command(cmd, req))
+        }
+        None if subscribed && client.proto == Protocol::Resp2 => {
+            if name.eq_ignore_ascii_case(b"ping") {
+                return client.pubsub.as_ref().and_then(|p| p.ping(req));
+            }
+            if name.eq_ignore_ascii_case(b"quit") || name.eq_ignore_ascii_case(b"reset") {
+                return None;
+            }
+            let shown = String::from_utf8_lossy(name).to_ascii_lowercase();
+            Some(Pending::Ready(error_reply(&format!(
+                "ERR Can't execute '{shown}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context"
+            ))))
+        }
+        None => None,
+    }
+}
+
 fn readonly(table: &crate::command_table::CommandTable, req: &Request) -> bool {
     req.arg(0)
         .and_then(|name| table.get(name))
         .is_some_and(|info| info.readonly)
 }
 
-async fn write_replies(
-    mut wr: OwnedWriteHalf,
-    mut rx: mpsc::Receiver<Pending>,
-    ctx: Rc<WorkerCtx>,
-) {
-    let mut out = BytesMut::with_capacity(4096);
-    let mut next = rx.recv().await;
+/// The writer's side of a session: the output buffer and the pushes of
+/// the client's subscriptions.
+struct Writer {
+    wr: OwnedWriteHalf,
+    out: BytesMut,
+    pushes: mpsc::UnboundedReceiver<Bytes>,
+    sink: PushSink,
+    gone: CancellationToken,
+}
+
+async fn write_replies(mut w: Writer, mut rx: mpsc::Receiver<Pending>, ctx: Rc<WorkerCtx>) {
+    let mut next = w.wait(&mut rx).await;
     while let Some(pending) = next.take() {
         let (reply, last) = match pending {
             Pending::Ready(reply) => (reply, false),
             Pending::Last(reply) => (reply, true),
             Pending::Remote(mut remote) => {
-                if !remote.is_ready() && !out.is_empty() {
-                    if wr.write_all(&out).await.is_err() {
-                        return;
-                    }
-                    out.clear();
+                if !remote.is_ready() && !w.flush().await {
+                    return;
                 }
                 (forward::resolve(&ctx, remote).await, false)
             }
             Pending::Future(future) => {
-                if !flush(&mut wr, &mut out).await {
+                if !w.flush().await {
                     return;
                 }
                 (future.await, false)
             }
         };
         let written = if reply.len() >= LARGE_REPLY {
-            flush(&mut wr, &mut out).await && wr.write_all(&reply).await.is_ok()
+            w.flush().await && w.wr.write_all(&reply).await.is_ok()
         } else {
-            out.extend_from_slice(&reply);
-            out.len() < WRITE_BATCH || flush(&mut wr, &mut out).await
+            w.out.extend_from_slice(&reply);
+            w.out.len() < WRITE_BATCH || w.flush().await
         };
         if !written {
             return;
         }
         if last {
-            let _ = flush(&mut wr, &mut out).await;
-            let _ = wr.shutdown().await;
+            let _ = w.flush().await;
+            let _ = w.wr.shutdown().await;
             return;
         }
+        w.take_pushes();
         next = match rx.try_recv() {
             Ok(p) => Some(p),
             Err(mpsc::error::TryRecvError::Empty) => {
-                if !flush(&mut wr, &mut out).await {
+                if !w.flush().await {
                     return;
                 }
-                rx.recv().await
+                w.wait(&mut rx).await
             }
             Err(mpsc::error::TryRecvError::Disconnected) => None,
         };
     }
-    let _ = flush(&mut wr, &mut out).await;
+    let _ = w.flush().await;
+}
+
+impl Writer {
+    /// Waits for the next reply to write, writing pushes meanwhile; `None`
+    /// when the session is over.
+    async fn wait(&mut self, rx: &mut mpsc::Receiver<Pending>) -> Option<Pending> {
+        loop {
+            tokio::select! {
+                biased;
+                () = self.gone.cancelled() => return None,
+                pending = rx.recv() => return pending,
+                Some(push) = self.pushes.recv() => {
+                    self.out.extend_from_slice(&push);
+                    self.sink.written(push.len());
+                    self.take_pushes();
+                    if !self.flush().await {
+                        return None;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Appends the pushes that are already there.
+    fn take_pushes(&mut self) {
+        while let Ok(push) = self.pushes.try_recv() {
+            self.out.extend_from_slice(&push);
+            self.sink.written(push.len());
+            if self.out.len() >= WRITE_BATCH {
+                break;
+            }
+        }
+    }
+
+    /// Writes out what is gathered; false if the client is gone.
+    async fn flush(&mut self) -> bool {
+        flush(&mut self.wr, &mut self.out).await
+    }
 }
 
 /// Writes out what is gathered; false if the client is gone.

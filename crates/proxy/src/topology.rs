@@ -15,6 +15,7 @@ use orthrus_cluster::{NodeAddr, SlotMap};
 use orthrus_resp::Value;
 
 use crate::command_table::CommandTable;
+use crate::config::BackendConfig;
 use crate::node_client::NodeClient;
 use crate::shared::Shared;
 
@@ -91,12 +92,14 @@ async fn refresh_once(shared: &Shared) -> io::Result<()> {
         .max(Duration::from_millis(500));
     let mut last_error = io::Error::other("no seed configured");
     for addr in candidates {
-        match discover(&addr, timeout).await {
+        match discover(&addr, timeout, &shared.settings.raw.backend).await {
             Ok(map) => {
-                install(shared, &current, map);
+                // Learn the command table first, so that the first client
+                // served already routes with the cluster's own table.
                 if !shared.commands_learnt() {
                     learn(shared, &addr, timeout).await;
                 }
+                install(shared, &current, map);
                 return Ok(());
             }
             Err(e) => last_error = io::Error::new(e.kind(), format!("{addr}: {e}")),
@@ -105,8 +108,12 @@ async fn refresh_once(shared: &Shared) -> io::Result<()> {
     Err(last_error)
 }
 
-async fn discover(addr: &NodeAddr, timeout: Duration) -> io::Result<SlotMap> {
-    let mut node = NodeClient::connect(addr, timeout).await?;
+async fn discover(
+    addr: &NodeAddr,
+    timeout: Duration,
+    backend: &BackendConfig,
+) -> io::Result<SlotMap> {
+    let mut node = NodeClient::connect(addr, timeout, backend).await?;
     let shards = node.cmd(&[b"CLUSTER", b"SHARDS"]).await?;
     let map = if shards.is_error() {
         let slots = node.cmd(&[b"CLUSTER", b"SLOTS"]).await?;
@@ -146,7 +153,8 @@ fn install(shared: &Shared, current: &SlotMap, map: SlotMap) {
 
 /// Learns the command table and the server version from one node.
 async fn learn(shared: &Shared, addr: &NodeAddr, timeout: Duration) {
-    let Ok(mut node) = NodeClient::connect(addr, timeout).await else {
+    let Ok(mut node) = NodeClient::connect(addr, timeout, &shared.settings.raw.backend).await
+    else {
         return;
     };
     match node.cmd(&[b"COMMAND"]).await {

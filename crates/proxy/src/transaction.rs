@@ -49,7 +49,12 @@ pub struct Watch {
 
 /// Handles `req` if it is a transaction command or the client is inside
 /// MULTI; `None` lets the session route it as usual.
-pub fn intercept(client: &mut Client, req: &Request, table: &CommandTable, ctx: &Rc<WorkerCtx>) -> Option<Pending> {
+pub fn intercept(
+    client: &mut Client,
+    req: &Request,
+    table: &CommandTable,
+    ctx: &Rc<WorkerCtx>,
+) -> Option<Pending> {
     let name = req.arg(0)?;
     let is = |n: &str| name.eq_ignore_ascii_case(n.as_bytes());
     let argc = req.arg_count();
@@ -95,7 +100,9 @@ pub fn intercept(client: &mut Client, req: &Request, table: &CommandTable, ctx: 
     }
     if is("watch") {
         if client.multi.is_some() {
-            return Some(Pending::Ready(error_reply("ERR WATCH inside MULTI is not allowed")));
+            return Some(Pending::Ready(error_reply(
+                "ERR WATCH inside MULTI is not allowed",
+            )));
         }
         return Some(watch(client, req, table, ctx));
     }
@@ -115,19 +122,30 @@ fn queue(multi: &mut Multi, req: &Request, table: &CommandTable) -> Bytes {
     let slot = match table.route(req) {
         Route::Slot(slot) | Route::Blocking(slot) => Some(slot),
         Route::AnyNode | Route::Local(Local::Ping | Local::Echo) => None,
-        Route::Split(_) => return abort(multi, "CROSSSLOT Keys in request don't hash to the same slot"),
+        Route::Split(_) => {
+            return abort(
+                multi,
+                "CROSSSLOT Keys in request don't hash to the same slot",
+            );
+        }
         Route::Reject(rejection) => {
             multi.aborted = true;
             return error_reply(&crate::session::rejection_message(&rejection, req));
         }
         Route::Local(_) | Route::FanOut(_) | Route::Scan => {
             let name = String::from_utf8_lossy(req.arg(0).unwrap_or_default()).to_ascii_uppercase();
-            return abort(multi, &format!("ERR orthrus: {name} cannot be used inside MULTI"));
+            return abort(
+                multi,
+                &format!("ERR orthrus: {name} cannot be used inside MULTI"),
+            );
         }
     };
     match (multi.slot, slot) {
         (Some(first), Some(this)) if first != this => {
-            return abort(multi, "CROSSSLOT Keys in request don't hash to the same slot");
+            return abort(
+                multi,
+                "CROSSSLOT Keys in request don't hash to the same slot",
+            );
         }
         (None, Some(this)) => multi.slot = Some(this),
         _ => {}
@@ -151,18 +169,30 @@ fn unwatch(client: &mut Client) {
 }
 
 fn watch(client: &mut Client, req: &Request, table: &CommandTable, ctx: &Rc<WorkerCtx>) -> Pending {
-    let slot = match table.get(req.arg(0).unwrap_or_default()).map(|info| info.slot(req)) {
+    let slot = match table
+        .get(req.arg(0).unwrap_or_default())
+        .map(|info| info.slot(req))
+    {
         Some(Ok(Some(slot))) => slot,
-        _ => return Pending::Ready(error_reply("CROSSSLOT Keys in request don't hash to the same slot")),
+        _ => {
+            return Pending::Ready(error_reply(
+                "CROSSSLOT Keys in request don't hash to the same slot",
+            ));
+        }
     };
     let lease = match &client.watch {
         Some(w) if w.slot != slot => {
-            return Pending::Ready(error_reply("CROSSSLOT Keys in request don't hash to the same slot"));
+            return Pending::Ready(error_reply(
+                "CROSSSLOT Keys in request don't hash to the same slot",
+            ));
         }
         Some(w) => w.lease.clone(),
         None => {
             let lease = Rc::new(RefCell::new(None));
-            client.watch = Some(Watch { slot, lease: lease.clone() });
+            client.watch = Some(Watch {
+                slot,
+                lease: lease.clone(),
+            });
             lease
         }
     };
@@ -184,7 +214,10 @@ fn watch(client: &mut Client, req: &Request, table: &CommandTable, ctx: &Rc<Work
                 }
             }
         };
-        match conn.call(&frame, 1, Some(ctx.shared.settings.request_timeout())).await {
+        match conn
+            .call(&frame, 1, Some(ctx.shared.settings.request_timeout()))
+            .await
+        {
             Ok(reply) => {
                 *lease.borrow_mut() = Some(conn);
                 reply
@@ -202,7 +235,8 @@ fn exec(multi: Multi, watch: Option<Watch>, client: &Client, ctx: &Rc<WorkerCtx>
         return Pending::Ready(error_reply(EXECABORT));
     }
     let count = multi.queued.len();
-    let mut frame = BytesMut::with_capacity(multi.queued.iter().map(Bytes::len).sum::<usize>() + 32);
+    let mut frame =
+        BytesMut::with_capacity(multi.queued.iter().map(Bytes::len).sum::<usize>() + 32);
     frame.extend_from_slice(b"*1\r\n$5\r\nMULTI\r\n");
     for q in &multi.queued {
         frame.extend_from_slice(q);
@@ -215,7 +249,9 @@ fn exec(multi: Multi, watch: Option<Watch>, client: &Client, ctx: &Rc<WorkerCtx>
         Some(w) => Pending::Future(Box::pin(async move {
             let held = w.lease.borrow_mut().take();
             let Some(mut conn) = held else {
-                return error_reply("ERR orthrus: the WATCH connection was lost; the transaction was not run");
+                return error_reply(
+                    "ERR orthrus: the WATCH connection was lost; the transaction was not run",
+                );
             };
             match conn.call(&frame, count + 2, None).await {
                 Ok(replies) => {
@@ -230,14 +266,22 @@ fn exec(multi: Multi, watch: Option<Watch>, client: &Client, ctx: &Rc<WorkerCtx>
         None if count == 0 => Pending::Ready(Bytes::from_static(b"*0\r\n")),
         None => {
             let target = multi.slot.map_or(Target::Any, Target::Slot);
-            Pending::Future(Box::pin(async move { run(&ctx, frame, target, proto, count).await }))
+            Pending::Future(Box::pin(async move {
+                run(&ctx, frame, target, proto, count).await
+            }))
         }
     }
 }
 
 /// Sends a whole transaction on a shared connection, sending it again
 /// while the node rejects it because its slot moved.
-async fn run(ctx: &Rc<WorkerCtx>, frame: Bytes, target: Target, proto: orthrus_resp::Protocol, count: usize) -> Bytes {
+async fn run(
+    ctx: &Rc<WorkerCtx>,
+    frame: Bytes,
+    target: Target,
+    proto: orthrus_resp::Protocol,
+    count: usize,
+) -> Bytes {
     let started = Instant::now();
     let mut attempt = 0;
     let mut asked = None;
@@ -252,12 +296,16 @@ async fn run(ctx: &Rc<WorkerCtx>, frame: Bytes, target: Target, proto: orthrus_r
             .unwrap_or(Err(BackendError::Lost));
         let replies = match reply {
             Ok(replies) => replies,
-            Err(BackendError::NotSent) if started.elapsed() < ctx.shared.settings.request_timeout() => {
+            Err(BackendError::NotSent)
+                if started.elapsed() < ctx.shared.settings.request_timeout() =>
+            {
                 tokio::time::sleep(Duration::from_millis(20)).await;
                 continue;
             }
             Err(e) => {
-                return error_reply(&format!("ERR orthrus: transaction not run or outcome unknown: {e}"));
+                return error_reply(&format!(
+                    "ERR orthrus: transaction not run or outcome unknown: {e}"
+                ));
             }
         };
         let frames = split_frames(&replies);
@@ -269,7 +317,12 @@ async fn run(ctx: &Rc<WorkerCtx>, frame: Bytes, target: Target, proto: orthrus_r
             }
         });
         match redirect {
-            None => return frames.last().cloned().unwrap_or_else(|| error_reply("ERR orthrus: empty reply")),
+            None => {
+                return frames
+                    .last()
+                    .cloned()
+                    .unwrap_or_else(|| error_reply("ERR orthrus: empty reply"));
+            }
             Some(Action::Moved { slot, addr: to }) => {
                 ctx.shared.patch_slot(slot, &to);
                 ctx.shared.request_refresh();
@@ -277,7 +330,12 @@ async fn run(ctx: &Rc<WorkerCtx>, frame: Bytes, target: Target, proto: orthrus_r
             Some(Action::Ask { addr: _ } | Action::RetryAfter { .. }) => {
                 // Mid-migration: the keys are split between two nodes, so
                 // the transaction cannot run yet; wait for the move.
-                tokio::time::sleep(ctx.shared.policy.backoff(ctx.shared.policy.tryagain_backoff, attempt)).await;
+                tokio::time::sleep(
+                    ctx.shared
+                        .policy
+                        .backoff(ctx.shared.policy.tryagain_backoff, attempt),
+                )
+                .await;
             }
             Some(Action::Fail(reason)) => return error_reply(reason.message()),
             Some(Action::Done) => {}

@@ -18,7 +18,11 @@ fn blocking_commands() {
     let url = proxy.url();
     let waiter = std::thread::spawn(move || {
         let mut con = redis::Client::open(url).unwrap().get_connection().unwrap();
-        let got: Option<(String, String)> = redis::cmd("BLPOP").arg("bq").arg(5).query(&mut con).unwrap();
+        let got: Option<(String, String)> = redis::cmd("BLPOP")
+            .arg("bq")
+            .arg(5)
+            .query(&mut con)
+            .unwrap();
         got
     });
     std::thread::sleep(Duration::from_millis(300));
@@ -28,15 +32,32 @@ fn blocking_commands() {
 
     // Times out after its own timeout.
     let started = Instant::now();
-    let got: Option<(String, String)> = redis::cmd("BLPOP").arg("empty-q").arg(1).query(&mut con).unwrap();
+    let got: Option<(String, String)> = redis::cmd("BLPOP")
+        .arg("empty-q")
+        .arg(1)
+        .query(&mut con)
+        .unwrap();
     let waited = started.elapsed();
     assert_eq!(got, None);
-    assert!(waited >= Duration::from_millis(900) && waited <= Duration::from_millis(1300), "waited {waited:?}");
+    assert!(
+        waited >= Duration::from_millis(900) && waited <= Duration::from_millis(1300),
+        "waited {waited:?}"
+    );
     let started = Instant::now();
-    let got: Option<redis::Value> =
-        redis::cmd("XREAD").arg("BLOCK").arg(300).arg("STREAMS").arg("nostream").arg("$").query(&mut con).unwrap();
+    let got: Option<redis::Value> = redis::cmd("XREAD")
+        .arg("BLOCK")
+        .arg(300)
+        .arg("STREAMS")
+        .arg("nostream")
+        .arg("$")
+        .query(&mut con)
+        .unwrap();
     assert_eq!(got, None);
-    assert!(started.elapsed() >= Duration::from_millis(250), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() >= Duration::from_millis(250),
+        "{:?}",
+        started.elapsed()
+    );
 
     // 50 clients blocked at once; other traffic flows meanwhile.
     let blocked: Vec<_> = (0..50)
@@ -44,7 +65,11 @@ fn blocking_commands() {
             let url = proxy.url();
             std::thread::spawn(move || {
                 let mut con = redis::Client::open(url).unwrap().get_connection().unwrap();
-                let got: Option<(String, String)> = redis::cmd("BRPOP").arg("many").arg(10).query(&mut con).unwrap();
+                let got: Option<(String, String)> = redis::cmd("BRPOP")
+                    .arg("many")
+                    .arg(10)
+                    .query(&mut con)
+                    .unwrap();
                 got.expect("woken with an element").1
             })
         })
@@ -56,10 +81,17 @@ fn blocking_commands() {
         let v: i64 = con.get(format!("flow:{i}")).unwrap();
         assert_eq!(v, i);
     }
-    assert!(started.elapsed() < Duration::from_secs(5), "other traffic stalled: {:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "other traffic stalled: {:?}",
+        started.elapsed()
+    );
     let node = owner_of(&cluster, b"many");
     let blocked_on_node = info_field(&cluster.nodes()[node], "blocked_clients");
-    assert_eq!(blocked_on_node, 50, "each blocked client holds its own connection");
+    assert_eq!(
+        blocked_on_node, 50,
+        "each blocked client holds its own connection"
+    );
     let values: Vec<String> = (0..50).map(|i| format!("v{i}")).collect();
     let _: () = con.lpush("many", &values).unwrap();
     let mut got: Vec<String> = blocked.into_iter().map(|t| t.join().unwrap()).collect();
@@ -73,13 +105,17 @@ fn blocking_commands() {
     {
         let mut s = proxy.stream();
         use std::io::Write;
-        s.write_all(&common::encode(&["BLPOP", "left-q", "0"])).unwrap();
+        s.write_all(&common::encode(&["BLPOP", "left-q", "0"]))
+            .unwrap();
         std::thread::sleep(Duration::from_millis(300));
         assert_eq!(info_field(&cluster.nodes()[node], "blocked_clients"), 1);
     }
     let deadline = Instant::now() + Duration::from_secs(5);
     while info_field(&cluster.nodes()[node], "blocked_clients") != 0 {
-        assert!(Instant::now() < deadline, "the node still has a blocked client after its client left");
+        assert!(
+            Instant::now() < deadline,
+            "the node still has a blocked client after its client left"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
 }
@@ -98,15 +134,27 @@ fn exhausted_pool_gives_an_error_not_a_hang() {
             let url = proxy.url();
             std::thread::spawn(move || {
                 let mut con = redis::Client::open(url).unwrap().get_connection().unwrap();
-                let _: Option<(String, String)> = redis::cmd("BLPOP").arg("pool-q").arg(3).query(&mut con).unwrap();
+                let _: Option<(String, String)> = redis::cmd("BLPOP")
+                    .arg("pool-q")
+                    .arg(3)
+                    .query(&mut con)
+                    .unwrap();
             })
         })
         .collect();
     std::thread::sleep(Duration::from_millis(500));
     let mut con = proxy.client();
     let started = Instant::now();
-    let err = redis::cmd("BLPOP").arg("pool-q").arg(3).query::<redis::Value>(&mut con).unwrap_err();
-    assert!(started.elapsed() < Duration::from_secs(1), "refusal took {:?}", started.elapsed());
+    let err = redis::cmd("BLPOP")
+        .arg("pool-q")
+        .arg(3)
+        .query::<redis::Value>(&mut con)
+        .unwrap_err();
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "refusal took {:?}",
+        started.elapsed()
+    );
     assert!(err.to_string().contains("in use"), "{err}");
     let pong: String = redis::cmd("PING").query(&mut con).unwrap();
     assert_eq!(pong, "PONG");

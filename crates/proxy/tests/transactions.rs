@@ -26,21 +26,37 @@ fn transactions() {
     assert_eq!(send(&mut s, &["INCRBY", "{acct}a", "5"]), "+QUEUED\r\n");
     assert_eq!(send(&mut s, &["SET", "{acct}b", "x"]), "+QUEUED\r\n");
     assert_eq!(send(&mut s, &["PING"]), "+QUEUED\r\n");
-    assert_eq!(send(&mut s, &["EXEC"]), "*4\r\n+OK\r\n:15\r\n+OK\r\n+PONG\r\n");
+    assert_eq!(
+        send(&mut s, &["EXEC"]),
+        "*4\r\n+OK\r\n:15\r\n+OK\r\n+PONG\r\n"
+    );
     assert_eq!(send(&mut s, &["GET", "{acct}a"]), "$2\r\n15\r\n");
 
     // A cross-slot command is refused at queue time; EXEC aborts.
     assert_eq!(send(&mut s, &["MULTI"]), "+OK\r\n");
     assert_eq!(send(&mut s, &["SET", "{acct}a", "99"]), "+QUEUED\r\n");
-    assert_eq!(send(&mut s, &["SET", "elsewhere", "1"]), "-CROSSSLOT Keys in request don't hash to the same slot\r\n");
-    assert_eq!(send(&mut s, &["EXEC"]), "-EXECABORT Transaction discarded because of previous errors.\r\n");
-    assert_eq!(send(&mut s, &["GET", "{acct}a"]), "$2\r\n15\r\n", "nothing of the aborted transaction ran");
+    assert_eq!(
+        send(&mut s, &["SET", "elsewhere", "1"]),
+        "-CROSSSLOT Keys in request don't hash to the same slot\r\n"
+    );
+    assert_eq!(
+        send(&mut s, &["EXEC"]),
+        "-EXECABORT Transaction discarded because of previous errors.\r\n"
+    );
+    assert_eq!(
+        send(&mut s, &["GET", "{acct}a"]),
+        "$2\r\n15\r\n",
+        "nothing of the aborted transaction ran"
+    );
 
     // Errors Redis gives for misuse.
     assert_eq!(send(&mut s, &["EXEC"]), "-ERR EXEC without MULTI\r\n");
     assert_eq!(send(&mut s, &["DISCARD"]), "-ERR DISCARD without MULTI\r\n");
     assert_eq!(send(&mut s, &["MULTI"]), "+OK\r\n");
-    assert_eq!(send(&mut s, &["MULTI"]), "-ERR MULTI calls can not be nested\r\n");
+    assert_eq!(
+        send(&mut s, &["MULTI"]),
+        "-ERR MULTI calls can not be nested\r\n"
+    );
     assert_eq!(send(&mut s, &["INCR", "{acct}a"]), "+QUEUED\r\n");
     assert_eq!(send(&mut s, &["DISCARD"]), "+OK\r\n");
     assert_eq!(send(&mut s, &["GET", "{acct}a"]), "$2\r\n15\r\n");
@@ -49,7 +65,10 @@ fn transactions() {
     assert_eq!(send(&mut s, &["LPUSH", "{acct}b", "x"]), "+QUEUED\r\n");
     assert_eq!(send(&mut s, &["INCR", "{acct}a"]), "+QUEUED\r\n");
     let exec = send(&mut s, &["EXEC"]);
-    assert!(exec.starts_with("*2\r\n-WRONGTYPE") && exec.ends_with(":16\r\n"), "{exec}");
+    assert!(
+        exec.starts_with("*2\r\n-WRONGTYPE") && exec.ends_with(":16\r\n"),
+        "{exec}"
+    );
 
     // WATCH: a change by another client aborts EXEC (nil), none does not.
     let mut other = proxy.stream();
@@ -64,14 +83,22 @@ fn transactions() {
     assert_eq!(send(&mut s, &["MULTI"]), "+OK\r\n");
     assert_eq!(send(&mut s, &["INCR", "{acct}a"]), "+QUEUED\r\n");
     assert_eq!(send(&mut s, &["EXEC"]), "*1\r\n:101\r\n");
-    assert_eq!(send(&mut s, &["WATCH", "{acct}a", "other"]), "-CROSSSLOT Keys in request don't hash to the same slot\r\n");
+    assert_eq!(
+        send(&mut s, &["WATCH", "{acct}a", "other"]),
+        "-CROSSSLOT Keys in request don't hash to the same slot\r\n"
+    );
     assert_eq!(send(&mut s, &["UNWATCH"]), "+OK\r\n");
 
     // The slot moves before EXEC: orthrus resends the transaction to the
     // new owner and the client sees only the result.
     let slot = Slot::for_key(b"acct").get();
     let from = cluster.master_of_slot(slot).unwrap();
-    let to = *cluster.masters().unwrap().iter().find(|&&m| m != from).unwrap();
+    let to = *cluster
+        .masters()
+        .unwrap()
+        .iter()
+        .find(|&&m| m != from)
+        .unwrap();
     assert_eq!(send(&mut s, &["MULTI"]), "+OK\r\n");
     assert_eq!(send(&mut s, &["INCR", "{acct}a"]), "+QUEUED\r\n");
     cluster.move_slot(slot, to).unwrap();

@@ -118,6 +118,18 @@ fn kinds() {
     ));
     assert!(matches!(t.route(&req(&["SCAN", "0"])), Route::Scan));
     assert!(matches!(
+        t.route(&req(&["PUBSUB", "NUMSUB", "a"])),
+        Route::FanOut(FanOut::PairSum)
+    ));
+    assert!(matches!(
+        t.route(&req(&["COMMAND", "COUNT"])),
+        Route::AnyNode
+    ));
+    assert!(matches!(
+        t.route(&req(&["CONFIG", "GET", "x"])),
+        Route::Reject(Rejection::Unsupported(..))
+    ));
+    assert!(matches!(
         t.route(&req(&["CLUSTER", "SLOTS"])),
         Route::Local(Local::Cluster)
     ));

@@ -1,0 +1,530 @@
+//! Pub/sub: SUBSCRIBE/PSUBSCRIBE (one dedicated connection to one master:
+//! the cluster broadcasts PUBLISH to every node) and SSUBSCRIBE (one
+//! dedicated connection per master owning subscribed shard channels).
+//!
+//! Everything a subscription connection receives — confirmations,
+//! messages, PING replies in RESP2 subscriber mode — goes to the client as
+//! a push, in the order the node sent it. The client's (un)subscribe
+//! commands are written to those connections when they reach the head of
+//! the client's reply queue, so their confirmations follow every earlier
+//! reply. orthrus keeps what each connection is subscribed to: when a
+//! connection fails, or a node drops shard channels because their slot
+//! moved (`sunsubscribe` the client did not ask for), it subscribes again
+//! where they live now, and swallows the confirmations of those
+//! re-subscriptions. A client whose pushes pile up past
+//! `client.max_push_bytes` is disconnected.
+
+use std::cell::{Cell, RefCell};
+use std::collections::{HashMap, HashSet};
+use std::rc::{Rc, Weak};
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use orthrus_cluster::{NodeAddr, Redirect, Slot};
+use orthrus_resp::{Limits, Protocol, ReplyScanner, Request, Value, encode};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::backend;
+use crate::forward::error_reply;
+use crate::session::Pending;
+use crate::worker::WorkerCtx;
+
+/// Where pushes for one client go; bounded by bytes not yet written.
+#[derive(Clone)]
+pub struct PushSink {
+    tx: mpsc::UnboundedSender<Bytes>,
+    queued: Rc<Cell<usize>>,
+    limit: usize,
+    gone: CancellationToken,
+}
+
+/// A client's subscriptions. Shared with the connection tasks.
+pub struct PubSub {
+    inner: Rc<RefCell<Inner>>,
+}
+
+struct Inner {
+    ctx: Rc<WorkerCtx>,
+    proto: Protocol,
+    push: PushSink,
+    classic: Option<SubConn>,
+    shards: HashMap<NodeAddr, SubConn>,
+    /// Shard channels to subscribe again without telling the client.
+    resubscribing: HashSet<Bytes>,
+    /// Shard channels the client asked to leave.
+    leaving: HashSet<Bytes>,
+}
+
+/// One subscription connection: its command queue and what it holds.
+struct SubConn {
+    tx: mpsc::UnboundedSender<Bytes>,
+    channels: HashSet<Bytes>,
+    patterns: HashSet<Bytes>,
+    count: i64,
+    /// SSUBSCRIBE commands sent and not yet confirmed, oldest first.
+    unconfirmed: Vec<Vec<Bytes>>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Kind {
+    Classic,
+    Shard,
+}
+
+// === impl PushSink ===
+
+impl PushSink {
+    pub fn new(
+        limit: usize,
+        gone: CancellationToken,
+    ) -> (PushSink, mpsc::UnboundedReceiver<Bytes>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let sink = PushSink {
+            tx,
+            queued: Rc::new(Cell::new(0)),
+            limit,
+            gone,
+        };
+        (sink, rx)
+    }
+
+    fn push(&self, frame: Bytes) {
+        let queued = self.queued.get() + frame.len();
+        if queued > self.limit {
+            if !self.gone.is_cancelled() {
+                tracing::warn!(
+                    queued,
+                    limit = self.limit,
+                    "subscriber too slow: disconnecting it"
+                );
+                self.gone.cancel();
+            }
+            return;
+        }
+        self.queued.set(queued);
+        let _ = self.tx.send(frame);
+    }
+
+    /// The writer has written `n` bytes of pushes.
+    pub fn written(&self, n: usize) {
+        self.queued.set(self.queued.get().saturating_sub(n));
+    }
+}
+
+// === impl PubSub ===
+
+impl PubSub {
+    pub fn new(ctx: Rc<WorkerCtx>, proto: Protocol, push: PushSink) -> PubSub {
+        PubSub {
+            inner: Rc::new(RefCell::new(Inner {
+                ctx,
+                proto,
+                push,
+                classic: None,
+                shards: HashMap::new(),
+                resubscribing: HashSet::new(),
+                leaving: HashSet::new(),
+            })),
+        }
+    }
+
+    /// Whether the client is in subscriber mode (RESP2 then allows only
+    /// the pub/sub commands, PING, QUIT and RESET).
+    pub fn active(&self) -> bool {
+        let inner = self.inner.borrow();
+        inner
+            .classic
+            .as_ref()
+            .is_some_and(|c| c.count > 0 || !c.channels.is_empty() || !c.patterns.is_empty())
+            || inner
+                .shards
+                .values()
+                .any(|c| c.count > 0 || !c.channels.is_empty() || !c.unconfirmed.is_empty())
+    }
+
+    /// Runs a pub/sub command (`name` in lower case).
+    pub fn command(&self, name: &str, req: &Request) -> Pending {
+        let frame = req.frame().clone();
+        let args: Vec<Bytes> = (1..req.arg_count())
+            .filter_map(|i| req.arg_bytes(i))
+            .collect();
+        let inner = self.inner.clone();
+        let name = name.to_owned();
+        Pending::Future(Box::pin(async move {
+            // Runs when every earlier reply is written: confirmations follow them.
+            Inner::send(&inner, &name, frame, args)
+        }))
+    }
+
+    /// PING in RESP2 subscriber mode is answered by a subscription
+    /// connection that is in subscriber mode itself.
+    pub fn ping(&self, req: &Request) -> Option<Pending> {
+        let inner = self.inner.clone();
+        let frame = req.frame().clone();
+        Some(Pending::Future(Box::pin(async move {
+            let i = inner.borrow();
+            let subscribed =
+                |c: &&SubConn| c.count > 0 || !c.channels.is_empty() || !c.patterns.is_empty();
+            let conn = i
+                .classic
+                .as_ref()
+                .filter(subscribed)
+                .or_else(|| i.shards.values().find(subscribed));
+            match conn.map(|c| c.tx.send(frame)) {
+                Some(Ok(())) => Bytes::new(),
+                _ => Bytes::from_static(b"*2\r\n$4\r\npong\r\n$0\r\n\r\n"),
+            }
+        })))
+    }
+}
+
+// === impl Inner ===
+
+impl Inner {
+    /// Sends a client's (un)subscribe command; returns the immediate reply
+    /// (empty when the node's confirmations will carry it).
+    fn send(this: &Rc<RefCell<Inner>>, name: &str, frame: Bytes, args: Vec<Bytes>) -> Bytes {
+        match name {
+            "subscribe" | "psubscribe" => {
+                Inner::conn(this, Kind::Classic, None).map_or_else(|e| e, |tx| queue(&tx, frame))
+            }
+            "unsubscribe" | "punsubscribe" => {
+                let tx = this.borrow().classic.as_ref().map(|c| c.tx.clone());
+                match tx {
+                    Some(tx) => queue(&tx, frame),
+                    None => this.borrow().empty_unsubscribe(name, &args),
+                }
+            }
+            "ssubscribe" => {
+                let Some(slot) = one_slot(&args) else {
+                    return error_reply("CROSSSLOT Keys in request don't hash to the same slot");
+                };
+                let map = this.borrow().ctx.shared.slots.load_full();
+                let Some(addr) = map.master(slot).cloned() else {
+                    return crate::forward::no_owner(&map);
+                };
+                match Inner::conn(this, Kind::Shard, Some(&addr)) {
+                    Ok(tx) => {
+                        if let Some(c) = this.borrow_mut().shards.get_mut(&addr) {
+                            c.unconfirmed.push(args);
+                        }
+                        queue(&tx, frame)
+                    }
+                    Err(e) => e,
+                }
+            }
+            "sunsubscribe" => {
+                let mut inner = this.borrow_mut();
+                inner.leaving.extend(args.iter().cloned());
+                let targets: Vec<mpsc::UnboundedSender<Bytes>> = if args.is_empty() {
+                    inner.shards.values().map(|c| c.tx.clone()).collect()
+                } else {
+                    inner
+                        .shards
+                        .values()
+                        .filter(|c| args.iter().any(|a| c.channels.contains(a)))
+                        .map(|c| c.tx.clone())
+                        .collect()
+                };
+                if targets.is_empty() {
+                    return inner.empty_unsubscribe(name, &args);
+                }
+                for tx in targets {
+                    let _ = tx.send(frame.clone());
+                }
+                Bytes::new()
+            }
+            _ => error_reply("ERR orthrus: not a pub/sub command"),
+        }
+    }
+
+    /// The command queue of the connection of `kind` (to `addr` for shard
+    /// channels), started if there is none.
+    fn conn(
+        this: &Rc<RefCell<Inner>>,
+        kind: Kind,
+        addr: Option<&NodeAddr>,
+    ) -> Result<mpsc::UnboundedSender<Bytes>, Bytes> {
+        let mut inner = this.borrow_mut();
+        let existing = match (kind, addr) {
+            (Kind::Classic, _) => inner.classic.as_ref().map(|c| c.tx.clone()),
+            (Kind::Shard, Some(a)) => inner.shards.get(a).map(|c| c.tx.clone()),
+            (Kind::Shard, None) => None,
+        };
+        if let Some(tx) = existing {
+            return Ok(tx);
+        }
+        let addr = match addr {
+            Some(a) => a.clone(),
+            None => {
+                let map = inner.ctx.shared.slots.load_full();
+                let any =
+                    (0..16).find_map(|i| Slot::new(i * 1024).and_then(|s| map.master(s).cloned()));
+                any.ok_or_else(|| crate::forward::no_owner(&map))?
+            }
+        };
+        let (tx, rx) = mpsc::unbounded_channel();
+        let conn = SubConn {
+            tx: tx.clone(),
+            channels: HashSet::new(),
+            patterns: HashSet::new(),
+            count: 0,
+            unconfirmed: Vec::new(),
+        };
+        match kind {
+            Kind::Classic => inner.classic = Some(conn),
+            Kind::Shard => {
+                inner.shards.insert(addr.clone(), conn);
+            }
+        }
+        let ctx = inner.ctx.clone();
+        let proto = inner.proto;
+        tokio::task::spawn_local(run(Rc::downgrade(this), kind, addr, proto, ctx, rx));
+        Ok(tx)
+    }
+
+    /// What Redis answers to an UNSUBSCRIBE with nothing subscribed.
+    fn empty_unsubscribe(&self, name: &str, args: &[Bytes]) -> Bytes {
+        let mut out = BytesMut::new();
+        let channels: Vec<Option<&Bytes>> = if args.is_empty() {
+            vec![None]
+        } else {
+            args.iter().map(Some).collect()
+        };
+        for ch in channels {
+            encode::push_header(&mut out, 3, self.proto);
+            encode::bulk(&mut out, name.as_bytes());
+            match ch {
+                Some(c) => encode::bulk(&mut out, c),
+                None => encode::null(&mut out, self.proto),
+            }
+            encode::integer(&mut out, 0);
+        }
+        out.freeze()
+    }
+
+    /// A frame from a subscription connection: update what it holds, and
+    /// pass it on unless it belongs to a re-subscription.
+    fn on_frame(
+        this: &Rc<RefCell<Inner>>,
+        kind: Kind,
+        addr: &NodeAddr,
+        frame: Bytes,
+        value: &Value,
+    ) {
+        let mut inner = this.borrow_mut();
+        let parts = value.as_array().unwrap_or_default();
+        let what = parts
+            .first()
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_ascii_lowercase();
+        let channel = parts
+            .get(1)
+            .and_then(Value::as_bytes)
+            .map(Bytes::copy_from_slice);
+        let count = parts.get(2).and_then(Value::as_int);
+        let conn = match kind {
+            Kind::Classic => inner.classic.as_mut(),
+            Kind::Shard => inner.shards.get_mut(addr),
+        };
+        let Some(conn) = conn else { return };
+        if let Some(n) = count {
+            conn.count = n;
+        }
+        let mut forward = true;
+        let mut lost = None;
+        match (what.as_str(), channel) {
+            ("subscribe", Some(ch)) => {
+                conn.channels.insert(ch);
+            }
+            ("psubscribe", Some(ch)) => {
+                conn.patterns.insert(ch);
+            }
+            ("unsubscribe", Some(ch)) => {
+                conn.channels.remove(&ch);
+            }
+            ("punsubscribe", Some(ch)) => {
+                conn.patterns.remove(&ch);
+            }
+            ("ssubscribe", Some(ch)) => {
+                if let Some(pos) = conn.unconfirmed.iter().position(|cmd| cmd.contains(&ch)) {
+                    if let Some(cmd) = conn.unconfirmed.get_mut(pos) {
+                        cmd.retain(|c| c != &ch);
+                        if cmd.is_empty() {
+                            conn.unconfirmed.remove(pos);
+                        }
+                    }
+                }
+                conn.channels.insert(ch.clone());
+                forward = !inner.resubscribing.remove(&ch);
+            }
+            ("sunsubscribe", Some(ch)) => {
+                conn.channels.remove(&ch);
+                if !inner.leaving.remove(&ch) {
+                    // The node dropped it: its slot moved. Follow it.
+                    forward = false;
+                    lost = Some(vec![ch]);
+                }
+            }
+            // An SSUBSCRIBE refused, most likely MOVED: try again where the slot is.
+            _ if matches!(frame.first(), Some(b'-' | b'!'))
+                && kind == Kind::Shard
+                && !conn.unconfirmed.is_empty() =>
+            {
+                let channels = conn.unconfirmed.remove(0);
+                if let Some(Redirect::Moved { slot, addr: to }) = Redirect::parse(&frame) {
+                    inner.ctx.shared.patch_slot(slot, &to.or_host_of(addr));
+                }
+                inner.ctx.shared.request_refresh();
+                forward = false;
+                lost = Some(channels);
+            }
+            _ => {}
+        }
+        if forward {
+            inner.push.push(frame);
+        }
+        drop(inner);
+        if let Some(channels) = lost {
+            Inner::resubscribe_later(this, channels, false);
+        }
+    }
+
+    /// Subscribes `channels` (shard channels) again where their slot is now,
+    /// after giving the topology a moment to settle. Unless `tell_client`,
+    /// their confirmations are not passed on (the client saw them already).
+    fn resubscribe_later(this: &Rc<RefCell<Inner>>, channels: Vec<Bytes>, tell_client: bool) {
+        let weak = Rc::downgrade(this);
+        {
+            let mut inner = this.borrow_mut();
+            if !tell_client {
+                inner.resubscribing.extend(channels.iter().cloned());
+            }
+            inner.ctx.shared.request_refresh();
+        }
+        tokio::task::spawn_local(async move {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            let Some(this) = weak.upgrade() else { return };
+            for ch in channels {
+                let req = Request::from_args(&[&b"SSUBSCRIBE"[..], &ch]);
+                let _ = Inner::send(&this, "ssubscribe", req.into_frame(), vec![ch]);
+            }
+        });
+    }
+
+    /// A subscription connection failed: subscribe its channels again on
+    /// another connection, without telling the client.
+    fn on_lost(this: &Rc<RefCell<Inner>>, kind: Kind, addr: &NodeAddr) {
+        let conn = {
+            let mut inner = this.borrow_mut();
+            match kind {
+                Kind::Classic => inner.classic.take(),
+                Kind::Shard => inner.shards.remove(addr),
+            }
+        };
+        let Some(conn) = conn else { return };
+        match kind {
+            Kind::Shard => {
+                Inner::resubscribe_later(this, conn.channels.into_iter().collect(), false)
+            }
+            Kind::Classic => {
+                let weak = Rc::downgrade(this);
+                tokio::task::spawn_local(async move {
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    let Some(this) = weak.upgrade() else { return };
+                    for (cmd, names) in
+                        [("SUBSCRIBE", conn.channels), ("PSUBSCRIBE", conn.patterns)]
+                    {
+                        if names.is_empty() {
+                            continue;
+                        }
+                        let mut args: Vec<&[u8]> = vec![cmd.as_bytes()];
+                        args.extend(names.iter().map(|n| &n[..]));
+                        let frame = Request::from_args(&args).into_frame();
+                        // The client sees these confirmations again; its
+                        // subscription count stays right.
+                        let _ = Inner::send(&this, &cmd.to_ascii_lowercase(), frame, Vec::new());
+                    }
+                });
+            }
+        }
+    }
+}
+
+fn queue(tx: &mpsc::UnboundedSender<Bytes>, frame: Bytes) -> Bytes {
+    match tx.send(frame) {
+        Ok(()) => Bytes::new(),
+        Err(_) => error_reply("ERR orthrus: the subscription connection closed; try again"),
+    }
+}
+
+/// The slot all shard channels hash to, if they share one.
+fn one_slot(channels: &[Bytes]) -> Option<Slot> {
+    let first = Slot::for_key(channels.first()?);
+    channels
+        .iter()
+        .all(|c| Slot::for_key(c) == first)
+        .then_some(first)
+}
+
+/// A subscription connection's task.
+async fn run(
+    inner: Weak<RefCell<Inner>>,
+    kind: Kind,
+    addr: NodeAddr,
+    proto: Protocol,
+    ctx: Rc<WorkerCtx>,
+    mut rx: mpsc::UnboundedReceiver<Bytes>,
+) {
+    let stream = match backend::connect(&addr, proto, &ctx).await {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!(node = %addr, error = %e, "cannot open a subscription connection");
+            if let Some(this) = inner.upgrade() {
+                this.borrow().push.push(error_reply(&format!(
+                    "ERR orthrus: cannot subscribe on {addr}: {e}"
+                )));
+                Inner::on_lost(&this, kind, &addr);
+            }
+            return;
+        }
+    };
+    let (mut rd, mut wr) = stream.into_split();
+    let mut buf = BytesMut::with_capacity(4096);
+    let mut scanner = ReplyScanner::default();
+    let limits = Limits::for_replies();
+    let failed = loop {
+        tokio::select! {
+            cmd = rx.recv() => match cmd {
+                Some(frame) => {
+                    if wr.write_all(&frame).await.is_err() {
+                        break true;
+                    }
+                }
+                None => break false, // the client is gone
+            },
+            read = rd.read_buf(&mut buf) => {
+                if !matches!(read, Ok(n) if n > 0) {
+                    break true;
+                }
+                let Some(this) = inner.upgrade() else { break false };
+                while let Ok(Some(n)) = scanner.scan(&buf) {
+                    let frame = buf.split_to(n).freeze();
+                    let value = Value::parse(&frame, &limits).ok().flatten().map(|(v, _)| v);
+                    Inner::on_frame(&this, kind, &addr, frame, &value.unwrap_or(Value::Null));
+                }
+                buf.reserve(4096);
+            }
+        }
+    };
+    if failed {
+        tracing::info!(node = %addr, ?kind, "subscription connection lost; subscribing again");
+        ctx.shared.request_refresh();
+        if let Some(this) = inner.upgrade() {
+            Inner::on_lost(&this, kind, &addr);
+        }
+    }
+}

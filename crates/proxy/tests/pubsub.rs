@@ -1,0 +1,150 @@
+//! Pub/sub through orthrus: classic and pattern subscriptions, RESP2
+//! subscriber mode, RESP3 pushes next to replies, PUBSUB introspection,
+//! and a shard subscription that follows its slot to another master.
+
+mod common;
+
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+use common::{Proxy, cluster, encode, read_reply};
+use orthrus_cluster::Slot;
+
+fn send(s: &mut std::net::TcpStream, args: &[&str]) -> String {
+    s.write_all(&encode(args)).unwrap();
+    reply(s)
+}
+
+fn reply(s: &mut std::net::TcpStream) -> String {
+    String::from_utf8_lossy(&read_reply(s).unwrap()).into_owned()
+}
+
+#[test]
+fn publish_subscribe() {
+    let cluster = cluster(3, 0);
+    let proxy = Proxy::start(&cluster.seeds(), &[]);
+    let mut sub = proxy.stream();
+    let mut other = proxy.stream();
+
+    assert_eq!(
+        send(&mut sub, &["SUBSCRIBE", "news", "sport"]),
+        "*3\r\n$9\r\nsubscribe\r\n$4\r\nnews\r\n:1\r\n"
+    );
+    assert_eq!(
+        reply(&mut sub),
+        "*3\r\n$9\r\nsubscribe\r\n$5\r\nsport\r\n:2\r\n"
+    );
+    assert_eq!(
+        send(&mut sub, &["PSUBSCRIBE", "w*"]),
+        "*3\r\n$10\r\npsubscribe\r\n$2\r\nw*\r\n:3\r\n"
+    );
+    // RESP2 subscriber mode allows only what Redis allows.
+    let refused = send(&mut sub, &["GET", "x"]);
+    assert!(refused.starts_with("-ERR Can't execute 'get'"), "{refused}");
+    assert_eq!(send(&mut sub, &["PING"]), "*2\r\n$4\r\npong\r\n$0\r\n\r\n");
+
+    // Published through orthrus (any node: the cluster broadcasts).
+    let receivers = send(&mut other, &["PUBLISH", "news", "hello"]);
+    assert_eq!(receivers, ":1\r\n");
+    assert_eq!(
+        reply(&mut sub),
+        "*3\r\n$7\r\nmessage\r\n$4\r\nnews\r\n$5\r\nhello\r\n"
+    );
+    send(&mut other, &["PUBLISH", "weather", "rain"]);
+    assert_eq!(
+        reply(&mut sub),
+        "*4\r\n$8\r\npmessage\r\n$2\r\nw*\r\n$7\r\nweather\r\n$4\r\nrain\r\n"
+    );
+
+    // Introspection sums over the masters.
+    assert_eq!(
+        send(&mut other, &["PUBSUB", "NUMSUB", "news", "none"]),
+        "*4\r\n$4\r\nnews\r\n:1\r\n$4\r\nnone\r\n:0\r\n"
+    );
+    assert_eq!(send(&mut other, &["PUBSUB", "NUMPAT"]), ":1\r\n");
+    let channels = send(&mut other, &["PUBSUB", "CHANNELS"]);
+    assert!(
+        channels.starts_with("*2\r\n") && channels.contains("news") && channels.contains("sport"),
+        "{channels}"
+    );
+
+    // Leaving subscriber mode.
+    assert_eq!(
+        send(&mut sub, &["UNSUBSCRIBE", "news", "sport"]),
+        "*3\r\n$11\r\nunsubscribe\r\n$4\r\nnews\r\n:2\r\n"
+    );
+    assert_eq!(
+        reply(&mut sub),
+        "*3\r\n$11\r\nunsubscribe\r\n$5\r\nsport\r\n:1\r\n"
+    );
+    assert_eq!(
+        send(&mut sub, &["PUNSUBSCRIBE"]),
+        "*3\r\n$12\r\npunsubscribe\r\n$2\r\nw*\r\n:0\r\n"
+    );
+    assert_eq!(send(&mut sub, &["SET", "after-sub", "1"]), "+OK\r\n");
+
+    // RESP3: pushes interleave with ordinary replies.
+    let mut v3 = proxy.stream();
+    assert!(send(&mut v3, &["HELLO", "3"]).starts_with('%'));
+    assert_eq!(
+        send(&mut v3, &["SUBSCRIBE", "r3"]),
+        ">3\r\n$9\r\nsubscribe\r\n$2\r\nr3\r\n:1\r\n"
+    );
+    assert_eq!(send(&mut v3, &["GET", "after-sub"]), "$1\r\n1\r\n");
+    send(&mut other, &["PUBLISH", "r3", "pushed"]);
+    assert_eq!(
+        reply(&mut v3),
+        ">3\r\n$7\r\nmessage\r\n$2\r\nr3\r\n$6\r\npushed\r\n"
+    );
+
+    // A shard subscription follows its slot to another master.
+    let channel = "shard-news";
+    assert_eq!(
+        send(&mut sub, &["SSUBSCRIBE", channel]),
+        format!(
+            "*3\r\n$10\r\nssubscribe\r\n${}\r\n{channel}\r\n:1\r\n",
+            channel.len()
+        )
+    );
+    assert_eq!(send(&mut other, &["SPUBLISH", channel, "one"]), ":1\r\n");
+    assert_eq!(
+        reply(&mut sub),
+        format!(
+            "*3\r\n$8\r\nsmessage\r\n${}\r\n{channel}\r\n$3\r\none\r\n",
+            channel.len()
+        )
+    );
+    let slot = Slot::for_key(channel.as_bytes()).get();
+    let from = cluster.master_of_slot(slot).unwrap();
+    let to = *cluster
+        .masters()
+        .unwrap()
+        .iter()
+        .find(|&&m| m != from)
+        .unwrap();
+    cluster.move_slot(slot, to).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let n = send(&mut other, &["SPUBLISH", channel, "two"]);
+        if n == ":1\r\n" {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the shard subscription was not re-established: {n}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(
+        reply(&mut sub),
+        format!(
+            "*3\r\n$8\r\nsmessage\r\n${}\r\n{channel}\r\n$3\r\ntwo\r\n",
+            channel.len()
+        )
+    );
+    assert_eq!(
+        send(&mut sub, &["PING"]),
+        "*2\r\n$4\r\npong\r\n$0\r\n\r\n",
+        "no stray confirmation reached the client"
+    );
+}
