@@ -7,7 +7,7 @@
 //! keep-alive. A scraper or a probe needs nothing more, and what it may
 //! cost is bounded: a request head of at most [`MAX_REQUEST`] bytes, read
 //! within [`DEADLINE`], and at most [`MAX_CONNECTIONS`] at a time; excess
-//! connections get an immediate 503.
+//! connections get an immediate 503 rather than a place in a queue.
 
 use std::fmt::{Display, Write as _};
 use std::io;
@@ -29,9 +29,9 @@ const MAX_REQUEST: usize = 8 * 1024;
 const DEADLINE: Duration = Duration::from_secs(5);
 /// Admin connections served at once.
 const MAX_CONNECTIONS: usize = 8;
-/// After refusing an oversized request, read and discard at most this much
-/// of the rest, so that closing does not reset the connection before the
-/// client has read the refusal.
+/// After a response, input still arriving is read and dropped, up to this
+/// much and for this long, so that the close does not reset the connection
+/// before the client has read the response (see [`finish`]).
 const DRAIN_LIMIT: usize = 64 * 1024;
 const DRAIN_DEADLINE: Duration = Duration::from_secs(1);
 
@@ -71,8 +71,10 @@ enum Head {
     Complete,
     /// [`MAX_REQUEST`] bytes arrived without the end of the head.
     TooLarge,
-    /// The peer closed before the end of the head.
+    /// The peer closed without sending anything.
     Closed,
+    /// The peer closed in the middle of the head.
+    Incomplete,
 }
 
 /// Binds the admin listener (non-blocking, for tokio).
@@ -109,7 +111,11 @@ async fn serve(listener: std::net::TcpListener, shared: Arc<Shared>, stop: watch
             return;
         }
     };
-    let permits = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let serving = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    // Turning a client away politely (a 503 it can read) takes a task too;
+    // those are bounded separately, and beyond them a connection is just
+    // closed.
+    let refusing = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     loop {
         let (stream, peer) = match listener.accept().await {
             Ok(accepted) => accepted,
@@ -120,21 +126,23 @@ async fn serve(listener: std::net::TcpListener, shared: Arc<Shared>, stop: watch
                 continue;
             }
         };
-        let Ok(permit) = permits.clone().try_acquire_owned() else {
-            // A fresh socket's send buffer is empty, so this short reply
-            // fits without waiting; if it does not, the close says enough.
-            let busy = Response::text(503, "too many admin connections");
-            let _ = stream.try_write(&busy.encode(false));
-            continue;
-        };
-        let shared = shared.clone();
-        let stop = stop.clone();
-        tokio::spawn(async move {
-            if let Err(e) = connection(stream, &shared, &stop).await {
-                tracing::debug!(%peer, error = %e, "admin connection failed");
-            }
-            drop(permit);
-        });
+        if let Ok(permit) = serving.clone().try_acquire_owned() {
+            let shared = shared.clone();
+            let stop = stop.clone();
+            tokio::spawn(async move {
+                if let Err(e) = connection(stream, &shared, &stop).await {
+                    tracing::debug!(%peer, error = %e, "admin connection failed");
+                }
+                drop(permit);
+            });
+        } else if let Ok(permit) = refusing.clone().try_acquire_owned() {
+            tracing::debug!(%peer, "too many admin connections");
+            let busy = Response::text(503, "too many admin connections").encode(false);
+            tokio::spawn(async move {
+                let _ = tokio::time::timeout(DRAIN_DEADLINE, finish(stream, &busy)).await;
+                drop(permit);
+            });
+        }
     }
 }
 
@@ -145,29 +153,34 @@ async fn connection(
     stop: &watch::Receiver<bool>,
 ) -> io::Result<()> {
     let mut buf = Vec::with_capacity(1024);
-    let (response, head_only, drain) =
-        match tokio::time::timeout(DEADLINE, read_head(&mut stream, &mut buf)).await {
-            Err(_) => (Response::text(408, "request not received in time"), false, false),
-            Ok(Err(e)) => return Err(e),
-            Ok(Ok(Head::Closed)) => return Ok(()),
-            Ok(Ok(Head::TooLarge)) => (
-                Response::text(431, "request head larger than 8 KiB"),
-                false,
-                true,
-            ),
-            Ok(Ok(Head::Complete)) => match parse_request(&buf) {
-                Some(req) => (route(&req, shared, *stop.borrow()), req.method == "HEAD", false),
-                None => (Response::text(400, "malformed request"), false, false),
-            },
-        };
+    let head = tokio::time::timeout(DEADLINE, read_head(&mut stream, &mut buf)).await;
+    let (response, head_only) = match head {
+        Err(_) => (Response::text(408, "request not received in time"), false),
+        Ok(Err(e)) => return Err(e),
+        Ok(Ok(Head::Closed)) => return Ok(()),
+        Ok(Ok(Head::Incomplete)) => (Response::text(400, "incomplete request"), false),
+        Ok(Ok(Head::TooLarge)) => (Response::text(431, "request head larger than 8 KiB"), false),
+        Ok(Ok(Head::Complete)) => match parse_request(&buf) {
+            Some(req) => (route(&req, shared, *stop.borrow()), req.method == "HEAD"),
+            None => (Response::text(400, "malformed request"), false),
+        },
+    };
     let bytes = response.encode(head_only);
-    tokio::time::timeout(DEADLINE, stream.write_all(&bytes))
+    tokio::time::timeout(DEADLINE, finish(stream, &bytes))
         .await
-        .map_err(|_| io::Error::from(io::ErrorKind::TimedOut))??;
+        .map_err(|_| io::Error::from(io::ErrorKind::TimedOut))?
+}
+
+/// Writes the response and closes. Closing a socket with unread input
+/// makes the kernel send a reset, which can destroy the response before
+/// the client reads it; so the write side is shut first and whatever the
+/// client still sends (a refused oversized head, a body) is read and
+/// dropped until it closes too, within [`DRAIN_LIMIT`] and
+/// [`DRAIN_DEADLINE`].
+async fn finish(mut stream: TcpStream, response: &[u8]) -> io::Result<()> {
+    stream.write_all(response).await?;
     stream.shutdown().await?;
-    if drain {
-        let _ = tokio::time::timeout(DRAIN_DEADLINE, discard(&mut stream)).await;
-    }
+    let _ = tokio::time::timeout(DRAIN_DEADLINE, discard(&mut stream)).await;
     Ok(())
 }
 
@@ -183,7 +196,11 @@ async fn read_head(stream: &mut TcpStream, buf: &mut Vec<u8>) -> io::Result<Head
         // `room` is at most the chunk's length, and `n` at most `room`.
         let n = stream.read(&mut chunk[..room]).await?;
         if n == 0 {
-            return Ok(Head::Closed);
+            return Ok(if buf.is_empty() {
+                Head::Closed
+            } else {
+                Head::Incomplete
+            });
         }
         // Look again only where the terminator can newly appear.
         let from = buf.len().saturating_sub(3);
@@ -291,107 +308,75 @@ fn not_ready(shared: &Shared, stopping: bool) -> Option<String> {
 
 /// The Prometheus text exposition (format 0.0.4).
 fn metrics(shared: &Shared) -> String {
-    let t = stats::totals(&shared.stats);
-    let map = shared.slots.load();
     let mut m = Exposition::default();
+    process_metrics(&mut m, shared);
+    traffic_metrics(&mut m, &stats::totals(&shared.stats), shared.refreshes());
+    cluster_metrics(&mut m, shared);
+    m.out
+}
 
-    m.family("orthrus_up", "gauge", "Always 1 while orthrus runs.");
-    m.sample("orthrus_up", &[], 1);
-    m.family("orthrus_build_info", "gauge", "The orthrus version, as a label.");
-    m.sample(
-        "orthrus_build_info",
-        &[("version", env!("CARGO_PKG_VERSION"))],
-        1,
-    );
-    m.family(
-        "orthrus_uptime_seconds",
-        "gauge",
-        "Seconds since orthrus started.",
-    );
-    m.sample(
-        "orthrus_uptime_seconds",
-        &[],
-        shared.started.elapsed().as_secs_f64(),
-    );
-    m.family(
-        "orthrus_worker_threads",
-        "gauge",
-        "Worker threads serving clients.",
-    );
-    m.sample("orthrus_worker_threads", &[], shared.settings.threads);
+fn process_metrics(m: &mut Exposition, shared: &Shared) {
+    m.gauge("orthrus_up", "Always 1 while orthrus runs.", 1);
+    m.family("orthrus_build_info", "gauge", "The version, as a label.");
+    let version = [("version", env!("CARGO_PKG_VERSION"))];
+    m.sample("orthrus_build_info", &version, 1);
+    let uptime = shared.started.elapsed().as_secs_f64();
+    m.gauge("orthrus_uptime_seconds", "Seconds since start.", uptime);
+    let threads = shared.settings.threads;
+    m.gauge("orthrus_worker_threads", "Worker threads.", threads);
+}
 
-    m.family(
+fn traffic_metrics(m: &mut Exposition, t: &stats::Totals, refreshes: u64) {
+    let clients = t.connected_clients.max(0);
+    m.gauge(
         "orthrus_connected_clients",
-        "gauge",
         "Client connections open now.",
+        clients,
     );
-    m.sample("orthrus_connected_clients", &[], t.connected_clients.max(0));
+    let accepted = t.connections_received;
     m.counter(
         "orthrus_connections_received_total",
         "Client connections accepted.",
-        t.connections_received,
+        accepted,
     );
     m.counter(
         "orthrus_commands_total",
         "Commands received from clients.",
         t.commands,
     );
+
+    let name = "orthrus_redirects_total";
+    m.family(name, "counter", "MOVED and ASK redirections followed.");
+    m.sample(name, &[("kind", "moved")], t.moved);
+    m.sample(name, &[("kind", "ask")], t.ask);
+    let name = "orthrus_retries_total";
     m.family(
-        "orthrus_redirects_total",
-        "counter",
-        "MOVED and ASK redirections followed.",
-    );
-    m.sample("orthrus_redirects_total", &[("kind", "moved")], t.moved);
-    m.sample("orthrus_redirects_total", &[("kind", "ask")], t.ask);
-    m.family(
-        "orthrus_retries_total",
+        name,
         "counter",
         "Commands retried after TRYAGAIN or CLUSTERDOWN.",
     );
-    m.sample("orthrus_retries_total", &[("kind", "tryagain")], t.tryagain);
-    m.sample(
-        "orthrus_retries_total",
-        &[("kind", "clusterdown")],
-        t.clusterdown,
-    );
-    m.counter(
-        "orthrus_backend_errors_total",
-        "Failures talking to cluster nodes.",
-        t.backend_errors,
-    );
-    m.counter(
-        "orthrus_protocol_errors_total",
-        "Client connections closed for a protocol error.",
-        t.protocol_errors,
-    );
-    m.counter(
-        "orthrus_rejected_commands_total",
-        "Commands refused with an error by orthrus itself.",
-        t.rejected_commands,
-    );
-    m.counter(
-        "orthrus_topology_refreshes_total",
-        "Topology refreshes attempted.",
-        shared.refreshes(),
-    );
+    m.sample(name, &[("kind", "tryagain")], t.tryagain);
+    m.sample(name, &[("kind", "clusterdown")], t.clusterdown);
 
-    m.family(
-        "orthrus_cluster_slots_covered",
-        "gauge",
-        "Slots with a known owner (16384 when the cluster is whole).",
-    );
-    m.sample("orthrus_cluster_slots_covered", &[], map.covered_slots());
-    m.family(
-        "orthrus_cluster_masters",
-        "gauge",
-        "Masters owning at least one slot.",
-    );
-    m.sample("orthrus_cluster_masters", &[], map.masters().len());
-    m.family(
-        "orthrus_cluster_nodes",
-        "gauge",
-        "Known cluster nodes by role and health.",
-    );
+    let help = "Failures talking to cluster nodes.";
+    m.counter("orthrus_backend_errors_total", help, t.backend_errors);
+    let help = "Client connections closed for a protocol error.";
+    m.counter("orthrus_protocol_errors_total", help, t.protocol_errors);
+    let help = "Commands refused with an error by orthrus itself.";
+    m.counter("orthrus_rejected_commands_total", help, t.rejected_commands);
+    let help = "Topology refreshes attempted.";
+    m.counter("orthrus_topology_refreshes_total", help, refreshes);
+}
+
+fn cluster_metrics(m: &mut Exposition, shared: &Shared) {
+    let map = shared.slots.load();
+    let help = "Slots with a known owner (16384 when the cluster is whole).";
+    m.gauge("orthrus_cluster_slots_covered", help, map.covered_slots());
+    let help = "Masters owning at least one slot.";
+    m.gauge("orthrus_cluster_masters", help, map.masters().len());
+
+    let name = "orthrus_cluster_nodes";
+    m.family(name, "gauge", "Known cluster nodes by role and health.");
     // Every combination, zeros included, so that a series does not vanish
     // when its last node changes state.
     for (role, role_name) in ROLES {
@@ -401,24 +386,12 @@ fn metrics(shared: &Shared) -> String {
                 .iter()
                 .filter(|n| n.role == role && n.health == health)
                 .count();
-            m.sample(
-                "orthrus_cluster_nodes",
-                &[("role", role_name), ("health", health_name)],
-                count,
-            );
+            m.sample(name, &[("role", role_name), ("health", health_name)], count);
         }
     }
-    m.family(
-        "orthrus_commands_from_cluster",
-        "gauge",
-        "1 if the command table was learnt from the cluster's COMMAND reply.",
-    );
-    m.sample(
-        "orthrus_commands_from_cluster",
-        &[],
-        u8::from(shared.commands_learnt()),
-    );
-    m.out
+    let help = "1 if the command table was learnt from the cluster's COMMAND reply.";
+    let learnt = u8::from(shared.commands_learnt());
+    m.gauge("orthrus_commands_from_cluster", help, learnt);
 }
 
 // === impl Response ===
@@ -484,6 +457,11 @@ impl Exposition {
         self.sample(name, &[], value);
     }
 
+    fn gauge(&mut self, name: &str, help: &str, value: impl Display) {
+        self.family(name, "gauge", help);
+        self.sample(name, &[], value);
+    }
+
     fn sample(&mut self, name: &str, labels: &[(&str, &str)], value: impl Display) {
         self.out.push_str(name);
         if !labels.is_empty() {
@@ -525,12 +503,18 @@ mod tests {
                 path: "/metrics"
             })
         );
-        assert_eq!(get(b"GET /readyz?verbose=1 HTTP/1.0\n\n").map(|r| r.path), Some("/readyz"));
+        assert_eq!(
+            get(b"GET /readyz?verbose=1 HTTP/1.0\n\n").map(|r| r.path),
+            Some("/readyz")
+        );
         assert_eq!(
             get(b"GET http://h:9/healthz HTTP/1.1\r\n\r\n").map(|r| r.path),
             Some("/healthz")
         );
-        assert_eq!(get(b"POST / HTTP/1.1\r\n\r\n").map(|r| r.method), Some("POST"));
+        assert_eq!(
+            get(b"POST / HTTP/1.1\r\n\r\n").map(|r| r.method),
+            Some("POST")
+        );
         for bad in [
             &b"GET /metrics\r\n\r\n"[..],
             b"GET /metrics HTTP/2\r\n\r\n",
@@ -542,7 +526,12 @@ mod tests {
             b"\r\n\r\n",
             b"",
         ] {
-            assert_eq!(parse_request(bad), None, "{:?}", String::from_utf8_lossy(bad));
+            assert_eq!(
+                parse_request(bad),
+                None,
+                "{:?}",
+                String::from_utf8_lossy(bad)
+            );
         }
     }
 
@@ -606,7 +595,10 @@ mod tests {
         }
         assert!(text.contains("\northrus_commands_total 2\n"), "{text}");
         assert!(text.contains("\northrus_worker_threads 2\n"), "{text}");
-        assert!(text.contains("\northrus_cluster_slots_covered 0\n"), "{text}");
+        assert!(
+            text.contains("\northrus_cluster_slots_covered 0\n"),
+            "{text}"
+        );
         assert!(
             text.contains("\northrus_cluster_nodes{role=\"replica\",health=\"failed\"} 0\n"),
             "{text}"

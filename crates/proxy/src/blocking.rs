@@ -32,7 +32,7 @@ pub fn dispatch(
     let frame = req.frame().clone();
     let wait = command_timeout(req).map(|t| t + ctx.shared.settings.request_timeout());
     let ctx = ctx.clone();
-    Pending::Future(Box::pin(async move {
+    Pending::deferred(Box::pin(async move {
         tokio::select! {
             reply = run(&ctx, frame, slot, proto, wait) => reply,
             // The client is gone: dropping `run` closes its connection.

@@ -11,7 +11,16 @@ use serde::{Deserialize, Serialize};
 
 /// The top-level settings, as environment variables name them.
 const SETTINGS: &[&str] = &[
-    "listen", "seeds", "threads", "announce", "metrics", "cluster", "backend", "client", "log",
+    "listen",
+    "seeds",
+    "threads",
+    "announce",
+    "metrics",
+    "shutdown_timeout_ms",
+    "cluster",
+    "backend",
+    "client",
+    "log",
 ];
 
 /// Exit code for a configuration that cannot be used (`EX_USAGE`).
@@ -37,6 +46,9 @@ pub struct Config {
     /// Admin HTTP address for Prometheus `/metrics`, `/healthz` and
     /// `/readyz`. Default: none (off).
     pub metrics: Option<String>,
+    /// On SIGTERM/SIGINT, how long in-flight requests may take to finish
+    /// before orthrus exits anyway, in milliseconds. Default 10000.
+    pub shutdown_timeout_ms: u64,
     /// Topology discovery and refresh.
     pub cluster: ClusterConfig,
     /// Connections from orthrus to the cluster nodes.
@@ -101,6 +113,13 @@ pub struct ClientConfig {
     pub max_args: usize,
     /// Longest inline (telnet-style) request line, in bytes. Default 65536.
     pub max_inline_len: usize,
+    /// Clients connected at once, over all workers; past it a new client
+    /// gets `-ERR max number of clients reached` and is closed. Default
+    /// 10000 (Redis's maxclients).
+    pub max_clients: usize,
+    /// Seconds a client may stay silent while waiting for nothing before
+    /// it is disconnected; 0 = never (Redis's `timeout`). Default 0.
+    pub idle_timeout_s: u64,
     /// Pub/sub messages waiting to be written to one subscriber, in bytes;
     /// past it the subscriber is disconnected. Default 32 MiB (Redis's
     /// pubsub client-output-buffer-limit hard limit).
@@ -176,6 +195,7 @@ impl Default for Config {
             threads: 0,
             announce: None,
             metrics: None,
+            shutdown_timeout_ms: 10_000,
             cluster: ClusterConfig::default(),
             backend: BackendConfig::default(),
             client: ClientConfig::default(),
@@ -216,6 +236,8 @@ impl Default for ClientConfig {
             max_args: 1024 * 1024,
             max_inline_len: 64 * 1024,
             max_push_bytes: 32 * 1024 * 1024,
+            max_clients: 10_000,
+            idle_timeout_s: 0,
         }
     }
 }
@@ -367,6 +389,8 @@ impl Config {
         positive("client.max_args", self.client.max_args as u64)?;
         positive("client.max_inline_len", self.client.max_inline_len as u64)?;
         positive("client.max_push_bytes", self.client.max_push_bytes as u64)?;
+        positive("client.max_clients", self.client.max_clients as u64)?;
+        positive("shutdown_timeout_ms", self.shutdown_timeout_ms)?;
         if tracing_subscriber::EnvFilter::try_new(&self.log.level).is_err() {
             return Err(invalid(
                 "log.level",

@@ -27,6 +27,8 @@
 //! - `local` / `info` / `cluster_cmd`: commands answered by orthrus itself
 //!   (the handshake, INFO, CLUSTER as a one-node cluster).
 //! - `shared` / `stats`: state shared by the workers, and counters.
+//! - `admin`: the admin HTTP endpoint (Prometheus `/metrics`, `/healthz`,
+//!   `/readyz`) on its own thread.
 //! - `node_client`: a small client for topology and handshake queries.
 
 // The modules below `server` are private; within them `pub` means "offered
@@ -36,6 +38,7 @@
 pub mod config;
 pub mod server;
 
+mod admin;
 mod backend;
 mod blocking;
 mod cluster_cmd;

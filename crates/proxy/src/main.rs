@@ -87,7 +87,18 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(orthrus_proxy::run(settings, listeners, shutdown_signal())) {
+    let outcome = runtime.block_on(async {
+        let signals = signals();
+        let (mut first, mut second) = (signals.clone(), signals);
+        let shutdown = async move {
+            let _ = first.wait_for(|n| *n >= 1).await;
+        };
+        let force = async move {
+            let _ = second.wait_for(|n| *n >= 2).await;
+        };
+        orthrus_proxy::run(settings, listeners, shutdown, force).await
+    });
+    match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("orthrus: {e:#}");
@@ -110,23 +121,26 @@ fn init_logging(log: &config::LogConfig) {
     }
 }
 
-async fn shutdown_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        let mut term =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(s) => s,
-                Err(_) => {
-                    let _ = ctrl_c.await;
-                    return;
-                }
-            };
-        tokio::select! {
-            _ = ctrl_c => {}
-            _ = term.recv() => {}
+/// Counts SIGINT and SIGTERM: the first stops orthrus gracefully, the
+/// second at once.
+fn signals() -> tokio::sync::watch::Receiver<u32> {
+    let (tx, rx) = tokio::sync::watch::channel(0u32);
+    tokio::spawn(async move {
+        use tokio::signal::unix::{SignalKind, signal};
+        let (Ok(mut int), Ok(mut term)) = (
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::terminate()),
+        ) else {
+            tracing::error!("cannot listen for signals");
+            return;
+        };
+        loop {
+            tokio::select! {
+                _ = int.recv() => {}
+                _ = term.recv() => {}
+            }
+            tx.send_modify(|n| *n += 1);
         }
-    }
-    #[cfg(not(unix))]
-    let _ = ctrl_c.await;
+    });
+    rx
 }

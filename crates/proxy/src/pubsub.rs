@@ -23,13 +23,26 @@ use bytes::{Bytes, BytesMut};
 use orthrus_cluster::{NodeAddr, Redirect, Slot};
 use orthrus_resp::{Limits, Protocol, ReplyScanner, Request, Value, encode};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::backend;
 use crate::forward::error_reply;
 use crate::session::Pending;
 use crate::worker::WorkerCtx;
+
+/// SUBSCRIBE/PSUBSCRIBE go to the master of this slot, and so does
+/// PUBLISH: the cluster broadcasts messages to every node, but PUBLISH
+/// counts only the receivers on the node that ran it.
+const CLASSIC_SLOT: Slot = match Slot::new(0) {
+    Some(s) => s,
+    None => unreachable!(),
+};
+
+/// Where PUBLISH is sent.
+pub fn publish_target() -> crate::forward::Target {
+    crate::forward::Target::Slot(CLASSIC_SLOT)
+}
 
 /// Where pushes for one client go; bounded by bytes not yet written.
 #[derive(Clone)]
@@ -55,6 +68,9 @@ struct Inner {
     resubscribing: HashSet<Bytes>,
     /// Shard channels the client asked to leave.
     leaving: HashSet<Bytes>,
+    /// The client's pub/sub command in progress (one at a time: each is
+    /// deferred) and how many replies of the nodes it still waits for.
+    waiter: Option<(usize, oneshot::Sender<()>)>,
 }
 
 /// One subscription connection: its command queue and what it holds.
@@ -126,6 +142,7 @@ impl PubSub {
                 shards: HashMap::new(),
                 resubscribing: HashSet::new(),
                 leaving: HashSet::new(),
+                waiter: None,
             })),
         }
     }
@@ -152,9 +169,13 @@ impl PubSub {
             .collect();
         let inner = self.inner.clone();
         let name = name.to_owned();
-        Pending::Future(Box::pin(async move {
-            // Runs when every earlier reply is written: confirmations follow them.
-            Inner::send(&inner, &name, frame, args)
+        Pending::deferred(Box::pin(async move {
+            // Runs when every earlier reply is written: confirmations follow
+            // them. It ends when the node has confirmed, so the client's next
+            // command sees the subscriber mode this one leads to.
+            let reply = Inner::send(&inner, &name, frame, args);
+            Inner::settle(&inner).await;
+            reply
         }))
     }
 
@@ -163,17 +184,24 @@ impl PubSub {
     pub fn ping(&self, req: &Request) -> Option<Pending> {
         let inner = self.inner.clone();
         let frame = req.frame().clone();
-        Some(Pending::Future(Box::pin(async move {
-            let i = inner.borrow();
-            let subscribed =
-                |c: &&SubConn| c.count > 0 || !c.channels.is_empty() || !c.patterns.is_empty();
-            let conn = i
-                .classic
-                .as_ref()
-                .filter(subscribed)
-                .or_else(|| i.shards.values().find(subscribed));
-            match conn.map(|c| c.tx.send(frame)) {
-                Some(Ok(())) => Bytes::new(),
+        Some(Pending::deferred(Box::pin(async move {
+            let sent = {
+                let i = inner.borrow();
+                let subscribed =
+                    |c: &&SubConn| c.count > 0 || !c.channels.is_empty() || !c.patterns.is_empty();
+                let conn = i
+                    .classic
+                    .as_ref()
+                    .filter(subscribed)
+                    .or_else(|| i.shards.values().find(subscribed));
+                conn.map(|c| c.tx.send(frame))
+            };
+            match sent {
+                Some(Ok(())) => {
+                    inner.borrow_mut().expect(1);
+                    Inner::settle(&inner).await;
+                    Bytes::new()
+                }
                 _ => Bytes::from_static(b"*2\r\n$4\r\npong\r\n$0\r\n\r\n"),
             }
         })))
@@ -183,18 +211,66 @@ impl PubSub {
 // === impl Inner ===
 
 impl Inner {
+    /// The command being sent will be answered by `n` frames.
+    fn expect(&mut self, n: usize) {
+        let (tx, _) = oneshot::channel();
+        self.waiter = Some((n.max(1), tx));
+    }
+
+    /// Waits (bounded) until the nodes answered the command just sent.
+    async fn settle(this: &Rc<RefCell<Inner>>) {
+        let (tx, rx) = oneshot::channel();
+        let timeout = {
+            let mut inner = this.borrow_mut();
+            match inner.waiter.as_mut() {
+                Some((_, waiting)) => *waiting = tx,
+                None => return,
+            }
+            inner.ctx.shared.settings.request_timeout()
+        };
+        let _ = tokio::time::timeout(timeout, rx).await;
+        this.borrow_mut().waiter = None;
+    }
+
+    /// A node answered the client's command (a confirmation, a pong, an error).
+    fn answered(&mut self) {
+        if let Some((left, _)) = self.waiter.as_mut() {
+            *left = left.saturating_sub(1);
+            if *left == 0 {
+                if let Some((_, tx)) = self.waiter.take() {
+                    let _ = tx.send(());
+                }
+            }
+        }
+    }
+
     /// Sends a client's (un)subscribe command; returns the immediate reply
     /// (empty when the node's confirmations will carry it).
     fn send(this: &Rc<RefCell<Inner>>, name: &str, frame: Bytes, args: Vec<Bytes>) -> Bytes {
         match name {
-            "subscribe" | "psubscribe" => {
-                Inner::conn(this, Kind::Classic, None).map_or_else(|e| e, |tx| queue(&tx, frame))
-            }
+            "subscribe" | "psubscribe" => match Inner::conn(this, Kind::Classic, None) {
+                Ok(tx) => {
+                    this.borrow_mut().expect(args.len());
+                    queue(&tx, frame)
+                }
+                Err(e) => e,
+            },
             "unsubscribe" | "punsubscribe" => {
-                let tx = this.borrow().classic.as_ref().map(|c| c.tx.clone());
-                match tx {
-                    Some(tx) => queue(&tx, frame),
-                    None => this.borrow().empty_unsubscribe(name, &args),
+                let mut inner = this.borrow_mut();
+                let held = inner.classic.as_ref().map(|c| {
+                    let names = if name == "unsubscribe" {
+                        &c.channels
+                    } else {
+                        &c.patterns
+                    };
+                    (c.tx.clone(), names.len())
+                });
+                match held {
+                    Some((tx, held)) => {
+                        inner.expect(if args.is_empty() { held } else { args.len() });
+                        queue(&tx, frame)
+                    }
+                    None => inner.empty_unsubscribe(name, &args),
                 }
             }
             "ssubscribe" => {
@@ -207,7 +283,9 @@ impl Inner {
                 };
                 match Inner::conn(this, Kind::Shard, Some(&addr)) {
                     Ok(tx) => {
-                        if let Some(c) = this.borrow_mut().shards.get_mut(&addr) {
+                        let mut inner = this.borrow_mut();
+                        inner.expect(args.len());
+                        if let Some(c) = inner.shards.get_mut(&addr) {
                             c.unconfirmed.push(args);
                         }
                         queue(&tx, frame)
@@ -260,9 +338,9 @@ impl Inner {
             Some(a) => a.clone(),
             None => {
                 let map = inner.ctx.shared.slots.load_full();
-                let any =
-                    (0..16).find_map(|i| Slot::new(i * 1024).and_then(|s| map.master(s).cloned()));
-                any.ok_or_else(|| crate::forward::no_owner(&map))?
+                map.master(CLASSIC_SLOT)
+                    .cloned()
+                    .ok_or_else(|| crate::forward::no_owner(&map))?
             }
         };
         let (tx, rx) = mpsc::unbounded_channel();
@@ -385,7 +463,12 @@ impl Inner {
             _ => {}
         }
         if forward {
+            let is_error = matches!(frame.first(), Some(b'-' | b'!'));
+            let confirms = what.ends_with("subscribe") || what == "pong";
             inner.push.push(frame);
+            if confirms || is_error {
+                inner.answered();
+            }
         }
         drop(inner);
         if let Some(channels) = lost {

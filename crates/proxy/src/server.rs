@@ -5,12 +5,14 @@ use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
+use anyhow::Context as _;
 use socket2::{Domain, Protocol, Socket, Type};
 
 use crate::config::Settings;
 use crate::shared::Shared;
-use crate::{topology, worker};
+use crate::{admin, topology, worker};
 
 /// Pending connections the kernel queues per listener.
 const BACKLOG: i32 = 1024;
@@ -34,15 +36,25 @@ pub fn bind(addr: SocketAddr, count: usize) -> io::Result<Vec<std::net::TcpListe
     Ok(listeners)
 }
 
-/// Runs orthrus on `listeners` (one per worker) until `shutdown` resolves.
+/// Runs orthrus on `listeners` (one per worker) until `shutdown` resolves,
+/// then stops accepting, lets in-flight requests finish for up to
+/// `shutdown_timeout_ms`, and returns; `force` cuts that short.
 pub async fn run(
     settings: Settings,
     listeners: Vec<std::net::TcpListener>,
     shutdown: impl Future<Output = ()>,
+    force: impl Future<Output = ()>,
 ) -> anyhow::Result<()> {
     let shared = Shared::new(settings);
-    topology::spawn(shared.clone())?;
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    if let Some(addr) = shared.settings.metrics {
+        let listener = admin::bind(addr).with_context(|| {
+            format!("cannot listen for the admin endpoint (--metrics) on {addr}")
+        })?;
+        admin::spawn(listener, shared.clone(), stop_rx.clone())
+            .context("cannot start the admin endpoint")?;
+    }
+    topology::spawn(shared.clone())?;
     let mut workers = Vec::with_capacity(listeners.len());
     for (index, listener) in listeners.into_iter().enumerate() {
         let shared: Arc<Shared> = shared.clone();
@@ -57,7 +69,21 @@ pub async fn run(
         workers.push(handle);
     }
     shutdown.await;
-    tracing::info!("shutting down");
+    let deadline = Duration::from_millis(shared.settings.raw.shutdown_timeout_ms);
+    tracing::info!(deadline = ?deadline, "shutting down: no new clients, finishing in-flight requests");
+    shared.shutdown.cancel();
     let _ = stop_tx.send(true);
+    let drained = async {
+        while !workers.iter().all(std::thread::JoinHandle::is_finished) {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    };
+    tokio::select! {
+        () = drained => tracing::info!("stopped"),
+        () = tokio::time::sleep(deadline + Duration::from_millis(500)) => {
+            tracing::warn!("shutdown deadline passed with requests still in flight; exiting");
+        }
+        () = force => anyhow::bail!("second signal: exiting at once"),
+    }
     Ok(())
 }

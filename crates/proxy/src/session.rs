@@ -7,6 +7,7 @@
 //! ready in one write. The queue's bound is the client's pipelining limit:
 //! when it is full the reader stops reading, and TCP pushes back.
 
+use std::cell::Cell;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -18,7 +19,7 @@ use orthrus_resp::{Protocol, Request, RequestParser};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
@@ -31,6 +32,9 @@ use crate::worker::WorkerCtx;
 use crate::{blocking, fanout, local, scan, split};
 
 const READ_CHUNK: usize = 16 * 1024;
+/// What a client may pipeline behind a deferred command before orthrus
+/// stops reading it until that command is done.
+const DEFERRED_BUFFER: usize = 1024 * 1024;
 /// Replies are written once this many bytes are gathered, ready or not.
 const WRITE_BATCH: usize = 64 * 1024;
 /// A reply at least this large is written straight from its own buffer.
@@ -44,8 +48,23 @@ pub enum Pending {
     Last(Bytes),
     /// Coming from the cluster.
     Remote(Remote),
-    /// Coming from several requests, or needing more than one step.
+    /// Coming from several requests, or needing more than one step; its
+    /// requests were sent when it was read.
     Future(Pin<Box<dyn Future<Output = Bytes>>>),
+    /// A command that starts only when every earlier reply is written
+    /// (it needs a connection of its own, or a state that earlier commands
+    /// change): the requests after it wait until it is done, so that a
+    /// client's commands still take effect in order.
+    Deferred(
+        Pin<Box<dyn Future<Output = Bytes>>>,
+        Option<oneshot::Sender<()>>,
+    ),
+}
+
+impl Pending {
+    pub fn deferred(future: Pin<Box<dyn Future<Output = Bytes>>>) -> Pending {
+        Pending::Deferred(future, None)
+    }
 }
 
 /// Per-connection state the commands can change.
@@ -68,6 +87,8 @@ pub struct Client {
     pub pubsub: Option<PubSub>,
     /// False until AUTH succeeds when a client password is configured.
     pub authenticated: bool,
+    /// Requests read whose replies are not written yet.
+    pub unanswered: Rc<Cell<usize>>,
 }
 
 /// Serves one client until it disconnects.
@@ -91,6 +112,7 @@ pub async fn serve(stream: TcpStream, peer: SocketAddr, ctx: Rc<WorkerCtx>) {
         pubsub: None,
         authenticated: ctx.shared.settings.raw.client.password.is_none()
             && ctx.shared.settings.raw.client.users.is_empty(),
+        unanswered: Rc::new(Cell::new(0)),
     };
     let span = tracing::debug_span!("client", client.addr = %peer, session.id = client.id);
     async {
@@ -107,6 +129,7 @@ pub async fn serve(stream: TcpStream, peer: SocketAddr, ctx: Rc<WorkerCtx>) {
             pushes,
             sink: sink.clone(),
             gone: client.gone.clone(),
+            unanswered: client.unanswered.clone(),
         };
         let writer =
             tokio::task::spawn_local(write_replies(writer, rx, ctx.clone()).in_current_span());
@@ -142,17 +165,41 @@ async fn read_requests(
                 }
             };
             let last = matches!(pending, Pending::Last(_));
+            client.unanswered.set(client.unanswered.get() + 1);
+            let (pending, done) = match pending {
+                Pending::Deferred(future, _) => {
+                    let (done_tx, done_rx) = oneshot::channel();
+                    (Pending::Deferred(future, Some(done_tx)), Some(done_rx))
+                }
+                other => (other, None),
+            };
             if tx.send(pending).await.is_err() || last {
                 return;
+            }
+            if let Some(done) = done {
+                if !wait_deferred(done, &mut rd, &mut buf, &client).await {
+                    return;
+                }
             }
         }
         if buf.capacity() - buf.len() < READ_CHUNK / 4 {
             buf.reserve(READ_CHUNK);
         }
+        let idle = idle_timeout(&client, ctx);
         let read = tokio::select! {
             read = rd.read_buf(&mut buf) => read,
             // Disconnected by orthrus (a subscriber too slow to read).
             () = client.gone.cancelled() => return,
+            // Shutting down: no new requests; the writer finishes the rest.
+            () = ctx.shared.shutdown.cancelled() => return,
+            () = sleep_or_forever(idle) => {
+                if client.unanswered.get() > 0 {
+                    continue; // replies became due meanwhile: not idle
+                }
+                tracing::debug!("idle timeout");
+                client.gone.cancel();
+                return;
+            }
         };
         match read {
             Ok(0) | Err(_) => {
@@ -161,6 +208,50 @@ async fn read_requests(
             }
             Ok(_) => {}
         }
+    }
+}
+
+/// Waits until a deferred command is done, still noticing meanwhile that
+/// the client went away (which ends a blocked command) and buffering, up to
+/// a bound, what it pipelines after it. False when the session is over.
+async fn wait_deferred(
+    mut done: oneshot::Receiver<()>,
+    rd: &mut OwnedReadHalf,
+    buf: &mut BytesMut,
+    client: &Client,
+) -> bool {
+    loop {
+        let room = buf.len() < DEFERRED_BUFFER;
+        if room && buf.capacity() - buf.len() < READ_CHUNK / 4 {
+            buf.reserve(READ_CHUNK);
+        }
+        tokio::select! {
+            _ = &mut done => return true,
+            () = client.gone.cancelled() => return false,
+            read = rd.read_buf(buf), if room => {
+                if !matches!(read, Ok(n) if n > 0) {
+                    client.gone.cancel();
+                    return false;
+                }
+            }
+        }
+    }
+}
+
+/// How long this client may stay silent. Subscribers and clients in a
+/// WATCH are never timed out, nor (checked when the time is up) clients
+/// waiting for replies, blocked ones among them: as in Redis.
+fn idle_timeout(client: &Client, ctx: &WorkerCtx) -> Option<std::time::Duration> {
+    let secs = ctx.shared.settings.raw.client.idle_timeout_s;
+    let subscribed = client.pubsub.as_ref().is_some_and(PubSub::active);
+    (secs > 0 && !subscribed && client.watch.is_none())
+        .then(|| std::time::Duration::from_secs(secs))
+}
+
+async fn sleep_or_forever(limit: Option<std::time::Duration>) {
+    match limit {
+        Some(d) => tokio::time::sleep(d).await,
+        None => std::future::pending().await,
     }
 }
 
@@ -182,6 +273,9 @@ fn dispatch(client: &mut Client, req: Request, sink: &PushSink, ctx: &Rc<WorkerC
     let (target, readonly) = match table.route(&req) {
         Route::Local(cmd) => return local::execute(cmd, &req, client, ctx),
         Route::Slot(slot) => (Target::Slot(slot), readonly(&table, &req)),
+        // PUBLISH goes where this orthrus keeps its subscriptions, so that
+        // its count of receivers includes them.
+        Route::AnyNode if is_publish(&req) => (crate::pubsub::publish_target(), false),
         Route::AnyNode => (Target::Any, readonly(&table, &req)),
         Route::Split(merge) => {
             return split::dispatch(ctx, &req, merge, client.proto, readonly(&table, &req));
@@ -203,6 +297,11 @@ fn dispatch(client: &mut Client, req: Request, sink: &PushSink, ctx: &Rc<WorkerC
         Sent::Remote(remote) => Pending::Remote(remote),
         Sent::Refused(reply) => Pending::Ready(reply),
     }
+}
+
+fn is_publish(req: &Request) -> bool {
+    req.arg(0)
+        .is_some_and(|n| n.eq_ignore_ascii_case(b"publish"))
 }
 
 /// What Redis lets a client run before it has authenticated.
@@ -282,6 +381,7 @@ struct Writer {
     pushes: mpsc::UnboundedReceiver<Bytes>,
     sink: PushSink,
     gone: CancellationToken,
+    unanswered: Rc<Cell<usize>>,
 }
 
 async fn write_replies(mut w: Writer, mut rx: mpsc::Receiver<Pending>, ctx: Rc<WorkerCtx>) {
@@ -302,6 +402,16 @@ async fn write_replies(mut w: Writer, mut rx: mpsc::Receiver<Pending>, ctx: Rc<W
                 }
                 (future.await, false)
             }
+            Pending::Deferred(future, done) => {
+                if !w.flush().await {
+                    return;
+                }
+                let reply = future.await;
+                if let Some(done) = done {
+                    let _ = done.send(());
+                }
+                (reply, false)
+            }
         };
         let written = if reply.len() >= LARGE_REPLY {
             w.flush().await && w.wr.write_all(&reply).await.is_ok()
@@ -312,6 +422,7 @@ async fn write_replies(mut w: Writer, mut rx: mpsc::Receiver<Pending>, ctx: Rc<W
         if !written {
             return;
         }
+        w.unanswered.set(w.unanswered.get().saturating_sub(1));
         if last {
             let _ = w.flush().await;
             let _ = w.wr.shutdown().await;

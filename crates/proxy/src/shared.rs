@@ -10,6 +10,7 @@ use std::time::Instant;
 use arc_swap::ArcSwap;
 use orthrus_cluster::{NodeAddr, RedirectPolicy, Slot, SlotMap};
 use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
 
 use crate::command_table::CommandTable;
 use crate::config::Settings;
@@ -28,6 +29,9 @@ pub struct Shared {
     pub stats: Vec<WorkerStats>,
     pub started: Instant,
     refresh: Notify,
+    /// Cancelled on SIGTERM/SIGINT: stop accepting and reading, finish
+    /// what is in flight.
+    pub shutdown: CancellationToken,
     next_client_id: AtomicU64,
     refreshes: AtomicU64,
     commands_learnt: AtomicBool,
@@ -51,6 +55,7 @@ impl Shared {
             stats,
             started: Instant::now(),
             refresh: Notify::new(),
+            shutdown: CancellationToken::new(),
             next_client_id: AtomicU64::new(1),
             refreshes: AtomicU64::new(0),
             commands_learnt: AtomicBool::new(false),

@@ -30,6 +30,12 @@ pub fn dispatch(
     readonly: bool,
 ) -> Pending {
     let step = if merge == Merge::Ok { 2 } else { 1 };
+    if (req.arg_count() - 1) % step != 0 {
+        let name = String::from_utf8_lossy(req.arg(0).unwrap_or_default()).to_ascii_lowercase();
+        return Pending::Ready(error_reply(&format!(
+            "ERR wrong number of arguments for '{name}' command"
+        )));
+    }
     let key_count = (req.arg_count() - 1) / step;
     let mut parts: Vec<Part> = Vec::new();
     for k in 0..key_count {

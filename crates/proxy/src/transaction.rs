@@ -199,7 +199,7 @@ fn watch(client: &mut Client, req: &Request, table: &CommandTable, ctx: &Rc<Work
     let frame = req.frame().clone();
     let proto = client.proto;
     let ctx = ctx.clone();
-    Pending::Future(Box::pin(async move {
+    Pending::deferred(Box::pin(async move {
         let held = lease.borrow_mut().take();
         let mut conn = match held {
             Some(conn) => conn,
@@ -246,7 +246,7 @@ fn exec(multi: Multi, watch: Option<Watch>, client: &Client, ctx: &Rc<WorkerCtx>
     let proto = client.proto;
     let ctx = ctx.clone();
     match watch {
-        Some(w) => Pending::Future(Box::pin(async move {
+        Some(w) => Pending::deferred(Box::pin(async move {
             let held = w.lease.borrow_mut().take();
             let Some(mut conn) = held else {
                 return error_reply(
@@ -266,7 +266,7 @@ fn exec(multi: Multi, watch: Option<Watch>, client: &Client, ctx: &Rc<WorkerCtx>
         None if count == 0 => Pending::Ready(Bytes::from_static(b"*0\r\n")),
         None => {
             let target = multi.slot.map_or(Target::Any, Target::Slot);
-            Pending::Future(Box::pin(async move {
+            Pending::deferred(Box::pin(async move {
                 run(&ctx, frame, target, proto, count).await
             }))
         }

@@ -8,6 +8,9 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
+use std::sync::atomic::Ordering;
+
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpListener;
 
 use crate::dedicated::DedicatedPool;
@@ -50,9 +53,40 @@ pub fn run(
     });
     local.block_on(&runtime, async move {
         let listener = TcpListener::from_std(listener)?;
-        accept_loop(listener, ctx, shutdown).await;
+        accept_loop(listener, ctx.clone(), shutdown).await;
+        drain(&ctx).await;
         Ok(())
     })
+}
+
+/// Clients connected to every worker.
+fn connected(shared: &Shared) -> usize {
+    let n: i64 = shared
+        .stats
+        .iter()
+        .map(|w| w.connected_clients.load(Ordering::Relaxed))
+        .sum();
+    usize::try_from(n).unwrap_or(0)
+}
+
+/// Over `client.max_clients`: say so, as Redis does, and close.
+async fn refuse(mut stream: tokio::net::TcpStream) {
+    let _ = stream
+        .write_all(b"-ERR max number of clients reached\r\n")
+        .await;
+    let _ = stream.shutdown().await;
+}
+
+/// After the listener closed: lets this worker's sessions finish their
+/// in-flight requests, up to `shutdown_timeout_ms`.
+async fn drain(ctx: &WorkerCtx) {
+    let deadline = tokio::time::Instant::now()
+        + Duration::from_millis(ctx.shared.settings.raw.shutdown_timeout_ms);
+    while ctx.stats().connected_clients.load(Ordering::Relaxed) > 0
+        && tokio::time::Instant::now() < deadline
+    {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 }
 
 async fn accept_loop(
@@ -64,7 +98,11 @@ async fn accept_loop(
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => {
-                    tokio::task::spawn_local(session::serve(stream, peer, ctx.clone()));
+                    if connected(&ctx.shared) >= ctx.shared.settings.raw.client.max_clients {
+                        tokio::task::spawn_local(refuse(stream));
+                    } else {
+                        tokio::task::spawn_local(session::serve(stream, peer, ctx.clone()));
+                    }
                 }
                 Err(e) => {
                     // Out of file descriptors and the like: do not spin.
@@ -73,6 +111,7 @@ async fn accept_loop(
                 }
             },
             _ = shutdown.changed() => return,
+            () = ctx.shared.shutdown.cancelled() => return,
         }
     }
 }

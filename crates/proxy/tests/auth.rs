@@ -17,7 +17,8 @@ fn send(s: &mut std::net::TcpStream, args: &[&str]) -> String {
 
 #[test]
 fn client_and_backend_passwords() {
-    let spec = ClusterSpec::new(3, 0).with_node(NodeOptions::cluster().with_password("node-secret-7"));
+    let spec =
+        ClusterSpec::new(3, 0).with_node(NodeOptions::cluster().with_password("node-secret-7"));
     let cluster = Cluster::start(spec).unwrap();
     let proxy = Proxy::spawn(
         &cluster.seeds(),
@@ -28,10 +29,19 @@ fn client_and_backend_passwords() {
         ],
     );
     let mut s = proxy.stream();
-    assert_eq!(send(&mut s, &["GET", "k"]), "-NOAUTH Authentication required.\r\n");
-    assert_eq!(send(&mut s, &["PING"]), "-NOAUTH Authentication required.\r\n");
+    assert_eq!(
+        send(&mut s, &["GET", "k"]),
+        "-NOAUTH Authentication required.\r\n"
+    );
+    assert_eq!(
+        send(&mut s, &["PING"]),
+        "-NOAUTH Authentication required.\r\n"
+    );
     let hello = send(&mut s, &["HELLO", "3"]);
-    assert!(hello.starts_with("-NOAUTH HELLO must be called with the client already authenticated"), "{hello}");
+    assert!(
+        hello.starts_with("-NOAUTH HELLO must be called with the client already authenticated"),
+        "{hello}"
+    );
     assert_eq!(
         send(&mut s, &["AUTH", "wrong"]),
         "-WRONGPASS invalid username-password pair or user is disabled.\r\n"
@@ -45,13 +55,20 @@ fn client_and_backend_passwords() {
         if reply == "+OK\r\n" {
             break;
         }
-        assert!(std::time::Instant::now() < deadline, "never served the cluster: {reply}\n{}", proxy.log_text());
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never served the cluster: {reply}\n{}",
+            proxy.log_text()
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
     assert_eq!(send(&mut s, &["GET", "k"]), "$1\r\nv\r\n");
     // Dedicated connections authenticate too.
     assert_eq!(send(&mut s, &["BLPOP", "empty", "0.2"]), "*-1\r\n");
-    assert_eq!(send(&mut s, &["SUBSCRIBE", "c"]), "*3\r\n$9\r\nsubscribe\r\n$1\r\nc\r\n:1\r\n");
+    assert_eq!(
+        send(&mut s, &["SUBSCRIBE", "c"]),
+        "*3\r\n$9\r\nsubscribe\r\n$1\r\nc\r\n:1\r\n"
+    );
 
     // Named users, and HELLO AUTH.
     let mut a = proxy.stream();
@@ -62,11 +79,17 @@ fn client_and_backend_passwords() {
     assert_eq!(send(&mut a, &["AUTH", "alice", "alice-pw-5"]), "+OK\r\n");
     assert_eq!(send(&mut a, &["GET", "k"]), "$1\r\nv\r\n");
     let mut h = proxy.stream();
-    let hello = send(&mut h, &["HELLO", "3", "AUTH", "default", "client-secret-3"]);
+    let hello = send(
+        &mut h,
+        &["HELLO", "3", "AUTH", "default", "client-secret-3"],
+    );
     assert!(hello.starts_with("%7\r\n"), "{hello}");
     assert_eq!(send(&mut h, &["GET", "k"]), "$1\r\nv\r\n");
     assert_eq!(send(&mut h, &["RESET"]), "+RESET\r\n");
-    assert_eq!(send(&mut h, &["GET", "k"]), "-NOAUTH Authentication required.\r\n");
+    assert_eq!(
+        send(&mut h, &["GET", "k"]),
+        "-NOAUTH Authentication required.\r\n"
+    );
 
     // A real client library with a password.
     let client = redis::Client::open(format!("redis://:client-secret-3@{}/", proxy.addr)).unwrap();

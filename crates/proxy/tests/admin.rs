@@ -1,0 +1,438 @@
+//! The admin HTTP endpoint of the real binary: `/healthz`, `/readyz` and
+//! Prometheus `/metrics`, with and without a cluster behind orthrus, and
+//! its limits (request size, read timeout, concurrent connections). HTTP is
+//! spoken over plain `TcpStream`s.
+
+mod common;
+
+use std::collections::{HashMap, HashSet};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::Proxy;
+use orthrus_devcluster::free_port;
+
+/// A parsed HTTP response.
+struct Reply {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: String,
+}
+
+impl Reply {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// One sample of the exposition: `name{labels} value`.
+#[derive(Debug)]
+struct Sample {
+    name: String,
+    labels: Vec<(String, String)>,
+    value: f64,
+}
+
+fn free_addr() -> SocketAddr {
+    let port = free_port().expect("free port");
+    format!("127.0.0.1:{port}").parse().unwrap()
+}
+
+/// Starts orthrus with the admin endpoint on a free port and waits until
+/// that endpoint accepts connections.
+fn spawn_with_admin(seeds: &[SocketAddr]) -> (Proxy, SocketAddr) {
+    let admin = free_addr();
+    let flag = admin.to_string();
+    let proxy = Proxy::spawn(seeds, &["--metrics", &flag, "--threads", "2"], &[]);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while TcpStream::connect(admin).is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "admin endpoint did not listen:\n{}",
+            proxy.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    (proxy, admin)
+}
+
+/// Sends `request` as is and reads the response until the server closes.
+fn exchange(addr: SocketAddr, request: &[u8]) -> Reply {
+    let mut s = TcpStream::connect(addr).expect("connect to admin");
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(request).expect("send request");
+    let reply = read_response(&mut s);
+    if !request.starts_with(b"HEAD ") {
+        let length: usize = reply
+            .header("Content-Length")
+            .expect("Content-Length")
+            .parse()
+            .unwrap();
+        assert_eq!(length, reply.body.len(), "Content-Length matches the body");
+    }
+    reply
+}
+
+fn read_response(s: &mut TcpStream) -> Reply {
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).expect("read until close");
+    let text = String::from_utf8(raw).expect("utf-8 response");
+    let (head, body) = text.split_once("\r\n\r\n").expect("head and body");
+    let mut lines = head.split("\r\n");
+    let status_line = lines.next().unwrap();
+    let mut parts = status_line.splitn(3, ' ');
+    assert_eq!(parts.next(), Some("HTTP/1.1"), "{status_line}");
+    let status = parts.next().unwrap().parse().expect("status code");
+    let headers = lines
+        .map(|l| {
+            let (k, v) = l.split_once(':').expect("header line");
+            (k.trim().to_owned(), v.trim().to_owned())
+        })
+        .collect();
+    let reply = Reply {
+        status,
+        headers,
+        body: body.to_owned(),
+    };
+    assert_eq!(reply.header("Connection"), Some("close"));
+    reply
+}
+
+fn get(addr: SocketAddr, path: &str) -> Reply {
+    exchange(
+        addr,
+        format!("GET {path} HTTP/1.1\r\nHost: orthrus\r\nUser-Agent: test\r\n\r\n").as_bytes(),
+    )
+}
+
+/// Parses the Prometheus text format 0.0.4, asserting its rules: every
+/// sample line is `name{labels} value` with a float value, every metric
+/// has a TYPE line before its samples, counters end in `_total`.
+fn parse_metrics(text: &str) -> Vec<Sample> {
+    let mut types: HashMap<String, String> = HashMap::new();
+    let mut helps: HashSet<String> = HashSet::new();
+    let mut samples = Vec::new();
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let (name, kind) = rest.split_once(' ').expect("TYPE name kind");
+            assert!(
+                ["counter", "gauge", "histogram", "summary", "untyped"].contains(&kind),
+                "bad type: {line}"
+            );
+            assert!(
+                types.insert(name.to_owned(), kind.to_owned()).is_none(),
+                "second TYPE line: {line}"
+            );
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix("# HELP ") {
+            let (name, help) = rest.split_once(' ').expect("HELP name text");
+            assert!(!help.trim().is_empty(), "empty HELP: {line}");
+            helps.insert(name.to_owned());
+            continue;
+        }
+        if line.starts_with('#') || line.is_empty() {
+            continue;
+        }
+        let sample = parse_sample(line);
+        let kind = types
+            .get(&sample.name)
+            .unwrap_or_else(|| panic!("no TYPE line before {line:?}"));
+        assert_eq!(
+            kind == "counter",
+            sample.name.ends_with("_total"),
+            "counters, and only counters, end in _total: {line}"
+        );
+        samples.push(sample);
+    }
+    for name in types.keys() {
+        assert!(helps.contains(name), "no HELP for {name}");
+        assert!(
+            samples.iter().any(|s| &s.name == name),
+            "TYPE without samples: {name}"
+        );
+    }
+    samples
+}
+
+fn parse_sample(line: &str) -> Sample {
+    let (series, value) = line.rsplit_once(' ').expect("series and value");
+    let value: f64 = value
+        .parse()
+        .unwrap_or_else(|_| panic!("value is not a float: {line:?}"));
+    let (name, labels) = match series.split_once('{') {
+        None => (series, Vec::new()),
+        Some((name, rest)) => {
+            let inner = rest.strip_suffix('}').expect("closing brace");
+            let labels = inner
+                .split(',')
+                .map(|pair| {
+                    let (k, v) = pair.split_once('=').expect("label=value");
+                    let v = v
+                        .strip_prefix('"')
+                        .and_then(|v| v.strip_suffix('"'))
+                        .expect("quoted label value");
+                    (k.to_owned(), v.to_owned())
+                })
+                .collect();
+            (name, labels)
+        }
+    };
+    assert!(
+        !name.is_empty()
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':')
+            && !name.starts_with(|c: char| c.is_ascii_digit()),
+        "bad metric name: {line:?}"
+    );
+    Sample {
+        name: name.to_owned(),
+        labels,
+        value,
+    }
+}
+
+fn metrics(addr: SocketAddr) -> Vec<Sample> {
+    let reply = get(addr, "/metrics");
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let content_type = reply.header("Content-Type").unwrap_or_default();
+    assert!(
+        content_type.starts_with("text/plain; version=0.0.4"),
+        "{content_type}"
+    );
+    parse_metrics(&reply.body)
+}
+
+/// The value of the sample with this name and these labels (all of them).
+fn value(samples: &[Sample], name: &str, labels: &[(&str, &str)]) -> f64 {
+    let found: Vec<&Sample> = samples
+        .iter()
+        .filter(|s| {
+            s.name == name
+                && s.labels.len() == labels.len()
+                && labels
+                    .iter()
+                    .all(|(k, v)| s.labels.iter().any(|(sk, sv)| sk == k && sv == v))
+        })
+        .collect();
+    assert_eq!(found.len(), 1, "{name}{labels:?} in {samples:?}");
+    found[0].value
+}
+
+#[test]
+fn health_without_a_cluster() {
+    // Nobody listens on the seed: orthrus never learns a topology.
+    let (proxy, admin) = spawn_with_admin(&[free_addr()]);
+
+    let health = get(admin, "/healthz");
+    assert_eq!((health.status, health.body.as_str()), (200, "ok\n"));
+
+    let ready = get(admin, "/readyz");
+    assert_eq!(ready.status, 503, "{}", ready.body);
+    assert!(ready.body.contains("not known"), "{}", ready.body);
+    assert_eq!(ready.body.lines().count(), 1, "{}", ready.body);
+
+    let samples = metrics(admin);
+    assert_eq!(value(&samples, "orthrus_up", &[]), 1.0);
+    assert_eq!(value(&samples, "orthrus_cluster_slots_covered", &[]), 0.0);
+    assert_eq!(value(&samples, "orthrus_cluster_masters", &[]), 0.0);
+    assert_eq!(value(&samples, "orthrus_worker_threads", &[]), 2.0);
+    assert_eq!(value(&samples, "orthrus_commands_from_cluster", &[]), 0.0);
+    assert!(value(&samples, "orthrus_uptime_seconds", &[]) >= 0.0);
+
+    let missing = get(admin, "/nope");
+    assert_eq!(missing.status, 404);
+    let post = exchange(
+        admin,
+        b"POST /metrics HTTP/1.1\r\nContent-Length: 0\r\n\r\n",
+    );
+    assert_eq!(post.status, 405);
+    assert!(post.header("Allow").unwrap_or_default().contains("GET"));
+    let head = exchange(admin, b"HEAD /healthz HTTP/1.1\r\n\r\n");
+    assert_eq!((head.status, head.body.as_str()), (200, ""));
+    assert_eq!(head.header("Content-Length"), Some("3"), "as for GET");
+    // A body the endpoint does not want is read and dropped, so the
+    // response still arrives whole.
+    let mut with_body = b"POST /healthz HTTP/1.1\r\nContent-Length: 30000\r\n\r\n".to_vec();
+    with_body.resize(with_body.len() + 30000, b'b');
+    assert_eq!(exchange(admin, &with_body).status, 405);
+    let garbage = exchange(admin, b"\x16\x03\x01 not http at all\r\n\r\n");
+    assert_eq!(garbage.status, 400);
+    drop(proxy);
+}
+
+#[test]
+fn ready_and_counting_with_a_cluster() {
+    let cluster = common::cluster(3, 0);
+    let (proxy, admin) = spawn_with_admin(&cluster.seeds());
+    proxy.wait_ready(Duration::from_secs(20));
+
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let ready = get(admin, "/readyz");
+        if ready.status == 200 {
+            assert_eq!(ready.body, "ready\n");
+            break;
+        }
+        assert_eq!(ready.status, 503, "{}", ready.body);
+        assert!(Instant::now() < deadline, "never ready: {}", ready.body);
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    let before = metrics(admin);
+    assert_eq!(
+        value(&before, "orthrus_cluster_slots_covered", &[]),
+        16384.0
+    );
+    assert_eq!(value(&before, "orthrus_cluster_masters", &[]), 3.0);
+    let masters_online = value(
+        &before,
+        "orthrus_cluster_nodes",
+        &[("role", "master"), ("health", "online")],
+    );
+    let masters_unknown = value(
+        &before,
+        "orthrus_cluster_nodes",
+        &[("role", "master"), ("health", "unknown")],
+    );
+    assert_eq!(masters_online + masters_unknown, 3.0);
+    assert!(value(&before, "orthrus_topology_refreshes_total", &[]) >= 1.0);
+    assert_eq!(value(&before, "orthrus_commands_from_cluster", &[]), 1.0);
+
+    const N: usize = 50;
+    let mut con = proxy.client();
+    for i in 0..N {
+        let _: () = redis::cmd("SET")
+            .arg(format!("admin:{i}"))
+            .arg(i)
+            .query(&mut con)
+            .expect("SET through orthrus");
+    }
+    let during = metrics(admin);
+    let grown = value(&during, "orthrus_commands_total", &[])
+        - value(&before, "orthrus_commands_total", &[]);
+    assert!(grown >= N as f64, "commands_total grew by {grown}");
+    assert!(value(&during, "orthrus_connected_clients", &[]) >= 1.0);
+    assert!(
+        value(&during, "orthrus_connections_received_total", &[])
+            >= value(&before, "orthrus_connections_received_total", &[]) + 1.0
+    );
+    for kind in ["moved", "ask"] {
+        value(&during, "orthrus_redirects_total", &[("kind", kind)]);
+    }
+    for kind in ["tryagain", "clusterdown"] {
+        value(&during, "orthrus_retries_total", &[("kind", kind)]);
+    }
+}
+
+#[test]
+fn oversized_request_is_refused_and_endpoint_survives() {
+    let (_proxy, admin) = spawn_with_admin(&[free_addr()]);
+    let mut request = b"GET /metrics HTTP/1.1\r\nX-Filler: ".to_vec();
+    request.resize(20 * 1024, b'a');
+    request.extend_from_slice(b"\r\n\r\n");
+    let refused = exchange(admin, &request);
+    assert!(
+        matches!(refused.status, 431 | 400),
+        "status {}",
+        refused.status
+    );
+    // A long request line without any header is refused just the same.
+    let mut long_line = b"GET /".to_vec();
+    long_line.resize(20 * 1024, b'x');
+    long_line.extend_from_slice(b" HTTP/1.1\r\n\r\n");
+    assert!(matches!(exchange(admin, &long_line).status, 431 | 400));
+
+    assert_eq!(get(admin, "/healthz").status, 200);
+    assert!(!metrics(admin).is_empty());
+}
+
+#[test]
+fn slow_and_excess_connections_are_bounded() {
+    let (_proxy, admin) = spawn_with_admin(&[free_addr()]);
+    // Let the endpoint see the start-up probes close, so that every slot
+    // is free.
+    std::thread::sleep(Duration::from_millis(300));
+
+    // Connections that never finish their request hold every slot...
+    let idle: Vec<TcpStream> = (0..8)
+        .map(|_| {
+            let mut s = TcpStream::connect(admin).expect("connect");
+            s.write_all(b"GET /healthz HTTP/1.1\r\n").unwrap();
+            s
+        })
+        .collect();
+    // ...so one more is turned away at once rather than queued.
+    let started = Instant::now();
+    let busy = get(admin, "/healthz");
+    assert_eq!(busy.status, 503, "{}", busy.body);
+    assert!(started.elapsed() < Duration::from_secs(3));
+
+    // The slow ones are answered 408 after the read timeout (5 s).
+    for mut s in idle {
+        s.set_read_timeout(Some(Duration::from_secs(15))).unwrap();
+        let reply = read_response(&mut s);
+        assert_eq!(reply.status, 408, "{}", reply.body);
+    }
+    assert!(started.elapsed() >= Duration::from_secs(4));
+
+    // And their slots are free again.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let reply = get(admin, "/healthz");
+        if reply.status == 200 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "still busy: {}", reply.body);
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn admin_port_in_use_fails_start() {
+    let taken = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let taken_addr = taken.local_addr().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_orthrus"))
+        .arg("--listen")
+        .arg(free_addr().to_string())
+        .arg("--seeds")
+        .arg(free_addr().to_string())
+        .arg("--metrics")
+        .arg(taken_addr.to_string())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start orthrus");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("orthrus kept running with its admin port taken");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    assert!(!status.success());
+    assert!(
+        stderr.contains("admin endpoint") && stderr.contains(&taken_addr.to_string()),
+        "{stderr}"
+    );
+    drop(taken);
+}

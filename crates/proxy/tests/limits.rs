@@ -1,0 +1,238 @@
+//! Every limit, sent to the real binary: max clients, idle timeout, the
+//! protocol limits, and a client that pipelines without reading (bounded
+//! memory, other clients unaffected). And a clean stop on SIGTERM.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::time::{Duration, Instant};
+
+use common::{Proxy, cluster, encode, read_reply};
+
+fn send(s: &mut std::net::TcpStream, args: &[&str]) -> String {
+    s.write_all(&encode(args)).unwrap();
+    String::from_utf8_lossy(&read_reply(s).unwrap()).into_owned()
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
+}
+
+#[test]
+fn limits_answer_with_errors() {
+    let cluster = cluster(3, 0);
+    let proxy = Proxy::spawn(
+        &cluster.seeds(),
+        &["--threads", "2"],
+        &[
+            ("ORTHRUS_CLIENT__MAX_CLIENTS", "8"),
+            ("ORTHRUS_CLIENT__MAX_BULK_LEN", "1024"),
+            ("ORTHRUS_CLIENT__MAX_ARGS", "10"),
+            ("ORTHRUS_CLIENT__MAX_INLINE_LEN", "4096"),
+            ("ORTHRUS_CLIENT__IDLE_TIMEOUT_S", "1"),
+            ("ORTHRUS_CLIENT__MAX_PENDING", "64"),
+        ],
+    );
+    proxy.wait_ready(Duration::from_secs(20));
+    let mut bystander = proxy.stream();
+    assert_eq!(send(&mut bystander, &["SET", "by", "1"]), "+OK\r\n");
+
+    // Protocol limits: a clear error, that connection closed, others fine.
+    for (input, error) in [
+        (
+            b"*2\r\n$3\r\nGET\r\n$2000\r\n".to_vec(),
+            "-ERR Protocol error: invalid bulk length\r\n",
+        ),
+        (
+            b"*11\r\n".to_vec(),
+            "-ERR Protocol error: invalid multibulk length\r\n",
+        ),
+        (
+            vec![b'a'; 8000],
+            "-ERR Protocol error: too big inline request\r\n",
+        ),
+    ] {
+        let mut s = proxy.stream();
+        s.write_all(&input).unwrap();
+        let mut out = Vec::new();
+        s.read_to_end(&mut out).unwrap();
+        assert_eq!(String::from_utf8_lossy(&out), error);
+        assert_eq!(send(&mut bystander, &["GET", "by"]), "$1\r\n1\r\n");
+    }
+
+    // Idle clients are closed; a client waiting on a blocking command is not.
+    let mut idle = proxy.stream();
+    assert_eq!(send(&mut idle, &["PING"]), "+PONG\r\n");
+    let mut blocked = proxy.stream();
+    blocked
+        .write_all(&encode(&["BLPOP", "never", "2"]))
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1600));
+    let mut buf = [0u8; 16];
+    assert_eq!(
+        idle.read(&mut buf).unwrap(),
+        0,
+        "the idle client should have been closed"
+    );
+    assert_eq!(read_reply(&mut blocked).unwrap(), b"*-1\r\n");
+    // The bystander was silent for as long: closed too, as Redis would.
+    let mut buf = [0u8; 16];
+    assert_eq!(bystander.read(&mut buf).unwrap(), 0);
+    let mut bystander = proxy.stream();
+    assert_eq!(send(&mut bystander, &["GET", "by"]), "$1\r\n1\r\n");
+    drop(blocked);
+
+    // Max clients: one more is told so and closed.
+    std::thread::sleep(Duration::from_millis(200));
+    let mut held: Vec<std::net::TcpStream> = Vec::new();
+    let mut refused = None;
+    for _ in 0..12 {
+        let mut s = proxy.stream();
+        s.write_all(&encode(&["PING"])).unwrap();
+        let reply = read_reply(&mut s).unwrap();
+        if reply == b"+PONG\r\n" {
+            held.push(s);
+        } else {
+            refused = Some(String::from_utf8_lossy(&reply).into_owned());
+            break;
+        }
+    }
+    assert_eq!(
+        refused.as_deref(),
+        Some("-ERR max number of clients reached\r\n")
+    );
+    assert_eq!(held.len() + 1, 8, "bystander + held = max_clients");
+    drop(held);
+    std::thread::sleep(Duration::from_millis(300));
+    let mut again = proxy.stream();
+    assert_eq!(send(&mut again, &["PING"]), "+PONG\r\n");
+}
+
+#[test]
+fn a_client_that_never_reads_is_held_back() {
+    let cluster = cluster(3, 0);
+    let proxy = Proxy::start(&cluster.seeds(), &["--threads", "1"]);
+    let pid = proxy.pid();
+    let before = rss_kib(pid);
+    let flood = proxy.stream();
+    let mut writer = flood.try_clone().unwrap();
+    writer
+        .set_write_timeout(Some(Duration::from_secs(2)))
+        .unwrap();
+    // 100 MB of GETs of a 64 KiB value, never reading a reply.
+    let mut con = proxy.client();
+    let _: () = redis::cmd("SET")
+        .arg("big")
+        .arg(vec![b'x'; 64 * 1024])
+        .query(&mut con)
+        .unwrap();
+    let flooder = std::thread::spawn(move || {
+        let one = encode(&["GET", "big"]);
+        let chunk: Vec<u8> = one.iter().copied().cycle().take(one.len() * 1000).collect();
+        let mut sent = 0usize;
+        let started = Instant::now();
+        while sent < 100 * 1024 * 1024 && started.elapsed() < Duration::from_secs(10) {
+            match writer.write(&chunk) {
+                Ok(n) => sent += n,
+                Err(_) => break, // blocked: orthrus stopped reading us
+            }
+        }
+        sent
+    });
+    let sent = flooder.join().unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let after = rss_kib(pid);
+    // Other clients are served normally meanwhile.
+    let started = Instant::now();
+    for i in 0..200 {
+        let _: () = redis::cmd("SET")
+            .arg(format!("ok:{i}"))
+            .arg(i)
+            .query(&mut con)
+            .unwrap();
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "others stalled: {:?}",
+        started.elapsed()
+    );
+    // 1024 pending replies of 64 KiB are at most 64 MiB; the bound stated
+    // in the README is 100 MiB over the idle size.
+    assert!(
+        after.saturating_sub(before) < 100 * 1024,
+        "RSS grew from {before} KiB to {after} KiB after the client sent {sent} bytes"
+    );
+    assert!(
+        sent < 100 * 1024 * 1024,
+        "orthrus read all {sent} bytes of a client that never reads"
+    );
+    drop(flood);
+}
+
+#[test]
+fn sigterm_finishes_in_flight_requests_and_exits_0() {
+    let cluster = cluster(3, 0);
+    let mut proxy = Proxy::spawn(
+        &cluster.seeds(),
+        &[],
+        &[("ORTHRUS_SHUTDOWN_TIMEOUT_MS", "3000")],
+    );
+    proxy.wait_ready(Duration::from_secs(20));
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let clients: Vec<_> = (0..8)
+        .map(|t| {
+            let mut s = proxy.stream();
+            let stop = stop.clone();
+            std::thread::spawn(move || -> Result<usize, String> {
+                let mut ok = 0;
+                for round in 0..100_000 {
+                    if stop.load(std::sync::atomic::Ordering::Relaxed) && round > 0 {
+                        break;
+                    }
+                    let mut batch = Vec::new();
+                    for i in 0..50 {
+                        batch.extend(encode(&["SET", &format!("term:{t}:{i}"), "v"]));
+                    }
+                    if s.write_all(&batch).is_err() {
+                        return Ok(ok);
+                    }
+                    for _ in 0..50 {
+                        match read_reply(&mut s) {
+                            Ok(r) if r == b"+OK\r\n" => ok += 1,
+                            Ok(r) => {
+                                return Err(format!(
+                                    "bad reply during shutdown: {:?}",
+                                    String::from_utf8_lossy(&r)
+                                ));
+                            }
+                            Err(_) => return Ok(ok), // closed after its last reply
+                        }
+                    }
+                }
+                Ok(ok)
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    let started = Instant::now();
+    proxy.signal("TERM");
+    let status = proxy
+        .wait_exit(Duration::from_secs(5))
+        .expect("orthrus did not exit within the deadline");
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(status.code(), Some(0), "exit status {status:?}");
+    assert!(
+        started.elapsed() < Duration::from_millis(3600),
+        "took {:?}",
+        started.elapsed()
+    );
+    for c in clients {
+        let ok = c.join().unwrap().unwrap_or_else(|e| panic!("{e}"));
+        assert!(ok > 0);
+    }
+}
