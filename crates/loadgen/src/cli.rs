@@ -47,7 +47,7 @@ pub struct CompareArgs {
     pub repeats: Option<usize>,
 
     /// Commands per set per process, rounded up to whole rounds
-    /// [default: 80000, 1.1-1.5 s per set for one process against a single
+    /// [default: 20000, 1.2-1.7 s per set for one process against a single
     /// redis-server on a 2-core machine; with --quick: 300].
     #[arg(long, value_name = "N")]
     pub ops: Option<u64>,

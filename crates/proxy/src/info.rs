@@ -4,8 +4,10 @@
 use std::fmt::Write as _;
 use std::rc::Rc;
 
-use bytes::Bytes;
-use orthrus_resp::Request;
+use orthrus_resp::{Protocol, Request};
+
+use crate::forward::{self, Sent, Target};
+use crate::session::Pending;
 
 use crate::local::verbatim;
 use crate::session::Client;
@@ -25,7 +27,7 @@ const SECTIONS: &[(&str, bool, Section)] = &[
 ];
 
 /// The reply to `INFO [section ...]`.
-pub fn reply(req: &Request, client: &Client, ctx: &Rc<WorkerCtx>) -> Bytes {
+pub fn reply(req: &Request, client: &Client, ctx: &Rc<WorkerCtx>) -> Pending {
     let wanted: Vec<String> = req
         .args()
         .skip(1)
@@ -42,7 +44,52 @@ pub fn reply(req: &Request, client: &Client, ctx: &Rc<WorkerCtx>) -> Bytes {
             section(&mut text, ctx);
         }
     }
-    verbatim(&text, client.proto)
+    let proto = client.proto;
+    if !(everything || defaults || wanted.iter().any(|w| w == "keyspace")) {
+        return Pending::Ready(verbatim(&text, proto));
+    }
+    // The keyspace is the cluster's: ask every master and add up.
+    let map = ctx.shared.slots.load();
+    let frame = Request::from_args(&["INFO", "keyspace"]).into_frame();
+    let sent: Vec<Sent> = map
+        .masters()
+        .into_iter()
+        .map(|m| forward::forward(ctx, frame.clone(), Target::Node(m), Protocol::Resp2, true))
+        .collect();
+    let ctx = ctx.clone();
+    Pending::Future(Box::pin(async move {
+        let (mut keys, mut expires) = (0u64, 0u64);
+        for s in sent {
+            let reply = match s {
+                Sent::Remote(remote) => forward::resolve(&ctx, remote).await,
+                Sent::Refused(reply) => reply,
+            };
+            if let Some((k, e)) = db0_counts(&reply) {
+                keys += k;
+                expires += e;
+            }
+        }
+        if !text.is_empty() {
+            text.push_str("\r\n");
+        }
+        text.push_str("# Keyspace\r\n");
+        if keys > 0 {
+            let _ = write!(text, "db0:keys={keys},expires={expires},avg_ttl=0\r\n");
+        }
+        verbatim(&text, proto)
+    }))
+}
+
+/// `keys` and `expires` of `db0` in a node's `INFO keyspace` bulk reply.
+fn db0_counts(reply: &[u8]) -> Option<(u64, u64)> {
+    let text = std::str::from_utf8(reply).ok()?;
+    let line = text.lines().find_map(|l| l.strip_prefix("db0:"))?;
+    let field = |name: &str| {
+        line.split(',')
+            .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))
+            .and_then(|v| v.trim().parse::<u64>().ok())
+    };
+    Some((field("keys")?, field("expires").unwrap_or(0)))
 }
 
 fn server(out: &mut String, ctx: &WorkerCtx) {

@@ -26,6 +26,7 @@
 //! - `topology`: discovery and refresh of the slot map.
 //! - `local` / `info` / `cluster_cmd`: commands answered by orthrus itself
 //!   (the handshake, INFO, CLUSTER as a one-node cluster).
+//! - `clients`: the registry of connected clients (CLIENT LIST/KILL).
 //! - `shared` / `stats`: state shared by the workers, and counters.
 //! - `admin`: the admin HTTP endpoint (Prometheus `/metrics`, `/healthz`,
 //!   `/readyz`) on its own thread.
@@ -41,6 +42,7 @@ pub mod server;
 mod admin;
 mod backend;
 mod blocking;
+mod clients;
 mod cluster_cmd;
 mod command_kind;
 mod command_table;

@@ -7,8 +7,10 @@ use std::rc::Rc;
 use bytes::{Bytes, BytesMut};
 use orthrus_resp::{Protocol, Request, encode};
 
+use crate::clients::{ClientEntry, KillReply};
 use crate::command_kind::Local;
 use crate::forward::error_reply;
+use crate::session::ReplyMode;
 use crate::session::{Client, Pending};
 use crate::worker::WorkerCtx;
 use crate::{cluster_cmd, info};
@@ -34,15 +36,21 @@ pub fn execute(cmd: Local, req: &Request, client: &mut Client, ctx: &Rc<WorkerCt
             client.pubsub = None;
             let cfg = &ctx.shared.settings.raw.client;
             client.authenticated = cfg.password.is_none() && cfg.users.is_empty();
+            client.reply = ReplyMode::On;
+            client.lib_name = None;
+            client.lib_ver = None;
             simple("RESET")
         }
         Local::Auth if req.arg_count() > 3 => error_reply("ERR syntax error"),
         Local::Auth => auth(req.arg(1), req.arg(2), client, ctx),
         Local::Hello => hello(req, client, ctx),
         Local::Client => client_command(req, client, ctx),
-        Local::Info => info::reply(req, client, ctx),
+        Local::Info => return info::reply(req, client, ctx),
         Local::Cluster => return cluster_cmd::execute(req, client, ctx),
     };
+    if matches!(cmd, Local::Hello | Local::Client | Local::Reset) {
+        ctx.shared.clients.update(client, ctx.index);
+    }
     Pending::Ready(reply)
 }
 
@@ -225,7 +233,7 @@ fn client_command(req: &Request, client: &mut Client, ctx: &WorkerCtx) -> Bytes 
         }
         b"info" => arity(
             argc == 2,
-            verbatim(&client_info_line(client, ctx), client.proto),
+            verbatim(&ClientEntry::of(client, ctx.index).line(), client.proto),
         ),
         b"no-evict" | b"no-touch" if argc == 3 => {
             let v = req.arg(2).unwrap_or_default();
@@ -236,6 +244,33 @@ fn client_command(req: &Request, client: &mut Client, ctx: &WorkerCtx) -> Bytes 
             }
         }
         b"setname" | b"setinfo" | b"no-evict" | b"no-touch" => arity(false, Bytes::new()),
+        b"list" => verbatim(&ctx.shared.clients.list(), client.proto),
+        b"kill" if argc >= 3 => {
+            let args: Vec<&[u8]> = req.args().skip(2).collect();
+            match ctx.shared.clients.kill(&args, client.id) {
+                Ok(KillReply::Ok) => simple("OK"),
+                Ok(KillReply::Count(n)) => integer(n),
+                Err(e) => error_reply(e),
+            }
+        }
+        b"reply" if argc == 3 => {
+            let mode = req.arg(2).unwrap_or_default().to_ascii_lowercase();
+            match mode.as_slice() {
+                b"on" => {
+                    client.reply = ReplyMode::On;
+                    simple("OK")
+                }
+                b"off" => {
+                    client.reply = ReplyMode::Off;
+                    Bytes::new()
+                }
+                b"skip" => {
+                    client.reply = ReplyMode::SkipNext;
+                    Bytes::new()
+                }
+                _ => error_reply("ERR syntax error"),
+            }
+        }
         b"help" => {
             let lines: [&[u8]; 7] = [
                 b"CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
@@ -256,37 +291,10 @@ fn client_command(req: &Request, client: &mut Client, ctx: &WorkerCtx) -> Bytes 
         _ => {
             let shown = String::from_utf8_lossy(&sub).to_ascii_uppercase();
             error_reply(&format!(
-                "ERR orthrus: CLIENT {shown} is not supported: orthrus answers CLIENT for the connection itself (GETNAME, SETNAME, ID, INFO, SETINFO)"
+                "ERR orthrus: CLIENT {shown} is not supported: orthrus answers CLIENT for the connection itself (GETNAME, SETNAME, ID, INFO, SETINFO, LIST, KILL, REPLY)"
             ))
         }
     }
-}
-
-/// One line in the format of Redis's CLIENT INFO / CLIENT LIST.
-pub fn client_info_line(client: &Client, ctx: &WorkerCtx) -> String {
-    let show = |b: &Option<Bytes>| {
-        b.as_deref()
-            .map(String::from_utf8_lossy)
-            .unwrap_or_default()
-            .into_owned()
-    };
-    let laddr = client.local_addr.map(|a| a.to_string()).unwrap_or_default();
-    format!(
-        "id={} addr={} laddr={} fd=-1 name={} age={} idle=0 flags=N db=0 sub=0 psub=0 ssub=0 multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd=client|info user=default redir=-1 resp={} lib-name={} lib-ver={} worker={}\n",
-        client.id,
-        client.peer,
-        laddr,
-        show(&client.name),
-        client.created.elapsed().as_secs(),
-        if client.proto == Protocol::Resp3 {
-            3
-        } else {
-            2
-        },
-        show(&client.lib_name),
-        show(&client.lib_ver),
-        ctx.index,
-    )
 }
 
 /// Redis accepts names of printable ASCII without spaces.

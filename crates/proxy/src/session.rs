@@ -89,6 +89,17 @@ pub struct Client {
     pub authenticated: bool,
     /// Requests read whose replies are not written yet.
     pub unanswered: Rc<Cell<usize>>,
+    /// CLIENT REPLY.
+    pub reply: ReplyMode,
+}
+
+/// CLIENT REPLY ON|OFF|SKIP.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReplyMode {
+    On,
+    Off,
+    /// The next command's reply is not sent.
+    SkipNext,
 }
 
 /// Serves one client until it disconnects.
@@ -113,7 +124,10 @@ pub async fn serve(stream: TcpStream, peer: SocketAddr, ctx: Rc<WorkerCtx>) {
         authenticated: ctx.shared.settings.raw.client.password.is_none()
             && ctx.shared.settings.raw.client.users.is_empty(),
         unanswered: Rc::new(Cell::new(0)),
+        reply: ReplyMode::On,
     };
+    let id = client.id;
+    ctx.shared.clients.update(&client, ctx.index);
     let span = tracing::debug_span!("client", client.addr = %peer, session.id = client.id);
     async {
         tracing::debug!("connected");
@@ -135,6 +149,7 @@ pub async fn serve(stream: TcpStream, peer: SocketAddr, ctx: Rc<WorkerCtx>) {
             tokio::task::spawn_local(write_replies(writer, rx, ctx.clone()).in_current_span());
         read_requests(rd, tx, client, sink, &ctx).await;
         let _ = writer.await;
+        ctx.shared.clients.remove(id);
         tracing::debug!("disconnected");
     }
     .instrument(span)
@@ -257,6 +272,56 @@ async fn sleep_or_forever(limit: Option<std::time::Duration>) {
 
 /// Decides what to do with one request and starts doing it.
 fn dispatch(client: &mut Client, req: Request, sink: &PushSink, ctx: &Rc<WorkerCtx>) -> Pending {
+    // CLIENT REPLY OFF/SKIP: the command runs, its reply is not sent.
+    let is_client_reply = req
+        .arg(0)
+        .is_some_and(|n| n.eq_ignore_ascii_case(b"client"))
+        && req.arg(1).is_some_and(|n| n.eq_ignore_ascii_case(b"reply"));
+    let silent = match client.reply {
+        _ if is_client_reply => false,
+        ReplyMode::On => false,
+        ReplyMode::Off => true,
+        ReplyMode::SkipNext => {
+            client.reply = ReplyMode::On;
+            true
+        }
+    };
+    let pending = run(client, req, sink, ctx);
+    if silent {
+        silence(pending, ctx)
+    } else {
+        pending
+    }
+}
+
+/// The same work, without a reply.
+fn silence(pending: Pending, ctx: &Rc<WorkerCtx>) -> Pending {
+    match pending {
+        Pending::Ready(_) => Pending::Ready(Bytes::new()),
+        Pending::Last(reply) => Pending::Last(reply),
+        Pending::Remote(remote) => {
+            let ctx = ctx.clone();
+            Pending::Future(Box::pin(async move {
+                forward::resolve(&ctx, remote).await;
+                Bytes::new()
+            }))
+        }
+        Pending::Future(future) => Pending::Future(Box::pin(async move {
+            future.await;
+            Bytes::new()
+        })),
+        Pending::Deferred(future, done) => Pending::Deferred(
+            Box::pin(async move {
+                future.await;
+                Bytes::new()
+            }),
+            done,
+        ),
+    }
+}
+
+/// Routes one request and starts it.
+fn run(client: &mut Client, req: Request, sink: &PushSink, ctx: &Rc<WorkerCtx>) -> Pending {
     let stats = ctx.stats();
     WorkerStats::bump(&stats.commands);
     if !client.authenticated && !allowed_before_auth(&req) {

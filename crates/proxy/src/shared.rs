@@ -12,6 +12,7 @@ use orthrus_cluster::{NodeAddr, RedirectPolicy, Slot, SlotMap};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+use crate::clients::Registry;
 use crate::command_table::CommandTable;
 use crate::config::Settings;
 use crate::stats::WorkerStats;
@@ -27,6 +28,8 @@ pub struct Shared {
     pub redis_version: ArcSwap<String>,
     /// One entry per worker.
     pub stats: Vec<WorkerStats>,
+    /// Every connected client, for CLIENT LIST and CLIENT KILL.
+    pub clients: Registry,
     pub started: Instant,
     refresh: Notify,
     /// Cancelled on SIGTERM/SIGINT: stop accepting and reading, finish
@@ -53,6 +56,7 @@ impl Shared {
             commands: ArcSwap::from_pointee(CommandTable::builtin()),
             redis_version: ArcSwap::from_pointee("7.0.0".to_owned()),
             stats,
+            clients: Registry::default(),
             started: Instant::now(),
             refresh: Notify::new(),
             shutdown: CancellationToken::new(),

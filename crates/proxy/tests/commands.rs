@@ -205,3 +205,102 @@ fn cluster_aware_client_through_orthrus() {
         .unwrap_err();
     assert!(err.to_string().contains("not supported"), "{err}");
 }
+
+/// CLIENT LIST/KILL/REPLY over orthrus's own clients, and INFO keyspace
+/// summed over the masters.
+#[test]
+fn client_registry_and_info_keyspace() {
+    use std::io::{Read, Write};
+
+    let cluster = cluster(3, 0);
+    let proxy = Proxy::start(&cluster.seeds(), &[]);
+    let mut con = proxy.client();
+    let _: () = redis::cmd("CLIENT")
+        .arg("SETNAME")
+        .arg("lister")
+        .query(&mut con)
+        .unwrap();
+    let mut victim = proxy.stream();
+    victim
+        .write_all(&common::encode(&["CLIENT", "SETNAME", "victim"]))
+        .unwrap();
+    assert_eq!(common::read_reply(&mut victim).unwrap(), b"+OK\r\n");
+    victim
+        .write_all(&common::encode(&["CLIENT", "ID"]))
+        .unwrap();
+    let id_reply = String::from_utf8(common::read_reply(&mut victim).unwrap()).unwrap();
+    let victim_id: u64 = id_reply.trim_start_matches(':').trim().parse().unwrap();
+
+    let list: String = redis::cmd("CLIENT").arg("LIST").query(&mut con).unwrap();
+    assert!(
+        list.contains("name=lister") && list.contains("name=victim"),
+        "{list}"
+    );
+    assert_eq!(list.lines().count(), 2, "{list}");
+
+    let killed: i64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("ID")
+        .arg(victim_id)
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(killed, 1);
+    let mut rest = Vec::new();
+    victim
+        .set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .unwrap();
+    assert_eq!(
+        victim.read_to_end(&mut rest).unwrap(),
+        0,
+        "the killed client is closed"
+    );
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    let list: String = redis::cmd("CLIENT").arg("LIST").query(&mut con).unwrap();
+    assert!(!list.contains("name=victim"), "{list}");
+    let none: i64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("ID")
+        .arg(999_999)
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(none, 0);
+
+    // CLIENT REPLY OFF/SKIP: commands run, replies are not sent.
+    let mut quiet = proxy.stream();
+    let mut batch = common::encode(&["CLIENT", "REPLY", "OFF"]);
+    batch.extend(common::encode(&["SET", "silent-a", "1"]));
+    batch.extend(common::encode(&["CLIENT", "REPLY", "ON"]));
+    batch.extend(common::encode(&["CLIENT", "REPLY", "SKIP"]));
+    batch.extend(common::encode(&["SET", "silent-b", "2"]));
+    batch.extend(common::encode(&["GET", "silent-a"]));
+    quiet.write_all(&batch).unwrap();
+    assert_eq!(
+        common::read_reply(&mut quiet).unwrap(),
+        b"+OK\r\n",
+        "only CLIENT REPLY ON answers"
+    );
+    assert_eq!(common::read_reply(&mut quiet).unwrap(), b"$1\r\n1\r\n");
+    let b: String = redis::cmd("GET").arg("silent-b").query(&mut con).unwrap();
+    assert_eq!(b, "2");
+
+    // INFO keyspace is the cluster's, not one node's.
+    for i in 0..300 {
+        let _: () = redis::cmd("SET")
+            .arg(format!("info-ks:{i}"))
+            .arg(i)
+            .query(&mut con)
+            .unwrap();
+    }
+    let _: () = redis::cmd("EXPIRE")
+        .arg("info-ks:0")
+        .arg(100)
+        .query(&mut con)
+        .unwrap();
+    let info: String = redis::cmd("INFO").arg("keyspace").query(&mut con).unwrap();
+    assert!(info.contains("# Keyspace"), "{info}");
+    let line = info
+        .lines()
+        .find(|l| l.starts_with("db0:"))
+        .unwrap_or_else(|| panic!("{info}"));
+    assert!(line.starts_with("db0:keys=302,expires=1,"), "{line}");
+}

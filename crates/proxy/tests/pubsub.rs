@@ -148,3 +148,57 @@ fn publish_subscribe() {
         "no stray confirmation reached the client"
     );
 }
+
+/// A subscriber that does not read its messages is disconnected once its
+/// backlog passes `client.max_push_bytes`; publishers and others go on.
+#[test]
+fn slow_subscriber_is_disconnected() {
+    use std::io::Read;
+
+    let cluster = cluster(3, 0);
+    let proxy = Proxy::spawn(
+        &cluster.seeds(),
+        &["--threads", "1"],
+        &[("ORTHRUS_CLIENT__MAX_PUSH_BYTES", "1048576")],
+    );
+    proxy.wait_ready(Duration::from_secs(20));
+    let mut slow = proxy.stream();
+    slow.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    assert_eq!(
+        send(&mut slow, &["SUBSCRIBE", "firehose"]),
+        "*3\r\n$9\r\nsubscribe\r\n$8\r\nfirehose\r\n:1\r\n"
+    );
+    // Shrink the subscriber's receive window so its backlog stays in orthrus.
+    let mut publisher = proxy.client();
+    let payload = vec![b'x'; 64 * 1024];
+    for _ in 0..200 {
+        let _: i64 = redis::cmd("PUBLISH")
+            .arg("firehose")
+            .arg(&payload)
+            .query(&mut publisher)
+            .unwrap();
+    }
+    let pong: String = redis::cmd("PING").query(&mut publisher).unwrap();
+    assert_eq!(pong, "PONG");
+    // Reading now: some messages, then the end of the connection.
+    let mut total = 0usize;
+    let mut buf = vec![0u8; 1 << 20];
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match slow.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => total += n,
+            Err(e) => panic!("the slow subscriber was not disconnected ({total} bytes read): {e}"),
+        }
+        assert!(Instant::now() < deadline, "never disconnected");
+    }
+    assert!(
+        total < 200 * 64 * 1024,
+        "it got every message ({total} bytes): no limit applied"
+    );
+    assert!(
+        proxy.log_text().contains("subscriber too slow"),
+        "no log line for the disconnect"
+    );
+}
