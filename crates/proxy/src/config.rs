@@ -437,6 +437,23 @@ pub fn file_path(flag: Option<PathBuf>) -> Option<PathBuf> {
     flag.or_else(|| std::env::var_os("ORTHRUS_CONFIG").map(PathBuf::from))
 }
 
+/// The configuration as TOML, with every password replaced by `********`:
+/// what `orthrus --check-config` prints.
+pub fn masked_toml(config: &Config) -> Result<String, toml::ser::Error> {
+    let mut shown = config.clone();
+    let mask = |p: &mut Option<String>| {
+        if p.is_some() {
+            *p = Some("********".to_owned());
+        }
+    };
+    mask(&mut shown.backend.password);
+    mask(&mut shown.client.password);
+    for pass in shown.client.users.values_mut() {
+        *pass = "********".to_owned();
+    }
+    toml::to_string_pretty(&shown)
+}
+
 fn split_list(s: &str) -> Vec<String> {
     s.split(',')
         .map(str::trim)

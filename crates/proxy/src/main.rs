@@ -34,6 +34,9 @@ struct Args {
     /// [env ORTHRUS_BACKEND__PASSWORD]
     #[arg(long, value_name = "PASSWORD")]
     backend_password: Option<String>,
+    /// Validate the configuration, print it (passwords masked) and exit
+    #[arg(long)]
+    check_config: bool,
     /// TOML configuration file (see config/orthrus.toml) [env ORTHRUS_CONFIG]
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
@@ -60,6 +63,18 @@ fn main() -> ExitCode {
         }
     };
     settings.config_file = file;
+    if args.check_config {
+        return match config::masked_toml(&settings.raw) {
+            Ok(text) => {
+                println!("# configuration is valid; effective settings:\n{text}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("orthrus: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     init_logging(&settings.raw.log);
 
     let listeners = match orthrus_proxy::bind(settings.listen, settings.threads) {

@@ -4,16 +4,10 @@
 
 mod common;
 
-use std::io::Write;
 use std::time::Duration;
 
-use common::{Proxy, encode, read_reply};
+use common::{Proxy, send};
 use orthrus_devcluster::{Cluster, ClusterSpec, NodeOptions};
-
-fn send(s: &mut std::net::TcpStream, args: &[&str]) -> String {
-    s.write_all(&encode(args)).unwrap();
-    String::from_utf8_lossy(&read_reply(s).unwrap()).into_owned()
-}
 
 #[test]
 fn client_and_backend_passwords() {

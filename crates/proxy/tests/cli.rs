@@ -81,6 +81,37 @@ fn bad_settings_exit_64_naming_the_setting() {
 }
 
 #[test]
+fn check_config_prints_the_effective_settings_with_passwords_masked() {
+    let out = orthrus(
+        &[
+            "--check-config",
+            "--seeds",
+            "127.0.0.1:1",
+            "--requirepass",
+            "sekret-1",
+        ],
+        &[
+            ("ORTHRUS_BACKEND__PASSWORD", "sekret-2"),
+            ("ORTHRUS_THREADS", "3"),
+        ],
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("listen = \"127.0.0.1:7777\"") && text.contains("threads = 3"),
+        "{text}"
+    );
+    assert!(text.contains("password = \"********\""), "{text}");
+    assert!(!text.contains("sekret"), "a password was printed: {text}");
+    let bad = orthrus(&["--check-config", "--seeds", "nope"], &[]);
+    assert_eq!(bad.status.code(), Some(64));
+}
+
+#[test]
 fn the_example_config_is_valid() {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../config/orthrus.toml");
     let cfg = orthrus_proxy::Config::load(

@@ -6,12 +6,7 @@ mod common;
 
 use std::io::{Read, Write};
 
-use common::{Proxy, cluster, encode, read_reply};
-
-fn send(stream: &mut std::net::TcpStream, args: &[&str]) -> String {
-    stream.write_all(&encode(args)).unwrap();
-    String::from_utf8_lossy(&read_reply(stream).unwrap()).into_owned()
-}
+use common::{Proxy, cluster, read_reply, send};
 
 #[test]
 fn handshake_protocols_and_refusals() {

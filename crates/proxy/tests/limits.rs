@@ -7,12 +7,7 @@ mod common;
 use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 
-use common::{Proxy, cluster, encode, read_reply};
-
-fn send(s: &mut std::net::TcpStream, args: &[&str]) -> String {
-    s.write_all(&encode(args)).unwrap();
-    String::from_utf8_lossy(&read_reply(s).unwrap()).into_owned()
-}
+use common::{Proxy, cluster, encode, read_reply, send};
 
 fn rss_kib(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();

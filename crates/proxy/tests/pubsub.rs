@@ -4,20 +4,10 @@
 
 mod common;
 
-use std::io::Write;
 use std::time::{Duration, Instant};
 
-use common::{Proxy, cluster, encode, read_reply};
+use common::{Proxy, cluster, reply_text as reply, send};
 use orthrus_cluster::Slot;
-
-fn send(s: &mut std::net::TcpStream, args: &[&str]) -> String {
-    s.write_all(&encode(args)).unwrap();
-    reply(s)
-}
-
-fn reply(s: &mut std::net::TcpStream) -> String {
-    String::from_utf8_lossy(&read_reply(s).unwrap()).into_owned()
-}
 
 #[test]
 fn publish_subscribe() {

@@ -4,15 +4,8 @@
 
 mod common;
 
-use std::io::Write;
-
-use common::{Proxy, cluster, encode, read_reply};
+use common::{Proxy, cluster, send};
 use orthrus_cluster::Slot;
-
-fn send(s: &mut std::net::TcpStream, args: &[&str]) -> String {
-    s.write_all(&encode(args)).unwrap();
-    String::from_utf8_lossy(&read_reply(s).unwrap()).into_owned()
-}
 
 #[test]
 fn transactions() {

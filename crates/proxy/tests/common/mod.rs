@@ -180,6 +180,17 @@ pub fn cluster(masters: usize, replicas: usize) -> Cluster {
     Cluster::start(ClusterSpec::new(masters, replicas)).expect("start cluster")
 }
 
+/// Sends one command and reads its reply, as text.
+pub fn send(s: &mut TcpStream, args: &[&str]) -> String {
+    s.write_all(&encode(args)).expect("send");
+    reply_text(s)
+}
+
+/// Reads one reply, as text.
+pub fn reply_text(s: &mut TcpStream) -> String {
+    String::from_utf8_lossy(&read_reply(s).expect("reply")).into_owned()
+}
+
 /// RESP encoding of a command.
 pub fn encode(args: &[&str]) -> Vec<u8> {
     encode_bytes(&args.iter().map(|a| a.as_bytes()).collect::<Vec<_>>())
