@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 use crate::dedicated::{DedicatedPool, TakeError};
 use crate::forward::{error_reply, no_owner};
 use crate::session::Pending;
-use crate::stats::WorkerStats;
+use crate::stats::{GaugeGuard, WorkerStats};
 use crate::worker::WorkerCtx;
 
 const ASKING: &[u8] = b"*1\r\n$6\r\nASKING\r\n";
@@ -33,6 +33,7 @@ pub fn dispatch(
     let wait = command_timeout(req).map(|t| t + ctx.shared.settings.request_timeout());
     let ctx = ctx.clone();
     Pending::deferred(Box::pin(async move {
+        let _blocked = GaugeGuard::new(&ctx.stats().blocked_clients);
         tokio::select! {
             reply = run(&ctx, frame, slot, proto, wait) => reply,
             // The client is gone: dropping `run` closes its connection.

@@ -76,6 +76,7 @@ pub enum Local {
     ReadOnly,
     ReadWrite,
     Reset,
+    ResetStat,
     Select,
 }
 
@@ -152,6 +153,7 @@ fn listed(name: &str) -> Option<Kind> {
         "auth" => Kind::Local(Auth),
         "client" => Kind::Local(Client),
         "cluster" => Kind::Local(Cluster),
+        "config|resetstat" => Kind::Local(ResetStat),
         "echo" => Kind::Local(Echo),
         "hello" => Kind::Local(Hello),
         "info" => Kind::Local(Info),

@@ -123,8 +123,11 @@ fn clients(out: &mut String, ctx: &WorkerCtx) {
     let t = stats::totals(&ctx.shared.stats);
     let _ = write!(
         out,
-        "# Clients\r\nconnected_clients:{}\r\nblocked_clients:0\r\npubsub_clients:0\r\nmaxclients:0\r\n",
-        t.connected_clients.max(0)
+        "# Clients\r\nconnected_clients:{}\r\nblocked_clients:{}\r\npubsub_clients:{}\r\nmaxclients:{}\r\n",
+        t.connected_clients.max(0),
+        t.blocked_clients.max(0),
+        t.pubsub_clients.max(0),
+        ctx.shared.settings.raw.client.max_clients
     );
 }
 
@@ -166,4 +169,15 @@ fn cluster(out: &mut String, ctx: &WorkerCtx) {
         map.covered_slots(),
         u8::from(ctx.shared.commands_learnt()),
     );
+    for (i, node) in map.nodes().iter().enumerate() {
+        let role = match node.role {
+            orthrus_cluster::Role::Master => "master",
+            orthrus_cluster::Role::Replica => "replica",
+        };
+        let _ = write!(
+            out,
+            "orthrus_node{i}:addr={},role={role},health={:?}\r\n",
+            node.addr, node.health
+        );
+    }
 }

@@ -47,6 +47,13 @@ pub fn execute(cmd: Local, req: &Request, client: &mut Client, ctx: &Rc<WorkerCt
         Local::Client => client_command(req, client, ctx),
         Local::Info => return info::reply(req, client, ctx),
         Local::Cluster => return cluster_cmd::execute(req, client, ctx),
+        Local::ResetStat => {
+            ctx.shared
+                .stats
+                .iter()
+                .for_each(crate::stats::WorkerStats::reset);
+            simple("OK")
+        }
     };
     if matches!(cmd, Local::Hello | Local::Client | Local::Reset) {
         ctx.shared.clients.update(client, ctx.index);

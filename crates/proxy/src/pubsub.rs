@@ -133,6 +133,9 @@ impl PushSink {
 
 impl PubSub {
     pub fn new(ctx: Rc<WorkerCtx>, proto: Protocol, push: PushSink) -> PubSub {
+        ctx.stats()
+            .pubsub_clients
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         PubSub {
             inner: Rc::new(RefCell::new(Inner {
                 ctx,
@@ -205,6 +208,17 @@ impl PubSub {
                 _ => Bytes::from_static(b"*2\r\n$4\r\npong\r\n$0\r\n\r\n"),
             }
         })))
+    }
+}
+
+impl Drop for PubSub {
+    fn drop(&mut self) {
+        let inner = self.inner.borrow();
+        inner
+            .ctx
+            .stats()
+            .pubsub_clients
+            .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
     }
 }
 

@@ -9,6 +9,10 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 pub struct WorkerStats {
     pub connections_received: AtomicU64,
     pub connected_clients: AtomicI64,
+    /// Clients waiting in a blocking command.
+    pub blocked_clients: AtomicI64,
+    /// Clients holding subscription connections.
+    pub pubsub_clients: AtomicI64,
     pub commands: AtomicU64,
     pub moved: AtomicU64,
     pub ask: AtomicU64,
@@ -24,6 +28,8 @@ pub struct WorkerStats {
 pub struct Totals {
     pub connections_received: u64,
     pub connected_clients: i64,
+    pub blocked_clients: i64,
+    pub pubsub_clients: i64,
     pub commands: u64,
     pub moved: u64,
     pub ask: u64,
@@ -38,6 +44,39 @@ impl WorkerStats {
     pub fn bump(counter: &AtomicU64) {
         counter.fetch_add(1, Ordering::Relaxed);
     }
+
+    /// CONFIG RESETSTAT: the counters start again from 0 (gauges stay).
+    pub fn reset(&self) {
+        for c in [
+            &self.connections_received,
+            &self.commands,
+            &self.moved,
+            &self.ask,
+            &self.tryagain,
+            &self.clusterdown,
+            &self.backend_errors,
+            &self.protocol_errors,
+            &self.rejected_commands,
+        ] {
+            c.store(0, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Holds one unit of a gauge while alive (a blocked client, a subscriber).
+pub struct GaugeGuard<'a>(&'a AtomicI64);
+
+impl<'a> GaugeGuard<'a> {
+    pub fn new(gauge: &'a AtomicI64) -> Self {
+        gauge.fetch_add(1, Ordering::Relaxed);
+        GaugeGuard(gauge)
+    }
+}
+
+impl Drop for GaugeGuard<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// Sums the counters of every worker.
@@ -47,6 +86,8 @@ pub fn totals(workers: &[WorkerStats]) -> Totals {
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
         t.connections_received += get(&w.connections_received);
         t.connected_clients += w.connected_clients.load(Ordering::Relaxed);
+        t.blocked_clients += w.blocked_clients.load(Ordering::Relaxed);
+        t.pubsub_clients += w.pubsub_clients.load(Ordering::Relaxed);
         t.commands += get(&w.commands);
         t.moved += get(&w.moved);
         t.ask += get(&w.ask);

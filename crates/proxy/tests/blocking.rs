@@ -89,6 +89,11 @@ fn blocking_commands() {
     let node = owner_of(&cluster, b"many");
     let blocked_on_node = info_field(&cluster.nodes()[node], "blocked_clients");
     assert_eq!(
+        proxy.info_field("blocked_clients"),
+        50,
+        "orthrus INFO counts its blocked clients"
+    );
+    assert_eq!(
         blocked_on_node, 50,
         "each blocked client holds its own connection"
     );

@@ -283,6 +283,19 @@ fn client_registry_and_info_keyspace() {
     let b: String = redis::cmd("GET").arg("silent-b").query(&mut con).unwrap();
     assert_eq!(b, "2");
 
+    // CONFIG RESETSTAT starts orthrus's counters again.
+    let _: () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query(&mut con)
+        .unwrap();
+    let info: String = redis::cmd("INFO").arg("stats").query(&mut con).unwrap();
+    let processed: i64 = info
+        .lines()
+        .find_map(|l| l.strip_prefix("total_commands_processed:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{info}"));
+    assert!(processed <= 2, "counters not reset: {processed}");
+
     // INFO keyspace is the cluster's, not one node's.
     for i in 0..300 {
         let _: () = redis::cmd("SET")

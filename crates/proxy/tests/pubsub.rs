@@ -33,6 +33,8 @@ fn publish_subscribe() {
     assert!(refused.starts_with("-ERR Can't execute 'get'"), "{refused}");
     assert_eq!(send(&mut sub, &["PING"]), "*2\r\n$4\r\npong\r\n$0\r\n\r\n");
 
+    assert!(proxy.info_field("pubsub_clients") >= 1);
+
     // Published through orthrus (any node: the cluster broadcasts).
     let receivers = send(&mut other, &["PUBLISH", "news", "hello"]);
     assert_eq!(receivers, ":1\r\n");
