@@ -135,12 +135,13 @@ async fn run(
 }
 
 pub async fn connect(addr: &NodeAddr, proto: Protocol, ctx: &WorkerCtx) -> io::Result<TcpStream> {
-    let timeout = ctx.shared.settings.connect_timeout();
+    let timeout = ctx.shared.connect_timeout();
     let mut stream = tokio::time::timeout(timeout, TcpStream::connect((addr.host(), addr.port())))
         .await
         .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connect timed out"))??;
     stream.set_nodelay(true)?;
-    let handshake = node_client::handshake(&mut stream, proto, &ctx.shared.settings.raw.backend);
+    let live = ctx.shared.live.load_full();
+    let handshake = node_client::handshake(&mut stream, proto, &live.backend);
     tokio::time::timeout(timeout, handshake)
         .await
         .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "handshake timed out"))??;
@@ -201,7 +202,7 @@ async fn read_loop(
     ctx: &WorkerCtx,
 ) -> io::Result<()> {
     let mut scan = ScanState::default();
-    let timeout = ctx.shared.settings.request_timeout();
+    let timeout = ctx.shared.request_timeout();
     let mut buf = BytesMut::with_capacity(READ_CHUNK);
     loop {
         if buf.capacity() - buf.len() < READ_CHUNK / 4 {

@@ -30,7 +30,7 @@ pub fn dispatch(
     gone: CancellationToken,
 ) -> Pending {
     let frame = req.frame().clone();
-    let wait = command_timeout(req).map(|t| t + ctx.shared.settings.request_timeout());
+    let wait = command_timeout(req).map(|t| t + ctx.shared.request_timeout());
     let ctx = ctx.clone();
     Pending::deferred(Box::pin(async move {
         let _blocked = GaugeGuard::new(&ctx.stats().blocked_clients);

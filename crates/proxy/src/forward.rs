@@ -171,7 +171,7 @@ fn retry_after_failure(ctx: &WorkerCtx, remote: &Remote, error: BackendError) ->
     if error == BackendError::Lost && !remote.readonly {
         return None;
     }
-    let deadline = remote.started + ctx.shared.settings.request_timeout();
+    let deadline = remote.started + ctx.shared.request_timeout();
     let delay = Duration::from_millis(10u64 << remote.attempt.min(6));
     (Instant::now() + delay < deadline).then_some(delay)
 }

@@ -127,7 +127,7 @@ fn clients(out: &mut String, ctx: &WorkerCtx) {
         t.connected_clients.max(0),
         t.blocked_clients.max(0),
         t.pubsub_clients.max(0),
-        ctx.shared.settings.raw.client.max_clients
+        ctx.shared.live.load().client.max_clients
     );
 }
 

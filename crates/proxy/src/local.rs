@@ -34,7 +34,8 @@ pub fn execute(cmd: Local, req: &Request, client: &mut Client, ctx: &Rc<WorkerCt
             client.multi = None;
             client.watch = None;
             client.pubsub = None;
-            let cfg = &ctx.shared.settings.raw.client;
+            let live = ctx.shared.live.load();
+            let cfg = &live.client;
             client.authenticated = cfg.password.is_none() && cfg.users.is_empty();
             client.reply = ReplyMode::On;
             client.lib_name = None;
@@ -94,7 +95,8 @@ fn auth(
     client: &mut Client,
     ctx: &WorkerCtx,
 ) -> Bytes {
-    let cfg = &ctx.shared.settings.raw.client;
+    let live = ctx.shared.live.load();
+    let cfg = &live.client;
     let (user, pass) = match (first, second) {
         (Some(pass), None) => (&b"default"[..], pass),
         (Some(user), Some(pass)) => (user, pass),

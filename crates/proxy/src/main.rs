@@ -7,6 +7,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use orthrus_proxy::config::{self, Config, EXIT_BAD_CONFIG, LogFormat, Overrides};
+use tracing_subscriber::EnvFilter;
 
 /// A Redis Cluster proxy: plain Redis clients talk to orthrus as if it were
 /// one redis-server.
@@ -62,6 +63,7 @@ fn main() -> ExitCode {
             return ExitCode::from(EXIT_BAD_CONFIG as u8);
         }
     };
+    let file_for_reload = file.clone();
     settings.config_file = file;
     if args.check_config {
         return match config::masked_toml(&settings.raw) {
@@ -75,7 +77,7 @@ fn main() -> ExitCode {
             }
         };
     }
-    init_logging(&settings.raw.log);
+    let log_filter = init_logging(&settings.raw.log);
 
     let listeners = match orthrus_proxy::bind(settings.listen, settings.threads) {
         Ok(l) => l,
@@ -111,7 +113,8 @@ fn main() -> ExitCode {
         let force = async move {
             let _ = second.wait_for(|n| *n >= 2).await;
         };
-        orthrus_proxy::run(settings, listeners, shutdown, force).await
+        let reloads = reloads(file_for_reload, overrides, log_filter);
+        orthrus_proxy::run(settings, listeners, shutdown, force, reloads).await
     });
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
@@ -122,18 +125,61 @@ fn main() -> ExitCode {
     }
 }
 
-fn init_logging(log: &config::LogConfig) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .or_else(|_| tracing_subscriber::EnvFilter::try_new(&log.level))
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+type LogFilter = tracing_subscriber::reload::Handle<EnvFilter, tracing_subscriber::Registry>;
+
+/// Starts logging; the returned handle changes the level on SIGHUP.
+fn init_logging(log: &config::LogConfig) -> LogFilter {
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+    let filter = EnvFilter::try_from_default_env()
+        .or_else(|_| EnvFilter::try_new(&log.level))
+        .unwrap_or_else(|_| EnvFilter::new("info"));
+    let (filter, handle) = tracing_subscriber::reload::Layer::new(filter);
+    let fmt = tracing_subscriber::fmt::layer()
         .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr);
+    let registry = tracing_subscriber::registry().with(filter);
     match log.format {
-        LogFormat::Text => builder.init(),
-        LogFormat::Json => builder.json().init(),
+        LogFormat::Text => registry.with(fmt).init(),
+        LogFormat::Json => registry.with(fmt.json()).init(),
     }
+    handle
+}
+
+/// On SIGHUP: loads the configuration again (file, environment, the same
+/// flags), applies the log level here, and hands the rest to the proxy. A
+/// configuration that does not validate is refused and the old one stays.
+fn reloads(
+    file: Option<PathBuf>,
+    overrides: Overrides,
+    log_filter: LogFilter,
+) -> tokio::sync::mpsc::UnboundedReceiver<Config> {
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        use tokio::signal::unix::{SignalKind, signal};
+        let Ok(mut hup) = signal(SignalKind::hangup()) else {
+            tracing::error!("cannot listen for SIGHUP");
+            return;
+        };
+        while hup.recv().await.is_some() {
+            let loaded = Config::load(file.as_deref(), std::env::vars(), &overrides)
+                .and_then(Config::validate);
+            match loaded {
+                Ok(settings) => {
+                    if std::env::var_os("RUST_LOG").is_none() {
+                        if let Err(e) = log_filter.reload(EnvFilter::new(&settings.raw.log.level)) {
+                            tracing::warn!(error = %e, "cannot change the log level");
+                        }
+                    }
+                    let _ = tx.send(settings.raw);
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "SIGHUP: configuration refused; keeping the current one")
+                }
+            }
+        }
+    });
+    rx
 }
 
 /// Counts SIGINT and SIGTERM: the first stops orthrus gracefully, the

@@ -240,7 +240,7 @@ impl Inner {
                 Some((_, waiting)) => *waiting = tx,
                 None => return,
             }
-            inner.ctx.shared.settings.request_timeout()
+            inner.ctx.shared.request_timeout()
         };
         let _ = tokio::time::timeout(timeout, rx).await;
         this.borrow_mut().waiter = None;

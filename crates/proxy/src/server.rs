@@ -44,8 +44,16 @@ pub async fn run(
     listeners: Vec<std::net::TcpListener>,
     shutdown: impl Future<Output = ()>,
     force: impl Future<Output = ()>,
+    mut reloads: tokio::sync::mpsc::UnboundedReceiver<crate::Config>,
 ) -> anyhow::Result<()> {
     let shared = Shared::new(settings);
+    let reloading = shared.clone();
+    tokio::spawn(async move {
+        while let Some(config) = reloads.recv().await {
+            let (changed, restart) = reloading.reload(config);
+            tracing::info!(?changed, needs_restart = ?restart, "configuration reloaded");
+        }
+    });
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     if let Some(addr) = shared.settings.metrics {
         let listener = admin::bind(addr).with_context(|| {

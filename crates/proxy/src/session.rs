@@ -121,8 +121,10 @@ pub async fn serve(stream: TcpStream, peer: SocketAddr, ctx: Rc<WorkerCtx>) {
         multi: None,
         watch: None,
         pubsub: None,
-        authenticated: ctx.shared.settings.raw.client.password.is_none()
-            && ctx.shared.settings.raw.client.users.is_empty(),
+        authenticated: {
+            let live = ctx.shared.live.load();
+            live.client.password.is_none() && live.client.users.is_empty()
+        },
         unanswered: Rc::new(Cell::new(0)),
         reply: ReplyMode::On,
     };
@@ -257,7 +259,7 @@ async fn wait_deferred(
 /// WATCH are never timed out, nor (checked when the time is up) clients
 /// waiting for replies, blocked ones among them: as in Redis.
 fn idle_timeout(client: &Client, ctx: &WorkerCtx) -> Option<std::time::Duration> {
-    let secs = ctx.shared.settings.raw.client.idle_timeout_s;
+    let secs = ctx.shared.live.load().client.idle_timeout_s;
     let subscribed = client.pubsub.as_ref().is_some_and(PubSub::active);
     (secs > 0 && !subscribed && client.watch.is_none())
         .then(|| std::time::Duration::from_secs(secs))

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
 use orthrus_cluster::{NodeAddr, RedirectPolicy, Slot, SlotMap};
@@ -14,12 +14,15 @@ use tokio_util::sync::CancellationToken;
 
 use crate::clients::Registry;
 use crate::command_table::CommandTable;
-use crate::config::Settings;
+use crate::config::{Config, Settings};
 use crate::stats::WorkerStats;
 
 /// What every worker reads.
 pub struct Shared {
     pub settings: Settings,
+    /// The settings that SIGHUP can change without a restart are read from
+    /// here (client passwords and limits, timeouts, refresh interval).
+    pub live: ArcSwap<Config>,
     pub policy: RedirectPolicy,
     /// The current slot map; empty until the first discovery succeeds.
     pub slots: ArcSwap<SlotMap>,
@@ -50,6 +53,7 @@ impl Shared {
             .map(|_| WorkerStats::default())
             .collect();
         Arc::new(Shared {
+            live: ArcSwap::from_pointee(settings.raw.clone()),
             settings,
             policy,
             slots: ArcSwap::from_pointee(SlotMap::empty()),
@@ -64,6 +68,131 @@ impl Shared {
             refreshes: AtomicU64::new(0),
             commands_learnt: AtomicBool::new(false),
         })
+    }
+
+    pub fn request_timeout(&self) -> Duration {
+        Duration::from_millis(self.live.load().backend.request_timeout_ms)
+    }
+
+    pub fn connect_timeout(&self) -> Duration {
+        Duration::from_millis(self.live.load().backend.connect_timeout_ms)
+    }
+
+    pub fn refresh_interval(&self) -> Duration {
+        Duration::from_millis(self.live.load().cluster.refresh_interval_ms)
+    }
+
+    /// Takes a reloaded, validated configuration: what can change at run
+    /// time changes now; returns the names of the settings that changed
+    /// and of those that changed but need a restart. Never the values.
+    pub fn reload(&self, new: Config) -> (Vec<&'static str>, Vec<&'static str>) {
+        let old = self.live.load_full();
+        let mut changed = Vec::new();
+        let mut restart = Vec::new();
+        let mut check = |name: &'static str, differs: bool, live: bool| {
+            if differs {
+                if live {
+                    changed.push(name)
+                } else {
+                    restart.push(name)
+                }
+            }
+        };
+        check(
+            "client.password",
+            old.client.password != new.client.password,
+            true,
+        );
+        check("client.users", old.client.users != new.client.users, true);
+        check(
+            "client.max_clients",
+            old.client.max_clients != new.client.max_clients,
+            true,
+        );
+        check(
+            "client.idle_timeout_s",
+            old.client.idle_timeout_s != new.client.idle_timeout_s,
+            true,
+        );
+        check(
+            "backend.request_timeout_ms",
+            old.backend.request_timeout_ms != new.backend.request_timeout_ms,
+            true,
+        );
+        check(
+            "backend.connect_timeout_ms",
+            old.backend.connect_timeout_ms != new.backend.connect_timeout_ms,
+            true,
+        );
+        check(
+            "backend.username",
+            old.backend.username != new.backend.username,
+            true,
+        );
+        check(
+            "backend.password",
+            old.backend.password != new.backend.password,
+            true,
+        );
+        check(
+            "cluster.refresh_interval_ms",
+            old.cluster.refresh_interval_ms != new.cluster.refresh_interval_ms,
+            true,
+        );
+        check("log.level", old.log.level != new.log.level, true);
+        check("listen", old.listen != new.listen, false);
+        check("seeds", old.seeds != new.seeds, false);
+        check("threads", old.threads != new.threads, false);
+        check("announce", old.announce != new.announce, false);
+        check("metrics", old.metrics != new.metrics, false);
+        check(
+            "shutdown_timeout_ms",
+            old.shutdown_timeout_ms != new.shutdown_timeout_ms,
+            false,
+        );
+        check(
+            "cluster.max_redirects",
+            old.cluster.max_redirects != new.cluster.max_redirects,
+            false,
+        );
+        check(
+            "backend.connections_per_node",
+            old.backend.connections_per_node != new.backend.connections_per_node,
+            false,
+        );
+        check(
+            "backend.dedicated_per_node",
+            old.backend.dedicated_per_node != new.backend.dedicated_per_node,
+            false,
+        );
+        check(
+            "client.max_pending",
+            old.client.max_pending != new.client.max_pending,
+            false,
+        );
+        check(
+            "client.max_bulk_len",
+            old.client.max_bulk_len != new.client.max_bulk_len,
+            false,
+        );
+        check(
+            "client.max_args",
+            old.client.max_args != new.client.max_args,
+            false,
+        );
+        check(
+            "client.max_inline_len",
+            old.client.max_inline_len != new.client.max_inline_len,
+            false,
+        );
+        check(
+            "client.max_push_bytes",
+            old.client.max_push_bytes != new.client.max_push_bytes,
+            false,
+        );
+        check("log.format", old.log.format != new.log.format, false);
+        self.live.store(Arc::new(new));
+        (changed, restart)
     }
 
     /// Asks the refresher for a topology refresh soon; never waits.

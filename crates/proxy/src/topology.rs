@@ -44,7 +44,7 @@ pub fn spawn(shared: Arc<Shared>) -> io::Result<std::thread::JoinHandle<()>> {
 }
 
 async fn refresher(shared: Arc<Shared>) {
-    let interval = shared.settings.refresh_interval();
+    let interval = shared.refresh_interval();
     let mut backoff = FIRST_BACKOFF;
     let mut known = false;
     loop {
@@ -92,7 +92,7 @@ async fn refresh_once(shared: &Shared) -> io::Result<()> {
         .max(Duration::from_millis(500));
     let mut last_error = io::Error::other("no seed configured");
     for addr in candidates {
-        match discover(&addr, timeout, &shared.settings.raw.backend).await {
+        match discover(&addr, timeout, &shared.live.load_full().backend).await {
             Ok(map) => {
                 // Learn the command table first, so that the first client
                 // served already routes with the cluster's own table.
@@ -153,7 +153,7 @@ fn install(shared: &Shared, current: &SlotMap, map: SlotMap) {
 
 /// Learns the command table and the server version from one node.
 async fn learn(shared: &Shared, addr: &NodeAddr, timeout: Duration) {
-    let Ok(mut node) = NodeClient::connect(addr, timeout, &shared.settings.raw.backend).await
+    let Ok(mut node) = NodeClient::connect(addr, timeout, &shared.live.load_full().backend).await
     else {
         return;
     };

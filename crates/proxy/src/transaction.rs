@@ -215,7 +215,7 @@ fn watch(client: &mut Client, req: &Request, table: &CommandTable, ctx: &Rc<Work
             }
         };
         match conn
-            .call(&frame, 1, Some(ctx.shared.settings.request_timeout()))
+            .call(&frame, 1, Some(ctx.shared.request_timeout()))
             .await
         {
             Ok(reply) => {
@@ -296,9 +296,7 @@ async fn run(
             .unwrap_or(Err(BackendError::Lost));
         let replies = match reply {
             Ok(replies) => replies,
-            Err(BackendError::NotSent)
-                if started.elapsed() < ctx.shared.settings.request_timeout() =>
-            {
+            Err(BackendError::NotSent) if started.elapsed() < ctx.shared.request_timeout() => {
                 tokio::time::sleep(Duration::from_millis(20)).await;
                 continue;
             }

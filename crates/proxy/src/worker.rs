@@ -98,7 +98,7 @@ async fn accept_loop(
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => {
-                    if connected(&ctx.shared) >= ctx.shared.settings.raw.client.max_clients {
+                    if connected(&ctx.shared) >= ctx.shared.live.load().client.max_clients {
                         tokio::task::spawn_local(refuse(stream));
                     } else {
                         tokio::task::spawn_local(session::serve(stream, peer, ctx.clone()));

@@ -46,7 +46,11 @@ impl Proxy {
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).expect("log file"));
         for (k, v) in env {
-            cmd.env(k, v);
+            if v.is_empty() {
+                cmd.env_remove(k);
+            } else {
+                cmd.env(k, v);
+            }
         }
         let child = cmd.spawn().expect("start orthrus");
         let proxy = Proxy { child, addr, log };
