@@ -17,6 +17,7 @@ const SETTINGS: &[&str] = &[
     "announce",
     "metrics",
     "shutdown_timeout_ms",
+    "memory_limit_mb",
     "cluster",
     "backend",
     "client",
@@ -49,6 +50,10 @@ pub struct Config {
     /// On SIGTERM/SIGINT, how long in-flight requests may take to finish
     /// before orthrus exits anyway, in milliseconds. Default 10000.
     pub shutdown_timeout_ms: u64,
+    /// Resident memory, in MiB, above which orthrus refuses new requests
+    /// for the cluster with `-OOM` (connections stay open; local commands
+    /// such as PING and INFO still answer). 0 = no limit. Default 0.
+    pub memory_limit_mb: u64,
     /// Topology discovery and refresh.
     pub cluster: ClusterConfig,
     /// Connections from orthrus to the cluster nodes.
@@ -196,6 +201,7 @@ impl Default for Config {
             announce: None,
             metrics: None,
             shutdown_timeout_ms: 10_000,
+            memory_limit_mb: 0,
             cluster: ClusterConfig::default(),
             backend: BackendConfig::default(),
             client: ClientConfig::default(),

@@ -47,6 +47,9 @@ pub async fn run(
     mut reloads: tokio::sync::mpsc::UnboundedReceiver<crate::Config>,
 ) -> anyhow::Result<()> {
     let shared = Shared::new(settings);
+    if shared.settings.raw.memory_limit_mb > 0 {
+        tokio::spawn(watch_memory(shared.clone()));
+    }
     let reloading = shared.clone();
     tokio::spawn(async move {
         while let Some(config) = reloads.recv().await {
@@ -94,4 +97,34 @@ pub async fn run(
         () = force => anyhow::bail!("second signal: exiting at once"),
     }
     Ok(())
+}
+
+/// Samples resident memory every 100 ms against `memory_limit_mb`.
+async fn watch_memory(shared: Arc<Shared>) {
+    use std::sync::atomic::Ordering;
+    let limit_kib = shared.settings.raw.memory_limit_mb.saturating_mul(1024);
+    loop {
+        if let Some(rss) = resident_kib() {
+            let over = rss > limit_kib;
+            if shared.over_memory.swap(over, Ordering::Relaxed) != over {
+                if over {
+                    tracing::warn!(
+                        rss_kib = rss,
+                        limit_kib,
+                        "over memory_limit_mb: refusing new requests"
+                    );
+                } else {
+                    tracing::info!(rss_kib = rss, limit_kib, "back under memory_limit_mb");
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// VmRSS of this process, in KiB.
+fn resident_kib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find_map(|l| l.strip_prefix("VmRSS:"))?;
+    line.trim().trim_end_matches("kB").trim().parse().ok()
 }

@@ -330,6 +330,12 @@ fn run(client: &mut Client, req: Request, sink: &PushSink, ctx: &Rc<WorkerCtx>) 
         WorkerStats::bump(&stats.rejected_commands);
         return Pending::Ready(error_reply("NOAUTH Authentication required."));
     }
+    if ctx.shared.over_memory.load(Ordering::Relaxed) && !allowed_over_memory(&req) {
+        WorkerStats::bump(&stats.rejected_commands);
+        return Pending::Ready(error_reply(
+            "OOM orthrus: memory use is over memory_limit_mb; request refused",
+        ));
+    }
     let table = ctx.shared.commands.load();
     if let Some(pending) = pubsub_command(client, &req, sink, ctx) {
         return pending;
@@ -369,6 +375,25 @@ fn run(client: &mut Client, req: Request, sink: &PushSink, ctx: &Rc<WorkerCtx>) 
 fn is_publish(req: &Request) -> bool {
     req.arg(0)
         .is_some_and(|n| n.eq_ignore_ascii_case(b"publish"))
+}
+
+/// What still runs while orthrus is over its memory limit: commands that
+/// hold nothing (so that clients and operators can look, and leave).
+fn allowed_over_memory(req: &Request) -> bool {
+    let name = req.arg(0).unwrap_or_default();
+    [
+        &b"ping"[..],
+        b"echo",
+        b"quit",
+        b"reset",
+        b"auth",
+        b"hello",
+        b"info",
+        b"client",
+        b"select",
+    ]
+    .iter()
+    .any(|n| name.eq_ignore_ascii_case(n))
 }
 
 /// What Redis lets a client run before it has authenticated.

@@ -35,6 +35,8 @@ pub struct Shared {
     pub clients: Registry,
     pub started: Instant,
     refresh: Notify,
+    /// Set while resident memory is over `memory_limit_mb`.
+    pub over_memory: AtomicBool,
     /// Cancelled on SIGTERM/SIGINT: stop accepting and reading, finish
     /// what is in flight.
     pub shutdown: CancellationToken,
@@ -63,6 +65,7 @@ impl Shared {
             clients: Registry::default(),
             started: Instant::now(),
             refresh: Notify::new(),
+            over_memory: AtomicBool::new(false),
             shutdown: CancellationToken::new(),
             next_client_id: AtomicU64::new(1),
             refreshes: AtomicU64::new(0),

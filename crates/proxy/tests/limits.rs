@@ -231,3 +231,27 @@ fn sigterm_finishes_in_flight_requests_and_exits_0() {
         assert!(ok > 0);
     }
 }
+
+#[test]
+fn over_the_memory_limit_requests_are_refused_not_dropped() {
+    let cluster = cluster(3, 0);
+    // 1 MiB: orthrus is over it from the start.
+    let proxy = Proxy::spawn(&cluster.seeds(), &[], &[("ORTHRUS_MEMORY_LIMIT_MB", "1")]);
+    let mut s = proxy.stream();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let reply = common::send(&mut s, &["GET", "k"]);
+        if reply.starts_with("-OOM orthrus: memory use is over memory_limit_mb") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "never refused: {reply}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(
+        common::send(&mut s, &["PING"]),
+        "+PONG\r\n",
+        "the connection stays usable"
+    );
+    assert!(common::send(&mut s, &["INFO", "server"]).contains("orthrus_version"));
+    assert!(proxy.log_text().contains("over memory_limit_mb"));
+}
