@@ -140,9 +140,10 @@ fn stats_section(out: &mut String, ctx: &WorkerCtx) {
     let t = stats::totals(&ctx.shared.stats);
     let _ = write!(
         out,
-        "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\nrejected_connections:0\r\northrus_redirects_moved:{}\r\northrus_redirects_ask:{}\r\northrus_retries_tryagain:{}\r\northrus_retries_clusterdown:{}\r\northrus_backend_errors:{}\r\northrus_protocol_errors:{}\r\northrus_rejected_commands:{}\r\northrus_topology_refreshes:{}\r\n",
+        "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\nrejected_connections:{}\r\northrus_redirects_moved:{}\r\northrus_redirects_ask:{}\r\northrus_retries_tryagain:{}\r\northrus_retries_clusterdown:{}\r\northrus_backend_errors:{}\r\northrus_protocol_errors:{}\r\northrus_rejected_commands:{}\r\northrus_topology_refreshes:{}\r\n",
         t.connections_received,
         t.commands,
+        t.rejected_connections,
         t.moved,
         t.ask,
         t.tryagain,

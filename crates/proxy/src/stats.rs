@@ -21,6 +21,8 @@ pub struct WorkerStats {
     pub backend_errors: AtomicU64,
     pub protocol_errors: AtomicU64,
     pub rejected_commands: AtomicU64,
+    /// Connections refused over `client.max_clients`.
+    pub rejected_connections: AtomicU64,
 }
 
 /// A consistent-enough sum over every worker.
@@ -38,6 +40,7 @@ pub struct Totals {
     pub backend_errors: u64,
     pub protocol_errors: u64,
     pub rejected_commands: u64,
+    pub rejected_connections: u64,
 }
 
 impl WorkerStats {
@@ -57,6 +60,7 @@ impl WorkerStats {
             &self.backend_errors,
             &self.protocol_errors,
             &self.rejected_commands,
+            &self.rejected_connections,
         ] {
             c.store(0, Ordering::Relaxed);
         }
@@ -96,6 +100,7 @@ pub fn totals(workers: &[WorkerStats]) -> Totals {
         t.backend_errors += get(&w.backend_errors);
         t.protocol_errors += get(&w.protocol_errors);
         t.rejected_commands += get(&w.rejected_commands);
+        t.rejected_connections += get(&w.rejected_connections);
     }
     t
 }

@@ -99,6 +99,7 @@ async fn accept_loop(
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => {
                     if connected(&ctx.shared) >= ctx.shared.live.load().client.max_clients {
+                        WorkerStats::bump(&ctx.stats().rejected_connections);
                         tokio::task::spawn_local(refuse(stream));
                     } else {
                         tokio::task::spawn_local(session::serve(stream, peer, ctx.clone()));

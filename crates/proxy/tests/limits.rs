@@ -102,6 +102,8 @@ fn limits_answer_with_errors() {
         Some("-ERR max number of clients reached\r\n")
     );
     assert_eq!(held.len() + 1, 8, "bystander + held = max_clients");
+    let stats = send(&mut bystander, &["INFO", "stats"]);
+    assert!(stats.contains("rejected_connections:1\r\n"), "{stats}");
     drop(held);
     std::thread::sleep(Duration::from_millis(300));
     let mut again = proxy.stream();
