@@ -364,6 +364,12 @@ fn traffic_metrics(m: &mut Exposition, t: &stats::Totals, refreshes: u64) {
     m.counter("orthrus_protocol_errors_total", help, t.protocol_errors);
     let help = "Commands refused with an error by orthrus itself.";
     m.counter("orthrus_rejected_commands_total", help, t.rejected_commands);
+    let help = "Client connections refused over client.max_clients.";
+    m.counter(
+        "orthrus_rejected_connections_total",
+        help,
+        t.rejected_connections,
+    );
     let help = "Topology refreshes attempted.";
     m.counter("orthrus_topology_refreshes_total", help, refreshes);
 }
