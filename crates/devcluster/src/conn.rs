@@ -164,13 +164,7 @@ pub(crate) fn encode_command<A: AsRef<[u8]>>(args: &[A]) -> Vec<u8> {
 }
 
 fn encode_command_into<A: AsRef<[u8]>>(args: &[A], out: &mut Vec<u8>) {
-    out.extend_from_slice(format!("*{}\r\n", args.len()).as_bytes());
-    for arg in args {
-        let arg = arg.as_ref();
-        out.extend_from_slice(format!("${}\r\n", arg.len()).as_bytes());
-        out.extend_from_slice(arg);
-        out.extend_from_slice(b"\r\n");
-    }
+    out.extend_from_slice(orthrus_resp::Request::from_args(args).frame());
 }
 
 /// `Err(DevError::Server)` for an error reply, else the reply.

@@ -4,29 +4,24 @@
 //! either side.
 //!
 //! Every read and write has a timeout, so a target that stops answering
-//! fails the run with a message instead of hanging it.
+//! fails the run with a message instead of hanging it. The reading itself
+//! is devcluster's client; this module words the errors for a run.
 
-use std::io::{self, Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::time::Duration;
 
-use anyhow::{Context, Result, anyhow, bail};
-use bytes::{Bytes, BytesMut};
-use orthrus_resp::{Limits, Request, Value};
+use anyhow::{Context, Result, anyhow};
+use orthrus_devcluster::DevError;
+use orthrus_resp::Value;
 
-/// The least that is read from the socket at a time.
-const READ_CHUNK: usize = 16 * 1024;
 /// How much of a command an error message quotes.
 const COMMAND_TEXT_MAX: usize = 160;
 
-/// A connection to one target.
+/// A connection to one target: devcluster's blocking RESP client, with
+/// error messages that name the command and the target.
 #[derive(Debug)]
 pub struct Conn {
-    stream: TcpStream,
-    addr: SocketAddr,
-    /// Read but not yet parsed; replies are zero-copy slices of it.
-    pending: Bytes,
-    limits: Limits,
+    inner: orthrus_devcluster::Conn,
 }
 
 // === impl Conn ===
@@ -35,84 +30,37 @@ impl Conn {
     /// Connects with `timeout` for the connect and for every later read and
     /// write, and turns Nagle off as any Redis client does.
     pub fn connect(addr: SocketAddr, timeout: Duration) -> Result<Conn> {
-        let stream = TcpStream::connect_timeout(&addr, timeout)
+        let inner = orthrus_devcluster::Conn::connect_timeout(addr, timeout)
+            .map_err(plain)
             .with_context(|| format!("connecting to {addr}"))?;
-        stream.set_nodelay(true)?;
-        stream.set_read_timeout(Some(timeout))?;
-        stream.set_write_timeout(Some(timeout))?;
-        Ok(Conn {
-            stream,
-            addr,
-            pending: Bytes::new(),
-            limits: Limits::default(),
-        })
+        Ok(Conn { inner })
     }
 
     /// The target's address.
     pub fn addr(&self) -> SocketAddr {
-        self.addr
+        self.inner.addr()
     }
 
     /// Sends one command and returns its reply. An error reply is
     /// `Ok(Value::Error)`: the caller decides whether it was expected.
     pub fn call<A: AsRef<[u8]>>(&mut self, args: &[A]) -> Result<Value> {
-        let request = Request::from_args(args);
-        self.stream
-            .write_all(request.frame())
-            .with_context(|| format!("sending `{}` to {}", command_text(args), self.addr))?;
-        self.read_reply().with_context(|| {
-            format!(
-                "reading the reply to `{}` from {}",
-                command_text(args),
-                self.addr
-            )
-        })
+        let addr = self.inner.addr();
+        self.inner
+            .cmd(args)
+            .map_err(plain)
+            .with_context(|| format!("`{}` on {addr}", command_text(args)))
     }
+}
 
-    fn read_reply(&mut self) -> Result<Value> {
-        loop {
-            if !self.pending.is_empty() {
-                let parsed = Value::parse(&self.pending, &self.limits)
-                    .map_err(|e| anyhow!("the target sent something that is not RESP: {e}"))?;
-                if let Some((value, used)) = parsed {
-                    self.pending = self.pending.slice(used..);
-                    return Ok(value);
-                }
-            }
-            self.fill()?;
+/// The load driver's wording of a connection failure.
+fn plain(e: DevError) -> anyhow::Error {
+    match e {
+        DevError::Timeout { .. } => anyhow!("no reply within the I/O timeout"),
+        DevError::Closed { .. } => anyhow!("the target closed the connection"),
+        DevError::Protocol { source, .. } => {
+            anyhow!("the target sent something that is not RESP: {source}")
         }
-    }
-
-    /// Reads at least one more byte onto `pending`.
-    fn fill(&mut self) -> Result<()> {
-        // Reuse the buffer when no returned reply still points into it.
-        let mut buf = match std::mem::take(&mut self.pending).try_into_mut() {
-            Ok(buf) => buf,
-            Err(shared) => BytesMut::from(&shared[..]),
-        };
-        let filled = buf.len();
-        buf.resize(filled + READ_CHUNK.max(filled), 0);
-        let read = loop {
-            match self.stream.read(&mut buf[filled..]) {
-                Ok(n) => break n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                    ) =>
-                {
-                    bail!("no reply within the I/O timeout")
-                }
-                Err(e) => return Err(e.into()),
-            }
-        };
-        buf.truncate(filled + read);
-        self.pending = buf.freeze();
-        if read == 0 {
-            bail!("the target closed the connection");
-        }
-        Ok(())
+        other => anyhow::Error::new(other),
     }
 }
 
@@ -159,6 +107,8 @@ pub fn reply_text(value: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bytes::Bytes;
+    use std::io::{Read, Write};
     use std::net::TcpListener;
     use std::thread;
 
