@@ -17,7 +17,8 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 /// How much is read from the socket at a time at least.
 const READ_CHUNK: usize = 16 * 1024;
 /// How much of a command is kept in error messages.
-const CMD_TEXT_MAX: usize = 120;
+/// How much of a command an error message quotes.
+pub const COMMAND_TEXT_MAX: usize = 120;
 
 /// A blocking connection to one server.
 #[derive(Debug)]
@@ -179,15 +180,15 @@ pub(crate) fn check_reply<A: AsRef<[u8]>>(args: &[A], reply: Value) -> Result<Va
 }
 
 /// A command for messages: arguments joined by spaces, shortened.
-pub(crate) fn command_text<A: AsRef<[u8]>>(args: &[A]) -> String {
+pub fn command_text<A: AsRef<[u8]>>(args: &[A]) -> String {
     let mut text = String::new();
     for (i, arg) in args.iter().enumerate() {
         if i > 0 {
             text.push(' ');
         }
         text.push_str(&String::from_utf8_lossy(arg.as_ref()));
-        if text.len() > CMD_TEXT_MAX {
-            let mut cut = CMD_TEXT_MAX;
+        if text.len() > COMMAND_TEXT_MAX {
+            let mut cut = COMMAND_TEXT_MAX;
             while !text.is_char_boundary(cut) {
                 cut -= 1;
             }
@@ -227,7 +228,7 @@ mod tests {
         let long = "é".repeat(200);
         let text = command_text(&["SET", long.as_str()]);
         assert!(text.ends_with("..."));
-        assert!(text.len() <= CMD_TEXT_MAX + 3);
+        assert!(text.len() <= COMMAND_TEXT_MAX + 3);
         assert_eq!(command_text(&["GET", "k"]), "GET k");
     }
 

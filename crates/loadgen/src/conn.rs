@@ -12,10 +12,8 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow};
 use orthrus_devcluster::DevError;
+pub use orthrus_devcluster::command_text;
 use orthrus_resp::Value;
-
-/// How much of a command an error message quotes.
-const COMMAND_TEXT_MAX: usize = 160;
 
 /// A connection to one target: devcluster's blocking RESP client, with
 /// error messages that name the command and the target.
@@ -64,27 +62,6 @@ fn plain(e: DevError) -> anyhow::Error {
     }
 }
 
-/// A command for messages: arguments joined by spaces, shortened.
-pub fn command_text<A: AsRef<[u8]>>(args: &[A]) -> String {
-    let mut text = String::new();
-    for (i, arg) in args.iter().enumerate() {
-        if i > 0 {
-            text.push(' ');
-        }
-        text.push_str(&String::from_utf8_lossy(arg.as_ref()));
-        if text.len() > COMMAND_TEXT_MAX {
-            let mut cut = COMMAND_TEXT_MAX;
-            while !text.is_char_boundary(cut) {
-                cut -= 1;
-            }
-            text.truncate(cut);
-            text.push_str("...");
-            break;
-        }
-    }
-    text
-}
-
 /// A reply for messages: `"OK"`, `integer 5`, `error "WRONGTYPE ..."`,
 /// `nil`, `["a", "b"]`.
 pub fn reply_text(value: &Value) -> String {
@@ -108,6 +85,7 @@ pub fn reply_text(value: &Value) -> String {
 mod tests {
     use super::*;
     use bytes::Bytes;
+    use orthrus_devcluster::COMMAND_TEXT_MAX;
     use std::io::{Read, Write};
     use std::net::TcpListener;
     use std::thread;
