@@ -20,6 +20,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Semaphore, watch};
 
+use crate::command_kind::Family;
+use crate::latency::{self, Part, Summary};
 use crate::shared::Shared;
 use crate::stats;
 
@@ -312,6 +314,7 @@ fn metrics(shared: &Shared) -> String {
     process_metrics(&mut m, shared);
     traffic_metrics(&mut m, &stats::totals(&shared.stats), shared.refreshes());
     cluster_metrics(&mut m, shared);
+    latency_metrics(&mut m, shared);
     m.out
 }
 
@@ -446,6 +449,50 @@ fn reason(status: u16) -> &'static str {
     }
 }
 
+/// Latency histograms per command family (the total, the backend part and
+/// orthrus's part) and per node; families never used are left out.
+fn latency_metrics(m: &mut Exposition, shared: &Shared) {
+    const PARTS: [(Part, &str, &str); 3] = [
+        (
+            Part::Total,
+            "orthrus_command_duration_seconds",
+            "Time from reading a request to its reply being ready to write, by command family.",
+        ),
+        (
+            Part::Backend,
+            "orthrus_command_backend_duration_seconds",
+            "Part of a request's time spent waiting for cluster nodes (the longest round trip among its parts), by command family.",
+        ),
+        (
+            Part::Proxy,
+            "orthrus_command_proxy_duration_seconds",
+            "orthrus's own part of a request's time (the total minus the backend part), by command family.",
+        ),
+    ];
+    for (part, name, help) in PARTS {
+        let used: Vec<(Family, Summary)> = Family::ALL
+            .into_iter()
+            .map(|family| (family, latency::summary(&shared.latency, family, part)))
+            .filter(|(_, summary)| summary.count() > 0)
+            .collect();
+        if !used.is_empty() {
+            m.family(name, "histogram", help);
+        }
+        for (family, summary) in used {
+            m.histogram(name, &[("family", family.name())], &summary);
+        }
+    }
+    let nodes = shared.node_latency.summaries();
+    let name = "orthrus_backend_duration_seconds";
+    if !nodes.is_empty() {
+        let help = "Round trip of requests to each cluster node on the shared connections.";
+        m.family(name, "histogram", help);
+    }
+    for (addr, summary) in nodes {
+        m.histogram(name, &[("node", &addr.to_string())], &summary);
+    }
+}
+
 /// Builds the text format. Label values here are fixed strings without
 /// quotes, backslashes or newlines, so they need no escaping.
 #[derive(Default)]
@@ -466,6 +513,25 @@ impl Exposition {
     fn gauge(&mut self, name: &str, help: &str, value: impl Display) {
         self.family(name, "gauge", help);
         self.sample(name, &[], value);
+    }
+
+    /// The `_bucket`, `_sum` and `_count` samples of one histogram.
+    fn histogram(&mut self, name: &str, labels: &[(&str, &str)], summary: &Summary) {
+        let bucket = format!("{name}_bucket");
+        let count = summary.count();
+        let bounds = latency::PROMETHEUS_EXPONENTS
+            .map(|exp| {
+                let le = ((1u64 << exp) as f64 / 1e6).to_string();
+                (le, summary.below_power_of_two(exp))
+            })
+            .chain([("+Inf".to_owned(), count)]);
+        for (le, below) in bounds {
+            let mut with_le = labels.to_vec();
+            with_le.push(("le", &le));
+            self.sample(&bucket, &with_le, below);
+        }
+        self.sample(&format!("{name}_sum"), labels, summary.sum_seconds());
+        self.sample(&format!("{name}_count"), labels, count);
     }
 
     fn sample(&mut self, name: &str, labels: &[(&str, &str)], value: impl Display) {
@@ -581,12 +647,15 @@ mod tests {
         let shared = shared();
         WorkerStats::bump(&shared.stats[1].commands);
         WorkerStats::bump(&shared.stats[0].commands);
+        let took = Duration::from_micros(100);
+        shared.latency[0].record(Family::Hash, took, Some(took / 2));
+        shared.latency[1].record(Family::Hash, took * 2, None);
         let text = metrics(&shared);
         let mut typed = std::collections::HashSet::new();
         for line in text.lines() {
             if let Some(rest) = line.strip_prefix("# TYPE ") {
                 let (name, kind) = rest.split_once(' ').unwrap_or_default();
-                assert!(matches!(kind, "counter" | "gauge"), "{line}");
+                assert!(matches!(kind, "counter" | "gauge" | "histogram"), "{line}");
                 assert_eq!(kind == "counter", name.ends_with("_total"), "{line}");
                 assert!(typed.insert(name.to_owned()), "two TYPE lines: {line}");
                 continue;
@@ -596,7 +665,14 @@ mod tests {
             }
             let (series, value) = line.rsplit_once(' ').unwrap_or_default();
             let name = series.split('{').next().unwrap_or_default();
-            assert!(typed.contains(name), "no TYPE before {line}");
+            let family = ["_bucket", "_sum", "_count"]
+                .iter()
+                .find_map(|suffix| name.strip_suffix(suffix))
+                .filter(|family| typed.contains(*family));
+            assert!(
+                typed.contains(name) || family.is_some(),
+                "no TYPE before {line}"
+            );
             assert!(value.parse::<f64>().is_ok(), "{line}");
         }
         assert!(text.contains("\northrus_commands_total 2\n"), "{text}");
@@ -609,5 +685,21 @@ mod tests {
             text.contains("\northrus_cluster_nodes{role=\"replica\",health=\"failed\"} 0\n"),
             "{text}"
         );
+        let hash = "orthrus_command_duration_seconds_bucket{family=\"hash\"";
+        assert!(
+            text.contains(&format!("\n{hash},le=\"0.000064\"}} 0\n")),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!("\n{hash},le=\"0.000128\"}} 1\n")),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!("\n{hash},le=\"+Inf\"}} 2\n")),
+            "{text}"
+        );
+        let backend = "orthrus_command_backend_duration_seconds_count{family=\"hash\"} 1";
+        assert!(text.contains(backend), "{text}");
+        assert!(!text.contains("family=\"string\""), "{text}");
     }
 }

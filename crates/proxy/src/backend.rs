@@ -9,7 +9,7 @@ use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::io;
 use std::rc::Rc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use orthrus_cluster::NodeAddr;
@@ -19,6 +19,7 @@ use tokio::net::TcpStream;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::{mpsc, oneshot};
 
+use crate::latency::NodeLatency;
 use crate::node_client;
 use crate::worker::WorkerCtx;
 
@@ -31,7 +32,15 @@ const READ_CHUNK: usize = 16 * 1024;
 const ASKING: &[u8] = b"*1\r\n$6\r\nASKING\r\n";
 
 /// What a request gets back from a node.
-pub type Reply = Result<Bytes, BackendError>;
+pub type Reply = Result<Delivered, BackendError>;
+
+/// A reply, and how long the node took to give it: from the write of the
+/// batch that held the request to the read that completed the reply.
+#[derive(Debug)]
+pub struct Delivered {
+    pub frame: Bytes,
+    pub took: Duration,
+}
 
 /// Why a request got no reply. Says whether it is safe to resend.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
@@ -68,7 +77,11 @@ pub struct BackendConn {
 enum Inflight {
     /// The `+OK` of an `ASKING` sent before a command.
     Discard,
-    Reply(oneshot::Sender<Reply>, usize),
+    Reply {
+        tx: oneshot::Sender<Reply>,
+        frames: usize,
+        sent: Instant,
+    },
 }
 
 // === impl BackendConn ===
@@ -113,13 +126,14 @@ async fn run(
     tracing::debug!(node = %addr, ?proto, "backend connected");
     let (rd, wr) = stream.into_split();
     let inflight = RefCell::new(VecDeque::new());
+    let latency = ctx.shared.node_latency.get(&addr, ctx.shared.latency.len());
     let result = tokio::select! {
         r = write_loop(wr, &mut rx, &inflight) => r,
-        r = read_loop(rd, &inflight, &ctx) => r,
+        r = read_loop(rd, &inflight, &ctx, &latency) => r,
     };
     let lost = inflight.borrow().len();
     for slot in inflight.borrow_mut().drain(..) {
-        if let Inflight::Reply(tx, _) = slot {
+        if let Inflight::Reply { tx, .. } = slot {
             let _ = tx.send(Err(BackendError::Lost));
         }
     }
@@ -163,6 +177,8 @@ async fn write_loop(
 ) -> io::Result<()> {
     let mut batch = BytesMut::with_capacity(BATCH_BYTES);
     while let Some(job) = rx.recv().await {
+        // One clock read per batch: its requests leave together.
+        let sent = Instant::now();
         let mut next = Some(job);
         while let Some(job) = next.take() {
             // A client that went away no longer needs its request sent.
@@ -171,9 +187,11 @@ async fn write_loop(
                     batch.extend_from_slice(ASKING);
                     inflight.borrow_mut().push_back(Inflight::Discard);
                 }
-                inflight
-                    .borrow_mut()
-                    .push_back(Inflight::Reply(job.reply, job.frames.max(1)));
+                inflight.borrow_mut().push_back(Inflight::Reply {
+                    tx: job.reply,
+                    frames: job.frames.max(1),
+                    sent,
+                });
                 if job.frame.len() >= LARGE_FRAME {
                     if !batch.is_empty() {
                         wr.write_all(&batch).await?;
@@ -200,6 +218,7 @@ async fn read_loop(
     mut rd: OwnedReadHalf,
     inflight: &RefCell<VecDeque<Inflight>>,
     ctx: &WorkerCtx,
+    latency: &NodeLatency,
 ) -> io::Result<()> {
     let mut scan = ScanState::default();
     let timeout = ctx.shared.request_timeout();
@@ -219,7 +238,12 @@ async fn read_loop(
                 "node closed the connection",
             ));
         }
-        deliver(&mut buf, inflight, &mut scan)?;
+        let arrived = Arrival {
+            at: Instant::now(),
+            latency,
+            worker: ctx.index,
+        };
+        deliver(&mut buf, inflight, &mut scan, &arrived)?;
     }
 }
 
@@ -233,15 +257,23 @@ struct ScanState {
     done_frames: usize,
 }
 
+/// When a read completed, and where the node's round trips are counted.
+struct Arrival<'a> {
+    at: Instant,
+    latency: &'a NodeLatency,
+    worker: usize,
+}
+
 /// Hands every complete reply in `buf` to the request it answers.
 fn deliver(
     buf: &mut BytesMut,
     inflight: &RefCell<VecDeque<Inflight>>,
     scan: &mut ScanState,
+    arrived: &Arrival<'_>,
 ) -> io::Result<()> {
     loop {
         let frames = match inflight.borrow().front() {
-            Some(Inflight::Reply(_, n)) => *n,
+            Some(Inflight::Reply { frames, .. }) => *frames,
             _ => 1,
         };
         while scan.done_frames < frames {
@@ -261,8 +293,10 @@ fn deliver(
             continue; // an out-of-band RESP3 push: not the reply to anything
         }
         match inflight.borrow_mut().pop_front() {
-            Some(Inflight::Reply(tx, _)) => {
-                let _ = tx.send(Ok(frame));
+            Some(Inflight::Reply { tx, sent, .. }) => {
+                let took = arrived.at.saturating_duration_since(sent);
+                arrived.latency.record(arrived.worker, took);
+                let _ = tx.send(Ok(Delivered { frame, took }));
             }
             Some(Inflight::Discard) => {}
             None => return Err(io::Error::other("reply without a request")),

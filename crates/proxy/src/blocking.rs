@@ -5,8 +5,9 @@
 //! command's own timeout plus `backend.request_timeout_ms`; a client that
 //! disconnects while blocked closes that connection, and Redis unblocks.
 
+use std::cell::Cell;
 use std::rc::Rc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use orthrus_cluster::{Action, Slot, decide};
@@ -15,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::dedicated::{DedicatedPool, TakeError};
 use crate::forward::{error_reply, no_owner};
-use crate::session::Pending;
+use crate::session::{Done, Pending};
 use crate::stats::{GaugeGuard, WorkerStats};
 use crate::worker::WorkerCtx;
 
@@ -34,10 +35,13 @@ pub fn dispatch(
     let ctx = ctx.clone();
     Pending::deferred(Box::pin(async move {
         let _blocked = GaugeGuard::new(&ctx.stats().blocked_clients);
+        let waited = Cell::new(Duration::ZERO);
         tokio::select! {
-            reply = run(&ctx, frame, slot, proto, wait) => reply,
+            reply = run(&ctx, frame, slot, proto, wait, &waited) => {
+                Done::from_nodes(reply, waited.get())
+            }
             // The client is gone: dropping `run` closes its connection.
-            () = gone.cancelled() => Bytes::new(),
+            () = gone.cancelled() => Done::from_nodes(Bytes::new(), waited.get()),
         }
     }))
 }
@@ -48,6 +52,7 @@ async fn run(
     slot: Slot,
     proto: Protocol,
     wait: Option<Duration>,
+    waited: &Cell<Duration>,
 ) -> Bytes {
     let map = ctx.shared.slots.load_full();
     let Some(mut addr) = map.master(slot).cloned() else {
@@ -70,6 +75,7 @@ async fn run(
                 ));
             }
         };
+        let started = Instant::now();
         let sent = if asking {
             let mut both = BytesMut::with_capacity(ASKING.len() + frame.len());
             both.extend_from_slice(ASKING);
@@ -78,6 +84,7 @@ async fn run(
         } else {
             lease.call(&frame, 1, wait).await
         };
+        waited.set(waited.get() + started.elapsed());
         let reply = match sent {
             Ok(reply) => {
                 lease.release();

@@ -51,6 +51,11 @@ impl Registry {
             .insert(client.id, ClientEntry::of(client, worker));
     }
 
+    /// The name a client gave itself (CLIENT SETNAME, HELLO SETNAME).
+    pub fn name(&self, id: u64) -> Option<Bytes> {
+        self.clients.get(&id).and_then(|e| e.name.clone())
+    }
+
     pub fn remove(&self, id: u64) {
         self.clients.remove(&id);
     }

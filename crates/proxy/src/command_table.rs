@@ -14,7 +14,7 @@ use std::sync::Arc;
 use orthrus_cluster::Slot;
 use orthrus_resp::{Request, Value};
 
-use crate::command_kind::{self, Kind};
+use crate::command_kind::{self, Family, Kind};
 
 /// Longest command name looked up without allocating.
 const NAME_MAX: usize = 48;
@@ -30,6 +30,8 @@ pub struct CommandInfo {
     pub readonly: bool,
     /// How orthrus handles it.
     pub kind: Kind,
+    /// What it works on (latency figures are kept per family).
+    pub family: Family,
     /// Set for the multi-key commands orthrus splits across slots.
     pub split: Option<command_kind::Merge>,
     /// XREAD and XREADGROUP block only when given `BLOCK`.
@@ -109,9 +111,11 @@ impl CommandTable {
     /// The built-in table: the common commands with their key positions.
     pub fn builtin() -> CommandTable {
         let mut commands = HashMap::new();
-        for entry in command_kind::BUILTIN {
-            let info = CommandInfo::from_builtin(entry);
-            commands.insert(info.name.as_bytes().into(), Arc::new(info));
+        for &(family, entries) in command_kind::BUILTIN {
+            for entry in entries {
+                let info = CommandInfo::from_builtin(entry, family);
+                commands.insert(info.name.as_bytes().into(), Arc::new(info));
+            }
         }
         CommandTable { commands }
     }
@@ -123,7 +127,14 @@ impl CommandTable {
         let entries = reply.as_array()?;
         let mut learnt = 0usize;
         for entry in entries {
-            if let Some(info) = CommandInfo::from_reply(entry) {
+            if let Some(mut info) = CommandInfo::from_reply(entry, None) {
+                if info.family == Family::Other {
+                    // COMMAND without categories (before Redis 6): keep
+                    // the built-in family.
+                    if let Some(known) = table.get(info.name.as_bytes()) {
+                        info.family = known.family;
+                    }
+                }
                 table
                     .commands
                     .insert(info.name.as_bytes().into(), Arc::new(info));
@@ -144,71 +155,85 @@ impl CommandTable {
 
     /// Decides where `req` goes.
     pub fn route(&self, req: &Request) -> Route {
+        self.route_info(req).0
+    }
+
+    /// Decides where `req` goes, and gives the entry of the command (or
+    /// subcommand) it names, if the table has one.
+    pub fn route_info(&self, req: &Request) -> (Route, Option<&Arc<CommandInfo>>) {
         let Some(name) = req.arg(0) else {
-            return Route::Reject(Rejection::UnknownCommand);
+            return (Route::Reject(Rejection::UnknownCommand), None);
         };
         let Some(mut info) = self.get(name) else {
-            return Route::Reject(Rejection::UnknownCommand);
+            return (Route::Reject(Rejection::UnknownCommand), None);
         };
         if !info.subcommands.is_empty() && !matches!(info.kind, Kind::Local(_)) {
             match req.arg(1).and_then(|sub| lookup(&info.subcommands, sub)) {
                 Some(sub) => info = sub,
                 None if req.arg_count() < 2 => {
-                    return Route::Reject(Rejection::WrongArity(info.clone()));
+                    return (
+                        Route::Reject(Rejection::WrongArity(info.clone())),
+                        Some(info),
+                    );
                 }
-                None => return Route::Reject(Rejection::UnknownSubcommand),
+                None => return (Route::Reject(Rejection::UnknownSubcommand), Some(info)),
             }
         }
-        if !info.arity_ok(req.arg_count()) {
-            return Route::Reject(Rejection::WrongArity(info.clone()));
+        (route_command(info, req), Some(info))
+    }
+}
+
+/// Where a request for the command `info` goes.
+fn route_command(info: &Arc<CommandInfo>, req: &Request) -> Route {
+    if !info.arity_ok(req.arg_count()) {
+        return Route::Reject(Rejection::WrongArity(Arc::clone(info)));
+    }
+    let mut kind = info.kind;
+    if info.subcommands.is_empty() && command_kind::CONTAINERS.contains(&&*info.name) {
+        // A container the built-in table knows only as a whole: its
+        // subcommand may have a rule of its own (SCRIPT LOAD).
+        if let Some(sub) = req.arg(1) {
+            let full = format!(
+                "{}|{}",
+                info.name,
+                String::from_utf8_lossy(sub).to_ascii_lowercase()
+            );
+            kind = command_kind::kind_of(&full, false, false, false);
         }
-        let mut kind = info.kind;
-        if info.subcommands.is_empty() && command_kind::CONTAINERS.contains(&&*info.name) {
-            // A container the built-in table knows only as a whole: its
-            // subcommand may have a rule of its own (SCRIPT LOAD).
-            if let Some(sub) = req.arg(1) {
-                let full = format!(
-                    "{}|{}",
-                    info.name,
-                    String::from_utf8_lossy(sub).to_ascii_lowercase()
-                );
-                kind = command_kind::kind_of(&full, false, false, false);
-            }
-        }
-        match kind {
-            Kind::Local(local) => Route::Local(local),
-            Kind::AnyNode => Route::AnyNode,
-            Kind::Unsupported(why) => Route::Reject(Rejection::Unsupported(info.clone(), why)),
-            Kind::FanOut(how) => Route::FanOut(how),
-            Kind::Scan => Route::Scan,
-            Kind::Blocking => match info.slot(req) {
+    }
+    match kind {
+        Kind::Local(local) => Route::Local(local),
+        Kind::AnyNode => Route::AnyNode,
+        Kind::Unsupported(why) => Route::Reject(Rejection::Unsupported(Arc::clone(info), why)),
+        Kind::FanOut(how) => Route::FanOut(how),
+        Kind::Scan => Route::Scan,
+        Kind::Blocking => match info.slot(req) {
+            Ok(Some(slot)) => Route::Blocking(slot),
+            Ok(None) => Route::Reject(Rejection::WrongArity(Arc::clone(info))),
+            Err(()) => Route::Reject(Rejection::CrossSlot),
+        },
+        Kind::Keyed if info.blocks_with_block_option && has_block_option(req) => {
+            match info.slot(req) {
                 Ok(Some(slot)) => Route::Blocking(slot),
-                Ok(None) => Route::Reject(Rejection::WrongArity(info.clone())),
-                Err(()) => Route::Reject(Rejection::CrossSlot),
-            },
-            Kind::Keyed if info.blocks_with_block_option && has_block_option(req) => {
-                match info.slot(req) {
-                    Ok(Some(slot)) => Route::Blocking(slot),
-                    Ok(None) => Route::AnyNode,
-                    Err(()) => Route::Reject(Rejection::CrossSlot),
-                }
-            }
-            Kind::Keyed => match info.slot(req) {
-                Ok(Some(slot)) => Route::Slot(slot),
                 Ok(None) => Route::AnyNode,
-                Err(()) => match info.split {
-                    Some(merge) => Route::Split(merge),
-                    None => Route::Reject(Rejection::CrossSlot),
-                },
-            },
+                Err(()) => Route::Reject(Rejection::CrossSlot),
+            }
         }
+        Kind::Keyed => match info.slot(req) {
+            Ok(Some(slot)) => Route::Slot(slot),
+            Ok(None) => Route::AnyNode,
+            Err(()) => match info.split {
+                Some(merge) => Route::Split(merge),
+                None => Route::Reject(Rejection::CrossSlot),
+            },
+        },
     }
 }
 
 // === impl CommandInfo ===
 
 impl CommandInfo {
-    fn from_builtin(entry: &command_kind::Builtin) -> CommandInfo {
+    fn from_builtin(entry: &command_kind::Builtin, family: Family) -> CommandInfo {
         let key_specs = match entry.keys {
             command_kind::Keys::None => Vec::new(),
             command_kind::Keys::Range(first, last, step) => vec![KeySpec {
@@ -248,6 +273,7 @@ impl CommandInfo {
                 !key_specs.is_empty(),
             ),
             readonly: entry.flags.contains('r'),
+            family,
             arity: entry.arity,
             name,
             split: command_kind::split_merge(entry.name),
@@ -260,7 +286,8 @@ impl CommandInfo {
     /// One entry of a `COMMAND` reply: `[name, arity, flags, first, last,
     /// step, acl, tips, key_specs, subcommands]` (Redis 7; Redis 6 stops at
     /// `acl`, earlier at `step`).
-    fn from_reply(entry: &Value) -> Option<CommandInfo> {
+    /// `parent` is the family of the container of a subcommand.
+    fn from_reply(entry: &Value, parent: Option<Family>) -> Option<CommandInfo> {
         let fields = entry.as_array()?;
         let name = fields.first()?.as_str()?.to_ascii_lowercase();
         let arity = i32::try_from(fields.get(1)?.as_int()?).ok()?;
@@ -271,6 +298,14 @@ impl CommandInfo {
             .filter_map(Value::as_str)
             .collect();
         let has = |f: &str| flags.iter().any(|x| x.eq_ignore_ascii_case(f));
+        let family = fields
+            .get(6)
+            .and_then(Value::as_array)
+            .and_then(|categories| {
+                Family::from_categories(categories.iter().filter_map(Value::as_str))
+            })
+            .or(parent)
+            .unwrap_or(Family::Other);
         let first = fields.get(3)?.as_int()?;
         let last = fields.get(4)?.as_int()?;
         let step = usize::try_from(fields.get(5)?.as_int()?)
@@ -296,7 +331,7 @@ impl CommandInfo {
             .and_then(Value::as_array)
             .map(|subs| {
                 subs.iter()
-                    .filter_map(CommandInfo::from_reply)
+                    .filter_map(|sub| CommandInfo::from_reply(sub, Some(family)))
                     .map(|info| {
                         let sub = info.name.rsplit('|').next().unwrap_or("").as_bytes().into();
                         (sub, Arc::new(info))
@@ -313,6 +348,7 @@ impl CommandInfo {
             arity,
             readonly: has("readonly"),
             kind,
+            family,
             key_specs,
             subcommands,
         })

@@ -21,6 +21,7 @@ const SETTINGS: &[&str] = &[
     "cluster",
     "backend",
     "client",
+    "slowlog",
     "log",
 ];
 
@@ -60,6 +61,8 @@ pub struct Config {
     pub backend: BackendConfig,
     /// Limits on what one client may send or hold.
     pub client: ClientConfig,
+    /// orthrus's SLOWLOG.
+    pub slowlog: SlowlogConfig,
     /// Logging.
     pub log: LogConfig,
 }
@@ -129,6 +132,19 @@ pub struct ClientConfig {
     /// past it the subscriber is disconnected. Default 32 MiB (Redis's
     /// pubsub client-output-buffer-limit hard limit).
     pub max_push_bytes: usize,
+}
+
+/// `[slowlog]`: which requests SLOWLOG GET shows.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SlowlogConfig {
+    /// Requests whose reply took at least this long through orthrus are
+    /// logged, in microseconds; 0 logs every request, a negative value
+    /// none. Default 10000 (Redis's slowlog-log-slower-than).
+    pub log_slower_than_us: i64,
+    /// Entries kept; the oldest go first. At most 10000. Default 128
+    /// (Redis's slowlog-max-len).
+    pub max_len: usize,
 }
 
 /// `[log]`: what is logged and how.
@@ -205,6 +221,7 @@ impl Default for Config {
             cluster: ClusterConfig::default(),
             backend: BackendConfig::default(),
             client: ClientConfig::default(),
+            slowlog: SlowlogConfig::default(),
             log: LogConfig::default(),
         }
     }
@@ -244,6 +261,15 @@ impl Default for ClientConfig {
             max_push_bytes: 32 * 1024 * 1024,
             max_clients: 10_000,
             idle_timeout_s: 0,
+        }
+    }
+}
+
+impl Default for SlowlogConfig {
+    fn default() -> Self {
+        SlowlogConfig {
+            log_slower_than_us: 10_000,
+            max_len: 128,
         }
     }
 }
@@ -397,6 +423,9 @@ impl Config {
         positive("client.max_push_bytes", self.client.max_push_bytes as u64)?;
         positive("client.max_clients", self.client.max_clients as u64)?;
         positive("shutdown_timeout_ms", self.shutdown_timeout_ms)?;
+        if self.slowlog.max_len > 10_000 {
+            return Err(invalid("slowlog.max_len", "at most 10000".to_owned()));
+        }
         if tracing_subscriber::EnvFilter::try_new(&self.log.level).is_err() {
             return Err(invalid(
                 "log.level",

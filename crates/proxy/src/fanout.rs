@@ -11,7 +11,7 @@ use orthrus_resp::{Protocol, Request, encode};
 
 use crate::command_kind::FanOut;
 use crate::forward::{self, Sent, Target, error_reply, no_owner};
-use crate::session::Pending;
+use crate::session::{Done, Pending};
 use crate::split::{array_elements, parse_integer};
 use crate::worker::WorkerCtx;
 
@@ -41,14 +41,8 @@ pub fn dispatch(
         .collect();
     let ctx = ctx.clone();
     Pending::Future(Box::pin(async move {
-        let mut replies = Vec::with_capacity(sent.len());
-        for s in sent {
-            replies.push(match s {
-                Sent::Remote(remote) => forward::resolve(&ctx, remote).await,
-                Sent::Refused(reply) => reply,
-            });
-        }
-        merge(how, &replies)
+        let (replies, backend) = forward::resolve_all(&ctx, sent).await;
+        Done::from_nodes(merge(how, &replies), backend)
     }))
 }
 

@@ -16,6 +16,7 @@ use orthrus_resp::{Protocol, encode};
 use tokio::sync::oneshot;
 
 use crate::backend::{BackendError, Job, Reply};
+use crate::session::Done;
 use crate::stats::WorkerStats;
 use crate::worker::WorkerCtx;
 
@@ -41,6 +42,8 @@ pub struct Remote {
     /// Redirections and retries taken so far.
     attempt: u32,
     started: Instant,
+    /// Time spent waiting for nodes so far (every attempt's round trip).
+    backend: Duration,
     rx: oneshot::Receiver<Reply>,
     /// The reply, when it was taken early by [`Remote::is_ready`].
     early: Option<Reply>,
@@ -92,14 +95,38 @@ pub fn forward(
         sent_to: addr,
         attempt: 0,
         started: Instant::now(),
+        backend: Duration::ZERO,
         rx,
         early: None,
     })
 }
 
 /// Waits for the reply of `remote`, following redirections, and returns
-/// what the client gets.
-pub async fn resolve(ctx: &Rc<WorkerCtx>, mut remote: Remote) -> Bytes {
+/// what the client gets, with the time spent waiting for nodes.
+pub async fn resolve(ctx: &Rc<WorkerCtx>, mut remote: Remote) -> Done {
+    let reply = follow(ctx, &mut remote).await;
+    Done::from_nodes(reply, remote.backend)
+}
+
+/// Resolves every request of a command split over several nodes; its
+/// backend time is the longest of theirs (they run at once).
+pub async fn resolve_all(ctx: &Rc<WorkerCtx>, sent: Vec<Sent>) -> (Vec<Bytes>, Duration) {
+    let mut replies = Vec::with_capacity(sent.len());
+    let mut backend = Duration::ZERO;
+    for s in sent {
+        replies.push(match s {
+            Sent::Remote(remote) => {
+                let done = resolve(ctx, remote).await;
+                backend = backend.max(done.backend.unwrap_or_default());
+                done.reply
+            }
+            Sent::Refused(reply) => reply,
+        });
+    }
+    (replies, backend)
+}
+
+async fn follow(ctx: &Rc<WorkerCtx>, remote: &mut Remote) -> Bytes {
     let stats = ctx.stats();
     let policy = &ctx.shared.policy;
     loop {
@@ -108,12 +135,15 @@ pub async fn resolve(ctx: &Rc<WorkerCtx>, mut remote: Remote) -> Bytes {
             None => (&mut remote.rx).await.unwrap_or(Err(BackendError::Lost)),
         };
         let frame = match reply {
-            Ok(frame) => frame,
-            Err(error) => match retry_after_failure(ctx, &remote, error) {
+            Ok(delivered) => {
+                remote.backend += delivered.took;
+                delivered.frame
+            }
+            Err(error) => match retry_after_failure(ctx, remote, error) {
                 Some(delay) => {
                     tokio::time::sleep(delay).await;
                     remote.attempt += 1;
-                    if let Err(refusal) = resend(ctx, &mut remote) {
+                    if let Err(refusal) = resend(ctx, remote) {
                         return refusal;
                     }
                     continue;
@@ -152,7 +182,7 @@ pub async fn resolve(ctx: &Rc<WorkerCtx>, mut remote: Remote) -> Bytes {
                 }
                 tokio::time::sleep(delay).await;
                 remote.attempt += 1;
-                if let Err(refusal) = resend(ctx, &mut remote) {
+                if let Err(refusal) = resend(ctx, remote) {
                     return refusal;
                 }
             }

@@ -7,8 +7,10 @@ use std::rc::Rc;
 use orthrus_resp::{Protocol, Request};
 
 use crate::forward::{self, Sent, Target};
-use crate::session::Pending;
+use crate::session::{Done, Pending};
 
+use crate::command_kind::Family;
+use crate::latency::{self, Part};
 use crate::local::verbatim;
 use crate::session::Client;
 use crate::stats;
@@ -24,6 +26,7 @@ const SECTIONS: &[(&str, bool, Section)] = &[
     ("stats", true, stats_section),
     ("replication", true, replication),
     ("cluster", true, cluster),
+    ("latency", true, latency),
 ];
 
 /// The reply to `INFO [section ...]`.
@@ -59,11 +62,8 @@ pub fn reply(req: &Request, client: &Client, ctx: &Rc<WorkerCtx>) -> Pending {
     let ctx = ctx.clone();
     Pending::Future(Box::pin(async move {
         let (mut keys, mut expires) = (0u64, 0u64);
-        for s in sent {
-            let reply = match s {
-                Sent::Remote(remote) => forward::resolve(&ctx, remote).await,
-                Sent::Refused(reply) => reply,
-            };
+        let (replies, backend) = forward::resolve_all(&ctx, sent).await;
+        for reply in replies {
             if let Some((k, e)) = db0_counts(&reply) {
                 keys += k;
                 expires += e;
@@ -76,7 +76,7 @@ pub fn reply(req: &Request, client: &Client, ctx: &Rc<WorkerCtx>) -> Pending {
         if keys > 0 {
             let _ = write!(text, "db0:keys={keys},expires={expires},avg_ttl=0\r\n");
         }
-        verbatim(&text, proto)
+        Done::from_nodes(verbatim(&text, proto), backend)
     }))
 }
 
@@ -140,9 +140,10 @@ fn stats_section(out: &mut String, ctx: &WorkerCtx) {
     let t = stats::totals(&ctx.shared.stats);
     let _ = write!(
         out,
-        "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\nrejected_connections:{}\r\northrus_redirects_moved:{}\r\northrus_redirects_ask:{}\r\northrus_retries_tryagain:{}\r\northrus_retries_clusterdown:{}\r\northrus_backend_errors:{}\r\northrus_protocol_errors:{}\r\northrus_rejected_commands:{}\r\northrus_topology_refreshes:{}\r\n",
+        "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:{}\r\nrejected_connections:{}\r\northrus_redirects_moved:{}\r\northrus_redirects_ask:{}\r\northrus_retries_tryagain:{}\r\northrus_retries_clusterdown:{}\r\northrus_backend_errors:{}\r\northrus_protocol_errors:{}\r\northrus_rejected_commands:{}\r\northrus_topology_refreshes:{}\r\n",
         t.connections_received,
         t.commands,
+        ctx.shared.ops.per_second(),
         t.rejected_connections,
         t.moved,
         t.ask,
@@ -153,6 +154,35 @@ fn stats_section(out: &mut String, ctx: &WorkerCtx) {
         t.rejected_commands,
         ctx.shared.refreshes(),
     );
+}
+
+/// Percentiles per command family, in microseconds: the whole time through
+/// orthrus, the part spent waiting for nodes and orthrus's own part. Only
+/// families that have been used are listed.
+fn latency(out: &mut String, ctx: &WorkerCtx) {
+    out.push_str("# Latency\r\n");
+    let workers = &ctx.shared.latency;
+    for family in Family::ALL {
+        for (part, label) in [
+            (Part::Total, ""),
+            (Part::Backend, "backend_"),
+            (Part::Proxy, "proxy_"),
+        ] {
+            let s = latency::summary(workers, family, part);
+            let calls = s.count();
+            if calls == 0 {
+                continue;
+            }
+            let _ = write!(
+                out,
+                "latency_{label}percentiles_usec_{}:calls={calls},p50={},p99={},p99.9={}\r\n",
+                family.name(),
+                s.percentile(0.5),
+                s.percentile(0.99),
+                s.percentile(0.999),
+            );
+        }
+    }
 }
 
 fn replication(out: &mut String, _ctx: &WorkerCtx) {

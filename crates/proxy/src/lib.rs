@@ -28,6 +28,8 @@
 //!   (the handshake, INFO, CLUSTER as a one-node cluster).
 //! - `clients`: the registry of connected clients (CLIENT LIST/KILL).
 //! - `shared` / `stats`: state shared by the workers, and counters.
+//! - `latency` / `slowlog`: per-family and per-node latency histograms,
+//!   instantaneous ops/sec, and the SLOWLOG.
 //! - `admin`: the admin HTTP endpoint (Prometheus `/metrics`, `/healthz`,
 //!   `/readyz`) on its own thread.
 //! - `node_client`: a small client for topology and handshake queries.
@@ -50,6 +52,7 @@ mod dedicated;
 mod fanout;
 mod forward;
 mod info;
+mod latency;
 mod local;
 mod node_client;
 mod pool;
@@ -57,6 +60,7 @@ mod pubsub;
 mod scan;
 mod session;
 mod shared;
+mod slowlog;
 mod split;
 mod stats;
 mod topology;

@@ -49,12 +49,19 @@ pub fn execute(cmd: Local, req: &Request, client: &mut Client, ctx: &Rc<WorkerCt
         Local::Info => return info::reply(req, client, ctx),
         Local::Cluster => return cluster_cmd::execute(req, client, ctx),
         Local::ResetStat => {
-            ctx.shared
+            let shared = &ctx.shared;
+            shared
                 .stats
                 .iter()
                 .for_each(crate::stats::WorkerStats::reset);
+            shared
+                .latency
+                .iter()
+                .for_each(crate::latency::Latency::reset);
+            shared.node_latency.reset();
             simple("OK")
         }
+        Local::SlowLog => crate::slowlog::command(&ctx.shared.slowlog, req),
     };
     if matches!(cmd, Local::Hello | Local::Client | Local::Reset) {
         ctx.shared.clients.update(client, ctx.index);

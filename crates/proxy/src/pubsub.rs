@@ -28,7 +28,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::backend;
 use crate::forward::error_reply;
-use crate::session::Pending;
+use crate::session::{Done, Pending};
 use crate::worker::WorkerCtx;
 
 /// SUBSCRIBE/PSUBSCRIBE go to the master of this slot, and so does
@@ -178,7 +178,7 @@ impl PubSub {
             // command sees the subscriber mode this one leads to.
             let reply = Inner::send(&inner, &name, frame, args);
             Inner::settle(&inner).await;
-            reply
+            Done::unmeasured(reply)
         }))
     }
 
@@ -199,14 +199,14 @@ impl PubSub {
                     .or_else(|| i.shards.values().find(subscribed));
                 conn.map(|c| c.tx.send(frame))
             };
-            match sent {
+            Done::unmeasured(match sent {
                 Some(Ok(())) => {
                     inner.borrow_mut().expect(1);
                     Inner::settle(&inner).await;
                     Bytes::new()
                 }
                 _ => Bytes::from_static(b"*2\r\n$4\r\npong\r\n$0\r\n\r\n"),
-            }
+            })
         })))
     }
 }

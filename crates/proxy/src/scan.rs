@@ -11,7 +11,7 @@ use bytes::{Bytes, BytesMut};
 use orthrus_resp::{Protocol, Request, encode};
 
 use crate::forward::{self, Sent, Target, error_reply, no_owner};
-use crate::session::Pending;
+use crate::session::{Done, Pending};
 use crate::split::array_elements;
 use crate::worker::WorkerCtx;
 
@@ -46,11 +46,14 @@ pub fn dispatch(ctx: &Rc<WorkerCtx>, req: &Request, proto: Protocol) -> Pending 
     let count = masters.len();
     let ctx = ctx.clone();
     Pending::Future(Box::pin(async move {
-        let reply = match sent {
+        let done = match sent {
             Sent::Remote(remote) => forward::resolve(&ctx, remote).await,
-            Sent::Refused(reply) => return reply,
+            Sent::Refused(reply) => return Done::local(reply),
         };
-        rewrite(&reply, index, count)
+        Done {
+            reply: rewrite(&done.reply, index, count),
+            ..done
+        }
     }))
 }
 

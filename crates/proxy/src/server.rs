@@ -50,6 +50,7 @@ pub async fn run(
     if shared.settings.raw.memory_limit_mb > 0 {
         tokio::spawn(watch_memory(shared.clone()));
     }
+    tokio::spawn(sample_ops(shared.clone()));
     let reloading = shared.clone();
     tokio::spawn(async move {
         while let Some(config) = reloads.recv().await {
@@ -119,6 +120,17 @@ async fn watch_memory(shared: Arc<Shared>) {
             }
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Samples the command counter for INFO's `instantaneous_ops_per_sec`.
+async fn sample_ops(shared: Arc<Shared>) {
+    let mut tick = tokio::time::interval(crate::latency::OpsMeter::INTERVAL);
+    loop {
+        tick.tick().await;
+        shared
+            .ops
+            .sample(crate::stats::totals(&shared.stats).commands);
     }
 }
 

@@ -13,6 +13,7 @@ use std::net::SocketAddr;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use orthrus_resp::{Protocol, Request, RequestParser};
@@ -23,7 +24,8 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use crate::command_table::{Rejection, Route};
+use crate::command_kind::Family;
+use crate::command_table::{CommandTable, Rejection, Route};
 use crate::forward::{self, Remote, Sent, Target, error_reply};
 use crate::pubsub::{PubSub, PushSink};
 use crate::stats::WorkerStats;
@@ -46,25 +48,68 @@ pub enum Pending {
     Ready(Bytes),
     /// Known already; the connection closes after it (QUIT, protocol error).
     Last(Bytes),
-    /// Coming from the cluster.
-    Remote(Remote),
+    /// Coming from the cluster (boxed: queue entries stay small, and are
+    /// moved several times on their way).
+    Remote(Box<Remote>),
     /// Coming from several requests, or needing more than one step; its
     /// requests were sent when it was read.
-    Future(Pin<Box<dyn Future<Output = Bytes>>>),
+    Future(Pin<Box<dyn Future<Output = Done>>>),
     /// A command that starts only when every earlier reply is written
     /// (it needs a connection of its own, or a state that earlier commands
     /// change): the requests after it wait until it is done, so that a
     /// client's commands still take effect in order.
     Deferred(
-        Pin<Box<dyn Future<Output = Bytes>>>,
+        Pin<Box<dyn Future<Output = Done>>>,
         Option<oneshot::Sender<()>>,
     ),
 }
 
 impl Pending {
-    pub fn deferred(future: Pin<Box<dyn Future<Output = Bytes>>>) -> Pending {
+    pub fn deferred(future: Pin<Box<dyn Future<Output = Done>>>) -> Pending {
         Pending::Deferred(future, None)
     }
+}
+
+/// A finished request's reply, and how long of its time was spent waiting
+/// for nodes (for the latency figures and the SLOWLOG).
+pub struct Done {
+    pub reply: Bytes,
+    /// `None` when not measured.
+    pub backend: Option<Duration>,
+}
+
+impl Done {
+    /// A reply orthrus made without asking a node.
+    pub fn local(reply: Bytes) -> Done {
+        Done {
+            reply,
+            backend: Some(Duration::ZERO),
+        }
+    }
+
+    pub fn from_nodes(reply: Bytes, backend: Duration) -> Done {
+        Done {
+            reply,
+            backend: Some(backend),
+        }
+    }
+
+    /// A reply whose backend time orthrus does not measure.
+    pub fn unmeasured(reply: Bytes) -> Done {
+        Done {
+            reply,
+            backend: None,
+        }
+    }
+}
+
+/// What the writer needs to account for a request once its reply is ready.
+struct Stamp {
+    /// When the request was read.
+    read: Instant,
+    family: Family,
+    /// The request, for the SLOWLOG.
+    frame: Bytes,
 }
 
 /// Per-connection state the commands can change.
@@ -146,6 +191,8 @@ pub async fn serve(stream: TcpStream, peer: SocketAddr, ctx: Rc<WorkerCtx>) {
             sink: sink.clone(),
             gone: client.gone.clone(),
             unanswered: client.unanswered.clone(),
+            peer,
+            id: client.id,
         };
         let writer =
             tokio::task::spawn_local(write_replies(writer, rx, ctx.clone()).in_current_span());
@@ -163,22 +210,33 @@ pub async fn serve(stream: TcpStream, peer: SocketAddr, ctx: Rc<WorkerCtx>) {
 
 async fn read_requests(
     mut rd: OwnedReadHalf,
-    tx: mpsc::Sender<Pending>,
+    tx: mpsc::Sender<(Pending, Option<Stamp>)>,
     mut client: Client,
     sink: PushSink,
     ctx: &Rc<WorkerCtx>,
 ) {
     let mut parser = RequestParser::new(ctx.shared.settings.limits());
     let mut buf = BytesMut::new();
+    // One clock read per read: the requests in it arrived together.
+    let mut read_at = Instant::now();
     loop {
         loop {
-            let pending = match parser.parse(&mut buf) {
-                Ok(Some(req)) => dispatch(&mut client, req, &sink, ctx),
+            let (pending, stamp) = match parser.parse(&mut buf) {
+                Ok(Some(req)) => {
+                    let frame = req.frame().clone();
+                    let (pending, family) = dispatch(&mut client, req, &sink, ctx);
+                    let stamp = Stamp {
+                        read: read_at,
+                        family,
+                        frame,
+                    };
+                    (pending, Some(stamp))
+                }
                 Ok(None) => break,
                 Err(e) => {
                     WorkerStats::bump(&ctx.stats().protocol_errors);
                     tracing::debug!(error = %e, "protocol error");
-                    Pending::Last(error_reply(&format!("ERR {e}")))
+                    (Pending::Last(error_reply(&format!("ERR {e}"))), None)
                 }
             };
             let last = matches!(pending, Pending::Last(_));
@@ -190,11 +248,11 @@ async fn read_requests(
                 }
                 other => (other, None),
             };
-            if tx.send(pending).await.is_err() || last {
+            if tx.send((pending, stamp)).await.is_err() || last {
                 return;
             }
             if let Some(done) = done {
-                if !wait_deferred(done, &mut rd, &mut buf, &client).await {
+                if !wait_deferred(done, &mut rd, &mut buf, &client, &mut read_at).await {
                     return;
                 }
             }
@@ -223,7 +281,7 @@ async fn read_requests(
                 client.gone.cancel();
                 return;
             }
-            Ok(_) => {}
+            Ok(_) => read_at = Instant::now(),
         }
     }
 }
@@ -236,6 +294,7 @@ async fn wait_deferred(
     rd: &mut OwnedReadHalf,
     buf: &mut BytesMut,
     client: &Client,
+    read_at: &mut Instant,
 ) -> bool {
     loop {
         let room = buf.len() < DEFERRED_BUFFER;
@@ -250,6 +309,7 @@ async fn wait_deferred(
                     client.gone.cancel();
                     return false;
                 }
+                *read_at = Instant::now();
             }
         }
     }
@@ -272,8 +332,14 @@ async fn sleep_or_forever(limit: Option<std::time::Duration>) {
     }
 }
 
-/// Decides what to do with one request and starts doing it.
-fn dispatch(client: &mut Client, req: Request, sink: &PushSink, ctx: &Rc<WorkerCtx>) -> Pending {
+/// Decides what to do with one request and starts doing it; says which
+/// family it belongs to.
+fn dispatch(
+    client: &mut Client,
+    req: Request,
+    sink: &PushSink,
+    ctx: &Rc<WorkerCtx>,
+) -> (Pending, Family) {
     // CLIENT REPLY OFF/SKIP: the command runs, its reply is not sent.
     let is_client_reply = req
         .arg(0)
@@ -288,11 +354,11 @@ fn dispatch(client: &mut Client, req: Request, sink: &PushSink, ctx: &Rc<WorkerC
             true
         }
     };
-    let pending = run(client, req, sink, ctx);
+    let (pending, family) = run(client, req, sink, ctx);
     if silent {
-        silence(pending, ctx)
+        (silence(pending, ctx), family)
     } else {
-        pending
+        (pending, family)
     }
 }
 
@@ -304,18 +370,25 @@ fn silence(pending: Pending, ctx: &Rc<WorkerCtx>) -> Pending {
         Pending::Remote(remote) => {
             let ctx = ctx.clone();
             Pending::Future(Box::pin(async move {
-                forward::resolve(&ctx, remote).await;
-                Bytes::new()
+                let done = forward::resolve(&ctx, *remote).await;
+                Done {
+                    reply: Bytes::new(),
+                    ..done
+                }
             }))
         }
         Pending::Future(future) => Pending::Future(Box::pin(async move {
-            future.await;
-            Bytes::new()
+            Done {
+                reply: Bytes::new(),
+                ..future.await
+            }
         })),
         Pending::Deferred(future, done) => Pending::Deferred(
             Box::pin(async move {
-                future.await;
-                Bytes::new()
+                Done {
+                    reply: Bytes::new(),
+                    ..future.await
+                }
             }),
             done,
         ),
@@ -323,53 +396,75 @@ fn silence(pending: Pending, ctx: &Rc<WorkerCtx>) -> Pending {
 }
 
 /// Routes one request and starts it.
-fn run(client: &mut Client, req: Request, sink: &PushSink, ctx: &Rc<WorkerCtx>) -> Pending {
+fn run(
+    client: &mut Client,
+    req: Request,
+    sink: &PushSink,
+    ctx: &Rc<WorkerCtx>,
+) -> (Pending, Family) {
     let stats = ctx.stats();
     WorkerStats::bump(&stats.commands);
+    let table = ctx.shared.commands.load();
     if !client.authenticated && !allowed_before_auth(&req) {
         WorkerStats::bump(&stats.rejected_commands);
-        return Pending::Ready(error_reply("NOAUTH Authentication required."));
+        let reply = error_reply("NOAUTH Authentication required.");
+        return (Pending::Ready(reply), family_of(&table, &req));
     }
     if ctx.shared.over_memory.load(Ordering::Relaxed) && !allowed_over_memory(&req) {
         WorkerStats::bump(&stats.rejected_commands);
-        return Pending::Ready(error_reply(
-            "OOM orthrus: memory use is over memory_limit_mb; request refused",
-        ));
+        let reply = error_reply("OOM orthrus: memory use is over memory_limit_mb; request refused");
+        return (Pending::Ready(reply), family_of(&table, &req));
     }
-    let table = ctx.shared.commands.load();
     if let Some(pending) = pubsub_command(client, &req, sink, ctx) {
-        return pending;
+        return (pending, Family::PubSub);
     }
     if let Some(pending) = transaction::intercept(client, &req, &table, ctx) {
-        return pending;
+        return (pending, Family::Transaction);
     }
-    let (target, readonly) = match table.route(&req) {
-        Route::Local(cmd) => return local::execute(cmd, &req, client, ctx),
-        Route::Slot(slot) => (Target::Slot(slot), readonly(&table, &req)),
-        // PUBLISH goes where this orthrus keeps its subscriptions, so that
-        // its count of receivers includes them.
-        Route::AnyNode if is_publish(&req) => (crate::pubsub::publish_target(), false),
-        Route::AnyNode => (Target::Any, readonly(&table, &req)),
+    let (route, info) = table.route_info(&req);
+    let family = info.map_or(Family::Other, |info| info.family);
+    let readonly = info.is_some_and(|info| info.readonly);
+    let proto = client.proto;
+    let target = match route {
+        Route::Local(cmd) => return (local::execute(cmd, &req, client, ctx), family),
+        Route::Slot(slot) => Target::Slot(slot),
+        Route::AnyNode => Target::Any,
         Route::Split(merge) => {
-            return split::dispatch(ctx, &req, merge, client.proto, readonly(&table, &req));
+            let pending = split::dispatch(ctx, &req, merge, proto, readonly);
+            return (pending, family);
         }
-        Route::FanOut(how) => {
-            let readonly = readonly(&table, &req);
-            return fanout::dispatch(ctx, req, how, client.proto, readonly);
-        }
-        Route::Scan => return scan::dispatch(ctx, &req, client.proto),
+        Route::FanOut(how) => return (fanout::dispatch(ctx, req, how, proto, readonly), family),
+        Route::Scan => return (scan::dispatch(ctx, &req, proto), family),
         Route::Blocking(slot) => {
-            return blocking::dispatch(ctx, &req, slot, client.proto, client.gone.clone());
+            let gone = client.gone.clone();
+            let pending = blocking::dispatch(ctx, &req, slot, proto, gone);
+            return (pending, Family::Blocking);
         }
         Route::Reject(rejection) => {
             WorkerStats::bump(&stats.rejected_commands);
-            return Pending::Ready(error_reply(&rejection_message(&rejection, &req)));
+            let reply = error_reply(&rejection_message(&rejection, &req));
+            return (Pending::Ready(reply), family);
         }
     };
-    match forward::forward(ctx, req.into_frame(), target, client.proto, readonly) {
-        Sent::Remote(remote) => Pending::Remote(remote),
+    // PUBLISH goes where this orthrus keeps its subscriptions, so that its
+    // count of receivers includes them.
+    let (target, readonly) = if matches!(target, Target::Any) && is_publish(&req) {
+        (crate::pubsub::publish_target(), false)
+    } else {
+        (target, readonly)
+    };
+    let pending = match forward::forward(ctx, req.into_frame(), target, proto, readonly) {
+        Sent::Remote(remote) => Pending::Remote(Box::new(remote)),
         Sent::Refused(reply) => Pending::Ready(reply),
-    }
+    };
+    (pending, family)
+}
+
+/// The family of a request refused before it was routed.
+fn family_of(table: &CommandTable, req: &Request) -> Family {
+    req.arg(0)
+        .and_then(|name| table.get(name))
+        .map_or(Family::Other, |info| info.family)
 }
 
 fn is_publish(req: &Request) -> bool {
@@ -459,12 +554,6 @@ fn pubsub_command(
     }
 }
 
-fn readonly(table: &crate::command_table::CommandTable, req: &Request) -> bool {
-    req.arg(0)
-        .and_then(|name| table.get(name))
-        .is_some_and(|info| info.readonly)
-}
-
 /// The writer's side of a session: the output buffer and the pushes of
 /// the client's subscriptions.
 struct Writer {
@@ -474,19 +563,24 @@ struct Writer {
     sink: PushSink,
     gone: CancellationToken,
     unanswered: Rc<Cell<usize>>,
+    /// The client, for the SLOWLOG.
+    peer: SocketAddr,
+    id: u64,
 }
 
-async fn write_replies(mut w: Writer, mut rx: mpsc::Receiver<Pending>, ctx: Rc<WorkerCtx>) {
+type Queue = mpsc::Receiver<(Pending, Option<Stamp>)>;
+
+async fn write_replies(mut w: Writer, mut rx: Queue, ctx: Rc<WorkerCtx>) {
     let mut next = w.wait(&mut rx).await;
-    while let Some(pending) = next.take() {
-        let (reply, last) = match pending {
-            Pending::Ready(reply) => (reply, false),
-            Pending::Last(reply) => (reply, true),
+    while let Some((pending, stamp)) = next.take() {
+        let (done, last) = match pending {
+            Pending::Ready(reply) => (Done::local(reply), false),
+            Pending::Last(reply) => (Done::local(reply), true),
             Pending::Remote(mut remote) => {
                 if !remote.is_ready() && !w.flush().await {
                     return;
                 }
-                (forward::resolve(&ctx, remote).await, false)
+                (forward::resolve(&ctx, *remote).await, false)
             }
             Pending::Future(future) => {
                 if !w.flush().await {
@@ -494,17 +588,21 @@ async fn write_replies(mut w: Writer, mut rx: mpsc::Receiver<Pending>, ctx: Rc<W
                 }
                 (future.await, false)
             }
-            Pending::Deferred(future, done) => {
+            Pending::Deferred(future, finished) => {
                 if !w.flush().await {
                     return;
                 }
-                let reply = future.await;
-                if let Some(done) = done {
-                    let _ = done.send(());
+                let done = future.await;
+                if let Some(finished) = finished {
+                    let _ = finished.send(());
                 }
-                (reply, false)
+                (done, false)
             }
         };
+        if let Some(stamp) = stamp {
+            w.account(&ctx, &stamp, done.backend);
+        }
+        let reply = done.reply;
         let written = if reply.len() >= LARGE_REPLY {
             w.flush().await && w.wr.write_all(&reply).await.is_ok()
         } else {
@@ -536,9 +634,26 @@ async fn write_replies(mut w: Writer, mut rx: mpsc::Receiver<Pending>, ctx: Rc<W
 }
 
 impl Writer {
+    /// Counts a request whose reply is ready in the latency figures, and
+    /// in the SLOWLOG if it was slow.
+    fn account(&self, ctx: &WorkerCtx, stamp: &Stamp, backend: Option<Duration>) {
+        let total = stamp.read.elapsed();
+        ctx.latency().record(stamp.family, total, backend);
+        let slowlog = &ctx.shared.slowlog;
+        if slowlog.is_slow(total) {
+            slowlog.push(crate::slowlog::Finished {
+                frame: &stamp.frame,
+                total,
+                backend,
+                peer: self.peer,
+                name: ctx.shared.clients.name(self.id),
+            });
+        }
+    }
+
     /// Waits for the next reply to write, writing pushes meanwhile; `None`
     /// when the session is over.
-    async fn wait(&mut self, rx: &mut mpsc::Receiver<Pending>) -> Option<Pending> {
+    async fn wait(&mut self, rx: &mut Queue) -> Option<(Pending, Option<Stamp>)> {
         loop {
             tokio::select! {
                 biased;

@@ -15,6 +15,8 @@ use tokio_util::sync::CancellationToken;
 use crate::clients::Registry;
 use crate::command_table::CommandTable;
 use crate::config::{Config, Settings};
+use crate::latency::{self, Latency, OpsMeter};
+use crate::slowlog::SlowLog;
 use crate::stats::WorkerStats;
 
 /// What every worker reads.
@@ -31,6 +33,12 @@ pub struct Shared {
     pub redis_version: ArcSwap<String>,
     /// One entry per worker.
     pub stats: Vec<WorkerStats>,
+    /// Per-family request latency, one entry per worker.
+    pub latency: Vec<Latency>,
+    /// Round trips per cluster node.
+    pub node_latency: latency::Nodes,
+    pub ops: OpsMeter,
+    pub slowlog: SlowLog,
     /// Every connected client, for CLIENT LIST and CLIENT KILL.
     pub clients: Registry,
     pub started: Instant,
@@ -54,6 +62,11 @@ impl Shared {
         let stats = (0..settings.threads)
             .map(|_| WorkerStats::default())
             .collect();
+        let latency = (0..settings.threads).map(|_| Latency::default()).collect();
+        let slowlog = SlowLog::new(
+            settings.raw.slowlog.log_slower_than_us,
+            settings.raw.slowlog.max_len,
+        );
         Arc::new(Shared {
             live: ArcSwap::from_pointee(settings.raw.clone()),
             settings,
@@ -62,6 +75,10 @@ impl Shared {
             commands: ArcSwap::from_pointee(CommandTable::builtin()),
             redis_version: ArcSwap::from_pointee("7.0.0".to_owned()),
             stats,
+            latency,
+            node_latency: latency::Nodes::default(),
+            ops: OpsMeter::default(),
+            slowlog,
             clients: Registry::default(),
             started: Instant::now(),
             refresh: Notify::new(),
@@ -142,6 +159,16 @@ impl Shared {
             old.cluster.refresh_interval_ms != new.cluster.refresh_interval_ms,
             true,
         );
+        check(
+            "slowlog.log_slower_than_us",
+            old.slowlog.log_slower_than_us != new.slowlog.log_slower_than_us,
+            true,
+        );
+        check(
+            "slowlog.max_len",
+            old.slowlog.max_len != new.slowlog.max_len,
+            true,
+        );
         check("log.level", old.log.level != new.log.level, true);
         check("listen", old.listen != new.listen, false);
         check("seeds", old.seeds != new.seeds, false);
@@ -194,6 +221,8 @@ impl Shared {
             false,
         );
         check("log.format", old.log.format != new.log.format, false);
+        self.slowlog
+            .configure(new.slowlog.log_slower_than_us, new.slowlog.max_len);
         self.live.store(Arc::new(new));
         (changed, restart)
     }

@@ -11,8 +11,8 @@ use orthrus_cluster::Slot;
 use orthrus_resp::{Limits, Protocol, Request, encode, scan_reply};
 
 use crate::command_kind::Merge;
-use crate::forward::{self, Sent, Target, error_reply};
-use crate::session::Pending;
+use crate::forward::{self, Target, error_reply};
+use crate::session::{Done, Pending};
 use crate::worker::WorkerCtx;
 
 /// One sub-command: its slot and which of the caller's keys it carries.
@@ -72,15 +72,9 @@ pub fn dispatch(
     }
     let ctx = ctx.clone();
     Pending::Future(Box::pin(async move {
-        let mut replies = Vec::with_capacity(sent.len());
-        for s in sent {
-            replies.push(match s {
-                Sent::Remote(remote) => forward::resolve(&ctx, remote).await,
-                Sent::Refused(reply) => reply,
-            });
-        }
+        let (replies, backend) = forward::resolve_all(&ctx, sent).await;
         let keys: Vec<Vec<usize>> = parts.into_iter().map(|p| p.keys).collect();
-        merge_replies(merge, &keys, key_count, &replies)
+        Done::from_nodes(merge_replies(merge, &keys, key_count, &replies), backend)
     }))
 }
 

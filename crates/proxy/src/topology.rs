@@ -147,6 +147,8 @@ fn install(shared: &Shared, current: &SlotMap, map: SlotMap) {
         for (start, end, owner) in map.slot_ranges() {
             tracing::debug!(start, end, owner = %owner, "slot range");
         }
+        // Nodes gone from the cluster take their latency series along.
+        shared.node_latency.retain(|addr| map.node(addr).is_some());
     }
     shared.slots.store(Arc::new(map));
 }

@@ -13,7 +13,7 @@
 //! the watch for this client alone, so it holds a dedicated connection
 //! until EXEC, DISCARD, UNWATCH or RESET, and EXEC then goes over it.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
@@ -27,7 +27,7 @@ use crate::command_table::{CommandTable, Route};
 use crate::dedicated::{DedicatedPool, Lease};
 use crate::forward::{Target, error_reply, no_owner, owner, send_frames};
 use crate::local::simple;
-use crate::session::{Client, Pending};
+use crate::session::{Client, Done, Pending};
 use crate::worker::WorkerCtx;
 
 const EXECABORT: &str = "EXECABORT Transaction discarded because of previous errors.";
@@ -206,24 +206,29 @@ fn watch(client: &mut Client, req: &Request, table: &CommandTable, ctx: &Rc<Work
             None => {
                 let map = ctx.shared.slots.load_full();
                 let Some(addr) = map.master(slot).cloned() else {
-                    return no_owner(&map);
+                    return Done::local(no_owner(&map));
                 };
                 match DedicatedPool::take(&ctx, &addr, proto).await {
                     Ok(conn) => conn,
-                    Err(e) => return error_reply(&format!("ERR orthrus: cannot WATCH now: {e}")),
+                    Err(e) => {
+                        let msg = format!("ERR orthrus: cannot WATCH now: {e}");
+                        return Done::local(error_reply(&msg));
+                    }
                 }
             }
         };
-        match conn
+        let started = Instant::now();
+        let sent = conn
             .call(&frame, 1, Some(ctx.shared.request_timeout()))
-            .await
-        {
+            .await;
+        let reply = match sent {
             Ok(reply) => {
                 *lease.borrow_mut() = Some(conn);
                 reply
             }
             Err(e) => error_reply(&format!("ERR orthrus: WATCH failed: {e}")),
-        }
+        };
+        Done::from_nodes(reply, started.elapsed())
     }))
 }
 
@@ -249,11 +254,12 @@ fn exec(multi: Multi, watch: Option<Watch>, client: &Client, ctx: &Rc<WorkerCtx>
         Some(w) => Pending::deferred(Box::pin(async move {
             let held = w.lease.borrow_mut().take();
             let Some(mut conn) = held else {
-                return error_reply(
+                return Done::local(error_reply(
                     "ERR orthrus: the WATCH connection was lost; the transaction was not run",
-                );
+                ));
             };
-            match conn.call(&frame, count + 2, None).await {
+            let started = Instant::now();
+            let reply = match conn.call(&frame, count + 2, None).await {
                 Ok(replies) => {
                     conn.release();
                     last_frame(&replies)
@@ -261,13 +267,16 @@ fn exec(multi: Multi, watch: Option<Watch>, client: &Client, ctx: &Rc<WorkerCtx>
                 Err(e) => error_reply(&format!(
                     "ERR orthrus: connection lost during EXEC ({e}); the transaction may or may not have run"
                 )),
-            }
+            };
+            Done::from_nodes(reply, started.elapsed())
         })),
         None if count == 0 => Pending::Ready(Bytes::from_static(b"*0\r\n")),
         None => {
             let target = multi.slot.map_or(Target::Any, Target::Slot);
             Pending::deferred(Box::pin(async move {
-                run(&ctx, frame, target, proto, count).await
+                let waited = Cell::new(Duration::ZERO);
+                let reply = run(&ctx, frame, target, proto, count, &waited).await;
+                Done::from_nodes(reply, waited.get())
             }))
         }
     }
@@ -281,6 +290,7 @@ async fn run(
     target: Target,
     proto: orthrus_resp::Protocol,
     count: usize,
+    waited: &Cell<Duration>,
 ) -> Bytes {
     let started = Instant::now();
     let mut attempt = 0;
@@ -295,7 +305,10 @@ async fn run(
             .await
             .unwrap_or(Err(BackendError::Lost));
         let replies = match reply {
-            Ok(replies) => replies,
+            Ok(delivered) => {
+                waited.set(waited.get() + delivered.took);
+                delivered.frame
+            }
             Err(BackendError::NotSent) if started.elapsed() < ctx.shared.request_timeout() => {
                 tokio::time::sleep(Duration::from_millis(20)).await;
                 continue;

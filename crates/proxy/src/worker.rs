@@ -32,6 +32,11 @@ impl WorkerCtx {
         // `Shared::new` makes one entry per worker.
         &self.shared.stats[self.index % self.shared.stats.len()]
     }
+
+    pub fn latency(&self) -> &crate::latency::Latency {
+        // `Shared::new` makes one entry per worker.
+        &self.shared.latency[self.index % self.shared.latency.len()]
+    }
 }
 
 /// Runs worker `index` on the calling thread until `shutdown` resolves.

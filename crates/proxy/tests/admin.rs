@@ -38,6 +38,17 @@ struct Sample {
     value: f64,
 }
 
+impl Sample {
+    /// Whether this is the sample with this name and exactly these labels.
+    fn is(&self, name: &str, labels: &[(&str, &str)]) -> bool {
+        self.name == name
+            && self.labels.len() == labels.len()
+            && labels
+                .iter()
+                .all(|(k, v)| self.labels.iter().any(|(sk, sv)| sk == k && sv == v))
+    }
+}
+
 fn free_addr() -> SocketAddr {
     let port = free_port().expect("free port");
     format!("127.0.0.1:{port}").parse().unwrap()
@@ -140,9 +151,9 @@ fn parse_metrics(text: &str) -> Vec<Sample> {
             continue;
         }
         let sample = parse_sample(line);
-        let kind = types
-            .get(&sample.name)
+        let family = family_of(&sample.name, &types)
             .unwrap_or_else(|| panic!("no TYPE line before {line:?}"));
+        let kind = &types[family];
         assert_eq!(
             kind == "counter",
             sample.name.ends_with("_total"),
@@ -153,11 +164,73 @@ fn parse_metrics(text: &str) -> Vec<Sample> {
     for name in types.keys() {
         assert!(helps.contains(name), "no HELP for {name}");
         assert!(
-            samples.iter().any(|s| &s.name == name),
+            samples
+                .iter()
+                .any(|s| family_of(&s.name, &types) == Some(name.as_str())),
             "TYPE without samples: {name}"
         );
     }
+    check_histograms(&samples, &types);
     samples
+}
+
+/// The metric a sample belongs to: its own name, or for a histogram's
+/// `_bucket`, `_sum` and `_count` samples the histogram's.
+fn family_of<'a>(name: &'a str, types: &HashMap<String, String>) -> Option<&'a str> {
+    if types.contains_key(name) {
+        return Some(name);
+    }
+    ["_bucket", "_sum", "_count"]
+        .iter()
+        .filter_map(|suffix| name.strip_suffix(suffix))
+        .find(|base| types.get(*base).is_some_and(|k| k == "histogram"))
+}
+
+/// A series' labels other than `le`.
+type Labels = Vec<(String, String)>;
+
+/// Every histogram series: buckets with ascending `le` and counts that
+/// never decrease, ending in `+Inf`, which equals `_count`.
+fn check_histograms(samples: &[Sample], types: &HashMap<String, String>) {
+    for (name, _) in types.iter().filter(|(_, k)| *k == "histogram") {
+        let bucket = format!("{name}_bucket");
+        let mut series: HashMap<Labels, Vec<(f64, f64)>> = HashMap::new();
+        for s in samples.iter().filter(|s| s.name == bucket) {
+            let le = s
+                .labels
+                .iter()
+                .find(|(k, _)| k == "le")
+                .map(|(_, v)| {
+                    if v == "+Inf" {
+                        f64::INFINITY
+                    } else {
+                        v.parse().unwrap()
+                    }
+                })
+                .expect("le label");
+            let others: Labels = s
+                .labels
+                .iter()
+                .filter(|(k, _)| k != "le")
+                .cloned()
+                .collect();
+            series.entry(others).or_default().push((le, s.value));
+        }
+        for (labels, buckets) in series {
+            for pair in buckets.windows(2) {
+                assert!(pair[0].0 < pair[1].0, "{name}{labels:?}: le not ascending");
+                assert!(pair[0].1 <= pair[1].1, "{name}{labels:?}: count decreases");
+            }
+            let (last_le, last) = *buckets.last().unwrap();
+            assert!(last_le.is_infinite(), "{name}{labels:?}: no +Inf bucket");
+            let labels: Vec<(&str, &str)> = labels
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_str()))
+                .collect();
+            assert_eq!(value(samples, &format!("{name}_count"), &labels), last);
+            value(samples, &format!("{name}_sum"), &labels);
+        }
+    }
 }
 
 fn parse_sample(line: &str) -> Sample {
@@ -211,16 +284,7 @@ fn metrics(addr: SocketAddr) -> Vec<Sample> {
 
 /// The value of the sample with this name and these labels (all of them).
 fn value(samples: &[Sample], name: &str, labels: &[(&str, &str)]) -> f64 {
-    let found: Vec<&Sample> = samples
-        .iter()
-        .filter(|s| {
-            s.name == name
-                && s.labels.len() == labels.len()
-                && labels
-                    .iter()
-                    .all(|(k, v)| s.labels.iter().any(|(sk, sv)| sk == k && sv == v))
-        })
-        .collect();
+    let found: Vec<&Sample> = samples.iter().filter(|s| s.is(name, labels)).collect();
     assert_eq!(found.len(), 1, "{name}{labels:?} in {samples:?}");
     found[0].value
 }
@@ -329,6 +393,34 @@ fn ready_and_counting_with_a_cluster() {
     for kind in ["tryagain", "clusterdown"] {
         value(&during, "orthrus_retries_total", &[("kind", kind)]);
     }
+
+    // The latency histograms counted exactly the N SETs as strings, in all
+    // three parts, and every reply's round trip under its node.
+    let string = [("family", "string")];
+    for part in ["", "_backend", "_proxy"] {
+        let count = format!("orthrus_command{part}_duration_seconds_count");
+        let grown = find(&during, &count, &string).unwrap_or(0.0)
+            - find(&before, &count, &string).unwrap_or(0.0);
+        assert_eq!(grown, N as f64, "{count}");
+    }
+    let sum = value(
+        &during,
+        "orthrus_command_backend_duration_seconds_sum",
+        &string,
+    );
+    assert!(sum > 0.0, "backend time of {N} SETs: {sum} s");
+    let per_node: Vec<&Sample> = during
+        .iter()
+        .filter(|s| s.name == "orthrus_backend_duration_seconds_count")
+        .collect();
+    assert_eq!(per_node.len(), 3, "one series per master: {per_node:?}");
+    let round_trips: f64 = per_node.iter().map(|s| s.value).sum();
+    assert!(round_trips >= N as f64, "{round_trips} round trips");
+}
+
+/// Like [`value`], but `None` when the series does not exist (yet).
+fn find(samples: &[Sample], name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    samples.iter().find(|s| s.is(name, labels)).map(|s| s.value)
 }
 
 #[test]

@@ -50,6 +50,16 @@ fn bad_settings_exit_64_naming_the_setting() {
             "backend.connect_timeout_ms",
         ),
         (
+            &["--seeds", "127.0.0.1:1"],
+            &[("ORTHRUS_SLOWLOG__MAX_LEN", "10001")],
+            "slowlog.max_len",
+        ),
+        (
+            &["--seeds", "127.0.0.1:1"],
+            &[("ORTHRUS_SLOWLOG__LOG_SLOWER_THAN_US", "soon")],
+            "slowlog.log_slower_than_us",
+        ),
+        (
             &[],
             &[
                 ("ORTHRUS_SEEDS", "127.0.0.1:1"),

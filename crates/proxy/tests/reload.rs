@@ -1,5 +1,5 @@
-//! SIGHUP reloads what can change at run time (here: the log level and the
-//! client password) without dropping connected clients, and refuses a bad
+//! SIGHUP reloads what can change at run time (here: the log level, the
+//! client password and the SLOWLOG threshold) without dropping connected clients, and refuses a bad
 //! configuration while keeping the current one.
 
 mod common;
@@ -14,14 +14,17 @@ fn sighup_reloads_level_and_password_keeping_clients() {
     let dir = std::env::temp_dir().join(format!("orthrus-reload-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("orthrus.toml");
-    let write = |password: &str, level: &str| {
+    let write = |password: &str, level: &str, slower_than_us: i64| {
         std::fs::write(
             &file,
-            format!("[client]\npassword = \"{password}\"\n[log]\nlevel = \"{level}\"\n"),
+            format!(
+                "[client]\npassword = \"{password}\"\n[log]\nlevel = \"{level}\"\n\
+                 [slowlog]\nlog_slower_than_us = {slower_than_us}\n"
+            ),
         )
         .unwrap();
     };
-    write("first-pw", "info");
+    write("first-pw", "info", -1);
     let file_arg = file.to_string_lossy().into_owned();
     let proxy = Proxy::spawn(
         &cluster.seeds(),
@@ -40,8 +43,13 @@ fn sighup_reloads_level_and_password_keeping_clients() {
         !proxy.log_text().contains("DEBUG"),
         "debug lines before the reload"
     );
+    assert_eq!(
+        send(&mut kept, &["SLOWLOG", "LEN"]),
+        ":0\r\n",
+        "slowlog off"
+    );
 
-    write("second-pw", "debug");
+    write("second-pw", "debug", 0);
     proxy.signal("HUP");
     let deadline = Instant::now() + Duration::from_secs(5);
     while !proxy.log_text().contains("configuration reloaded") {
@@ -54,7 +62,9 @@ fn sighup_reloads_level_and_password_keeping_clients() {
     }
     let log = proxy.log_text();
     assert!(
-        log.contains("client.password") && log.contains("log.level"),
+        log.contains("client.password")
+            && log.contains("log.level")
+            && log.contains("slowlog.log_slower_than_us"),
         "{log}"
     );
     assert!(
@@ -64,6 +74,8 @@ fn sighup_reloads_level_and_password_keeping_clients() {
 
     // The connected client is still there; new clients need the new password.
     assert_eq!(send(&mut kept, &["GET", "r"]), "$1\r\n1\r\n");
+    // Every request is logged now.
+    assert_eq!(send(&mut kept, &["SLOWLOG", "LEN"]), ":1\r\n");
     let mut fresh = proxy.stream();
     assert_eq!(
         send(&mut fresh, &["AUTH", "first-pw"]),

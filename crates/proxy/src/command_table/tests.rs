@@ -1,5 +1,5 @@
 use super::*;
-use crate::command_kind::{FanOut, Local, Merge};
+use crate::command_kind::{Family, FanOut, Local, Merge};
 
 fn req(args: &[&str]) -> Request {
     Request::from_args(args)
@@ -263,4 +263,55 @@ fn learns_new_commands_from_key_specs() {
         t.route(&req(&["PING"])),
         Route::Local(Local::Ping)
     ));
+}
+
+#[test]
+fn families_come_from_acl_categories_or_the_builtin_table() {
+    let with_categories = |entry: Value, categories: &[&str]| match entry {
+        Value::Array(mut fields) => {
+            fields[6] = Value::Array(
+                categories
+                    .iter()
+                    .map(|c| Value::Simple(bytes::Bytes::copy_from_slice(c.as_bytes())))
+                    .collect(),
+            );
+            Value::Array(fields)
+        }
+        other => other,
+    };
+    let reply = Value::Array(vec![
+        with_categories(
+            command_entry("get", 2, &["readonly"], 1, 1, 1, vec![]),
+            &["@read", "@string", "@fast"],
+        ),
+        with_categories(
+            command_entry("mymod.hget", 2, &["readonly"], 1, 1, 1, vec![]),
+            &["@read", "@hash"],
+        ),
+        with_categories(
+            command_entry("del", -2, &["write"], 1, -1, 1, vec![]),
+            &["@keyspace", "@write", "@slow"],
+        ),
+        with_categories(
+            command_entry("mymod.other", 2, &[], 1, 1, 1, vec![]),
+            &["@slow"],
+        ),
+        // No categories (an old server): the built-in family stays.
+        command_entry("lpush", -3, &["write"], 1, 1, 1, vec![]),
+    ]);
+    let t = CommandTable::from_command_reply(&reply).expect("table");
+    let family = |name: &str| t.get(name.as_bytes()).map(|i| i.family);
+    assert_eq!(family("get"), Some(Family::String));
+    assert_eq!(family("mymod.hget"), Some(Family::Hash));
+    assert_eq!(family("del"), Some(Family::Keyspace));
+    assert_eq!(family("mymod.other"), Some(Family::Other));
+    assert_eq!(family("lpush"), Some(Family::List));
+    let builtin = CommandTable::builtin();
+    let family = |name: &str| builtin.get(name.as_bytes()).map(|i| i.family);
+    assert_eq!(family("zadd"), Some(Family::SortedSet));
+    assert_eq!(family("pfcount"), Some(Family::HyperLogLog));
+    assert_eq!(family("ping"), Some(Family::Connection));
+    let (route, info) = builtin.route_info(&req(&["HGET", "h", "f"]));
+    assert!(matches!(route, Route::Slot(_)));
+    assert!(info.is_some_and(|i| i.family == Family::Hash && i.readonly));
 }

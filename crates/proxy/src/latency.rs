@@ -1,0 +1,428 @@
+//! Latency histograms: fixed log-linear buckets of relaxed atomic counters.
+//!
+//! Each worker records into its own histograms (no lock, no locked
+//! instruction, no cache line written by another worker); readers add
+//! every worker's buckets up.
+//! A bucket spans 1/16 of a power of two of microseconds, so a percentile
+//! read from the buckets is at most 6.25 % above the true value (values
+//! under 16 µs are exact), from 1 µs up to 2^36 µs (19 hours).
+//!
+//! Per request orthrus keeps three: `total` (from reading the request to
+//! its reply being ready to write), `backend` (the longest round trip to a
+//! node among the request's parts, redirects included) and `proxy` (the
+//! difference: orthrus's own time, queueing included). Per node it keeps
+//! the round trip of every reply on the shared connections.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use dashmap::DashMap;
+use orthrus_cluster::NodeAddr;
+
+use crate::command_kind::Family;
+
+/// Sub-buckets per power of two: 2^SUB_BITS.
+const SUB_BITS: u32 = 4;
+const SUB: u64 = 1 << SUB_BITS;
+/// Values of 2^MAX_EXP µs and more share the last bucket.
+const MAX_EXP: u32 = 36;
+/// Bucket count.
+pub const BUCKETS: usize = (SUB + (MAX_EXP - SUB_BITS) as u64 * SUB) as usize;
+
+/// The Prometheus buckets' upper bounds are the powers of two from 2^4 µs
+/// (16 µs) to 2^25 µs (33.5 s): each is a bucket edge, so counts are exact.
+pub const PROMETHEUS_EXPONENTS: std::ops::RangeInclusive<u32> = 4..=25;
+
+/// One histogram of durations.
+pub struct Histogram {
+    counts: Box<[AtomicU64]>,
+    sum_us: AtomicU64,
+}
+
+impl Default for Histogram {
+    fn default() -> Self {
+        Histogram {
+            counts: (0..BUCKETS).map(|_| AtomicU64::new(0)).collect(),
+            sum_us: AtomicU64::new(0),
+        }
+    }
+}
+
+impl Histogram {
+    /// Records one duration. Only the owning worker's thread records into
+    /// a histogram, so a plain load and store suffice (no locked
+    /// read-modify-write); readers on other threads see each counter whole.
+    /// A `reset` racing with a record may lose that one record.
+    pub fn record(&self, took: Duration) {
+        let us = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
+        if let Some(c) = self.counts.get(bucket(us)) {
+            add(c, 1);
+        }
+        add(&self.sum_us, us);
+    }
+
+    pub fn reset(&self) {
+        for c in self.counts.iter() {
+            c.store(0, Ordering::Relaxed);
+        }
+        self.sum_us.store(0, Ordering::Relaxed);
+    }
+}
+
+/// `counter += n` for a counter that only the calling thread writes.
+fn add(counter: &AtomicU64, n: u64) {
+    counter.store(
+        counter.load(Ordering::Relaxed).wrapping_add(n),
+        Ordering::Relaxed,
+    );
+}
+
+/// The bucket a value in microseconds falls in.
+fn bucket(us: u64) -> usize {
+    if us < SUB {
+        return us as usize;
+    }
+    let exp = 63 - us.leading_zeros();
+    if exp >= MAX_EXP {
+        return BUCKETS - 1;
+    }
+    let sub = (us >> (exp - SUB_BITS)) & (SUB - 1);
+    (SUB + u64::from(exp - SUB_BITS) * SUB + sub) as usize
+}
+
+/// The smallest value in bucket `i`.
+fn lower_bound(i: usize) -> u64 {
+    let i = i as u64;
+    if i < SUB {
+        return i;
+    }
+    let exp = (i - SUB) / SUB + u64::from(SUB_BITS);
+    let sub = (i - SUB) % SUB;
+    (SUB + sub) << (exp - u64::from(SUB_BITS))
+}
+
+/// Several histograms added up, for reading.
+#[derive(Clone)]
+pub struct Summary {
+    counts: Vec<u64>,
+    sum_us: u64,
+}
+
+impl Default for Summary {
+    fn default() -> Self {
+        Summary {
+            counts: vec![0; BUCKETS],
+            sum_us: 0,
+        }
+    }
+}
+
+impl Summary {
+    pub fn add(&mut self, h: &Histogram) {
+        for (total, c) in self.counts.iter_mut().zip(h.counts.iter()) {
+            *total += c.load(Ordering::Relaxed);
+        }
+        self.sum_us += h.sum_us.load(Ordering::Relaxed);
+    }
+
+    pub fn of<'a>(histograms: impl IntoIterator<Item = &'a Histogram>) -> Summary {
+        let mut s = Summary::default();
+        for h in histograms {
+            s.add(h);
+        }
+        s
+    }
+
+    pub fn count(&self) -> u64 {
+        self.counts.iter().sum()
+    }
+
+    pub fn sum_seconds(&self) -> f64 {
+        self.sum_us as f64 / 1e6
+    }
+
+    /// The value in microseconds that `q` (0..=1) of the observations do
+    /// not exceed: the top of the bucket that holds it. 0 when empty.
+    pub fn percentile(&self, q: f64) -> u64 {
+        let count = self.count();
+        if count == 0 {
+            return 0;
+        }
+        let rank = ((q * count as f64).ceil() as u64).clamp(1, count);
+        let mut seen = 0;
+        for (i, c) in self.counts.iter().enumerate() {
+            seen += c;
+            if seen >= rank {
+                return if i + 1 < BUCKETS {
+                    lower_bound(i + 1) - 1
+                } else {
+                    lower_bound(i)
+                };
+            }
+        }
+        lower_bound(BUCKETS - 1)
+    }
+
+    /// Observations under `2^exp` µs (`exp` ≥ SUB_BITS, so a bucket edge).
+    pub fn below_power_of_two(&self, exp: u32) -> u64 {
+        let edge = bucket(1u64 << exp.min(MAX_EXP));
+        self.counts.iter().take(edge).sum()
+    }
+}
+
+/// One worker's per-family histograms.
+pub struct Latency {
+    total: Vec<Histogram>,
+    backend: Vec<Histogram>,
+    proxy: Vec<Histogram>,
+}
+
+impl Default for Latency {
+    fn default() -> Self {
+        let make = || (0..Family::COUNT).map(|_| Histogram::default()).collect();
+        Latency {
+            total: make(),
+            backend: make(),
+            proxy: make(),
+        }
+    }
+}
+
+/// Which of a request's times.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Part {
+    Total,
+    Backend,
+    Proxy,
+}
+
+impl Latency {
+    /// Records one request. `backend` is `None` when its backend time is
+    /// not known (pub/sub commands): then only the total counts.
+    pub fn record(&self, family: Family, total: Duration, backend: Option<Duration>) {
+        let i = family.index();
+        if let Some(h) = self.total.get(i) {
+            h.record(total);
+        }
+        if let Some(backend) = backend {
+            if let (Some(b), Some(p)) = (self.backend.get(i), self.proxy.get(i)) {
+                b.record(backend);
+                p.record(total.saturating_sub(backend));
+            }
+        }
+    }
+
+    pub fn histogram(&self, family: Family, part: Part) -> Option<&Histogram> {
+        let list = match part {
+            Part::Total => &self.total,
+            Part::Backend => &self.backend,
+            Part::Proxy => &self.proxy,
+        };
+        list.get(family.index())
+    }
+
+    pub fn reset(&self) {
+        for h in self.total.iter().chain(&self.backend).chain(&self.proxy) {
+            h.reset();
+        }
+    }
+}
+
+/// Every worker's histograms of one family and part, added up.
+pub fn summary(workers: &[Latency], family: Family, part: Part) -> Summary {
+    Summary::of(workers.iter().filter_map(|w| w.histogram(family, part)))
+}
+
+/// Round trips to one node, one histogram per worker.
+pub struct NodeLatency {
+    per_worker: Box<[Histogram]>,
+}
+
+impl NodeLatency {
+    fn new(workers: usize) -> NodeLatency {
+        NodeLatency {
+            per_worker: (0..workers.max(1)).map(|_| Histogram::default()).collect(),
+        }
+    }
+
+    pub fn record(&self, worker: usize, took: Duration) {
+        if let Some(h) = self.per_worker.get(worker % self.per_worker.len()) {
+            h.record(took);
+        }
+    }
+
+    pub fn summary(&self) -> Summary {
+        Summary::of(self.per_worker.iter())
+    }
+
+    fn reset(&self) {
+        for h in self.per_worker.iter() {
+            h.reset();
+        }
+    }
+}
+
+/// Round trips per node. An entry is made when a worker first connects to
+/// the node (not per request) and dropped when the node leaves the
+/// topology.
+#[derive(Default)]
+pub struct Nodes {
+    nodes: DashMap<NodeAddr, Arc<NodeLatency>>,
+}
+
+impl Nodes {
+    pub fn get(&self, addr: &NodeAddr, workers: usize) -> Arc<NodeLatency> {
+        self.nodes
+            .entry(addr.clone())
+            .or_insert_with(|| Arc::new(NodeLatency::new(workers)))
+            .clone()
+    }
+
+    /// Keeps only the nodes for which `keep` is true.
+    pub fn retain(&self, mut keep: impl FnMut(&NodeAddr) -> bool) {
+        self.nodes.retain(|addr, _| keep(addr));
+    }
+
+    /// Every node's summary, sorted by address.
+    pub fn summaries(&self) -> Vec<(NodeAddr, Summary)> {
+        let mut out: Vec<(NodeAddr, Summary)> = self
+            .nodes
+            .iter()
+            .map(|e| (e.key().clone(), e.value().summary()))
+            .collect();
+        out.sort_by_cached_key(|(addr, _)| addr.to_string());
+        out
+    }
+
+    pub fn reset(&self) {
+        for e in &self.nodes {
+            e.value().reset();
+        }
+    }
+}
+
+/// Instantaneous operations per second, as Redis computes it: the command
+/// counter sampled every 100 ms, averaged over the last 16 samples.
+#[derive(Default)]
+pub struct OpsMeter {
+    samples: std::sync::Mutex<std::collections::VecDeque<(std::time::Instant, u64)>>,
+}
+
+impl OpsMeter {
+    pub const INTERVAL: Duration = Duration::from_millis(100);
+    const SAMPLES: usize = 16;
+
+    /// Takes one sample of the total command count (from a timer, never
+    /// from the request path).
+    pub fn sample(&self, commands: u64) {
+        let Ok(mut samples) = self.samples.lock() else {
+            return;
+        };
+        samples.push_back((std::time::Instant::now(), commands));
+        while samples.len() > Self::SAMPLES + 1 {
+            samples.pop_front();
+        }
+    }
+
+    pub fn per_second(&self) -> u64 {
+        let Ok(samples) = self.samples.lock() else {
+            return 0;
+        };
+        match (samples.front(), samples.back()) {
+            (Some(&(t0, c0)), Some(&(t1, c1))) if t1 > t0 => {
+                let secs = (t1 - t0).as_secs_f64();
+                (c1.saturating_sub(c0) as f64 / secs).round() as u64
+            }
+            _ => 0,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buckets_are_contiguous_and_ordered() {
+        for i in 1..BUCKETS {
+            assert!(lower_bound(i) > lower_bound(i - 1), "bucket {i}");
+            assert_eq!(bucket(lower_bound(i)), i, "lower edge of {i}");
+            assert_eq!(bucket(lower_bound(i) - 1), i - 1, "below {i}");
+        }
+        assert_eq!(bucket(0), 0);
+        assert_eq!(bucket(u64::MAX), BUCKETS - 1);
+    }
+
+    #[test]
+    fn a_percentile_is_within_one_sixteenth_above() {
+        for v in [
+            0u64,
+            1,
+            15,
+            16,
+            17,
+            100,
+            999,
+            1_000,
+            12_345,
+            987_654,
+            3_600_000_000,
+        ] {
+            let h = Histogram::default();
+            h.record(Duration::from_micros(v));
+            let p = Summary::of([&h]).percentile(0.5);
+            assert!(p >= v, "{v}: {p}");
+            assert!(p as f64 <= v as f64 * 1.0625 + 1.0, "{v}: {p}");
+        }
+    }
+
+    #[test]
+    fn percentiles_split_the_observations() {
+        let h = Histogram::default();
+        for us in 1..=1000 {
+            h.record(Duration::from_micros(us));
+        }
+        let s = Summary::of([&h]);
+        assert_eq!(s.count(), 1000);
+        let p50 = s.percentile(0.5);
+        let p99 = s.percentile(0.99);
+        let p999 = s.percentile(0.999);
+        assert!((500..=532).contains(&p50), "{p50}");
+        assert!((990..=1023).contains(&p99), "{p99}");
+        assert!((999..=1023).contains(&p999), "{p999}");
+        assert!((s.sum_seconds() - 0.5005).abs() < 1e-9);
+    }
+
+    #[test]
+    fn prometheus_bounds_are_exact() {
+        let h = Histogram::default();
+        for us in [15u64, 16, 31, 32, 33, 1 << 20] {
+            h.record(Duration::from_micros(us));
+        }
+        let s = Summary::of([&h]);
+        assert_eq!(s.below_power_of_two(4), 1); // < 16 µs
+        assert_eq!(s.below_power_of_two(5), 3); // < 32 µs
+        assert_eq!(s.below_power_of_two(6), 5); // < 64 µs
+        assert_eq!(s.below_power_of_two(20), 5);
+        assert_eq!(s.below_power_of_two(21), 6);
+    }
+
+    #[test]
+    fn backend_and_proxy_split_the_total() {
+        let l = Latency::default();
+        l.record(
+            Family::Hash,
+            Duration::from_micros(300),
+            Some(Duration::from_micros(200)),
+        );
+        l.record(Family::PubSub, Duration::from_micros(50), None);
+        let get = |f, p| summary(std::slice::from_ref(&l), f, p);
+        assert_eq!(get(Family::Hash, Part::Backend).percentile(1.0), 207);
+        assert_eq!(get(Family::Hash, Part::Proxy).percentile(1.0), 103);
+        assert_eq!(get(Family::PubSub, Part::Total).count(), 1);
+        assert_eq!(get(Family::PubSub, Part::Backend).count(), 0);
+        l.reset();
+        assert_eq!(get(Family::Hash, Part::Total).count(), 0);
+    }
+}
