@@ -9,7 +9,8 @@
 //!   flags) and validation.
 //! - [`server`]: listeners, worker threads, start and stop.
 //! - `worker`: one thread-per-core worker and its accept loop.
-//! - `session`: a client connection (reader, writer, in-order replies).
+//! - `session`: a client connection (the reader here, the writer in
+//!   `session/writer.rs`; replies in request order).
 //! - `command_table` / `command_kind`: where each command's keys are and
 //!   how orthrus handles it.
 //! - `split` / `fanout` / `scan`: cross-slot multi-key commands split per
@@ -30,8 +31,8 @@
 //! - `shared` / `stats`: state shared by the workers, and counters.
 //! - `latency` / `slowlog`: per-family and per-node latency histograms,
 //!   instantaneous ops/sec, and the SLOWLOG.
-//! - `admin`: the admin HTTP endpoint (Prometheus `/metrics`, `/healthz`,
-//!   `/readyz`) on its own thread.
+//! - `admin` / `metrics`: the admin HTTP endpoint (`/metrics`, `/healthz`,
+//!   `/readyz`) on its own thread, and the Prometheus text it serves.
 //! - `node_client`: a small client for topology and handshake queries.
 
 // The modules below `server` are private; within them `pub` means "offered
@@ -54,6 +55,7 @@ mod forward;
 mod info;
 mod latency;
 mod local;
+mod metrics;
 mod node_client;
 mod pool;
 mod pubsub;

@@ -17,9 +17,9 @@ use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use orthrus_resp::{Protocol, Request, RequestParser};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::tcp::OwnedReadHalf;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
@@ -33,14 +33,14 @@ use crate::transaction::{self, Multi, Watch};
 use crate::worker::WorkerCtx;
 use crate::{blocking, fanout, local, scan, split};
 
+mod writer;
+
+use writer::Writer;
+
 const READ_CHUNK: usize = 16 * 1024;
 /// What a client may pipeline behind a deferred command before orthrus
 /// stops reading it until that command is done.
 const DEFERRED_BUFFER: usize = 1024 * 1024;
-/// Replies are written once this many bytes are gathered, ready or not.
-const WRITE_BATCH: usize = 64 * 1024;
-/// A reply at least this large is written straight from its own buffer.
-const LARGE_REPLY: usize = 16 * 1024;
 
 /// The reply to one request, in request order.
 pub enum Pending {
@@ -104,7 +104,7 @@ impl Done {
 }
 
 /// What the writer needs to account for a request once its reply is ready.
-struct Stamp {
+pub struct Stamp {
     /// When the request was read.
     read: Instant,
     family: Family,
@@ -194,8 +194,9 @@ pub async fn serve(stream: TcpStream, peer: SocketAddr, ctx: Rc<WorkerCtx>) {
             peer,
             id: client.id,
         };
-        let writer =
-            tokio::task::spawn_local(write_replies(writer, rx, ctx.clone()).in_current_span());
+        let writer = tokio::task::spawn_local(
+            writer::write_replies(writer, rx, ctx.clone()).in_current_span(),
+        );
         read_requests(rd, tx, client, sink, &ctx).await;
         let _ = writer.await;
         ctx.shared.clients.remove(id);
@@ -552,150 +553,6 @@ fn pubsub_command(
         }
         None => None,
     }
-}
-
-/// The writer's side of a session: the output buffer and the pushes of
-/// the client's subscriptions.
-struct Writer {
-    wr: OwnedWriteHalf,
-    out: BytesMut,
-    pushes: mpsc::UnboundedReceiver<Bytes>,
-    sink: PushSink,
-    gone: CancellationToken,
-    unanswered: Rc<Cell<usize>>,
-    /// The client, for the SLOWLOG.
-    peer: SocketAddr,
-    id: u64,
-}
-
-type Queue = mpsc::Receiver<(Pending, Option<Stamp>)>;
-
-async fn write_replies(mut w: Writer, mut rx: Queue, ctx: Rc<WorkerCtx>) {
-    let mut next = w.wait(&mut rx).await;
-    while let Some((pending, stamp)) = next.take() {
-        let (done, last) = match pending {
-            Pending::Ready(reply) => (Done::local(reply), false),
-            Pending::Last(reply) => (Done::local(reply), true),
-            Pending::Remote(mut remote) => {
-                if !remote.is_ready() && !w.flush().await {
-                    return;
-                }
-                (forward::resolve(&ctx, *remote).await, false)
-            }
-            Pending::Future(future) => {
-                if !w.flush().await {
-                    return;
-                }
-                (future.await, false)
-            }
-            Pending::Deferred(future, finished) => {
-                if !w.flush().await {
-                    return;
-                }
-                let done = future.await;
-                if let Some(finished) = finished {
-                    let _ = finished.send(());
-                }
-                (done, false)
-            }
-        };
-        if let Some(stamp) = stamp {
-            w.account(&ctx, &stamp, done.backend);
-        }
-        let reply = done.reply;
-        let written = if reply.len() >= LARGE_REPLY {
-            w.flush().await && w.wr.write_all(&reply).await.is_ok()
-        } else {
-            w.out.extend_from_slice(&reply);
-            w.out.len() < WRITE_BATCH || w.flush().await
-        };
-        if !written {
-            return;
-        }
-        w.unanswered.set(w.unanswered.get().saturating_sub(1));
-        if last {
-            let _ = w.flush().await;
-            let _ = w.wr.shutdown().await;
-            return;
-        }
-        w.take_pushes();
-        next = match rx.try_recv() {
-            Ok(p) => Some(p),
-            Err(mpsc::error::TryRecvError::Empty) => {
-                if !w.flush().await {
-                    return;
-                }
-                w.wait(&mut rx).await
-            }
-            Err(mpsc::error::TryRecvError::Disconnected) => None,
-        };
-    }
-    let _ = w.flush().await;
-}
-
-impl Writer {
-    /// Counts a request whose reply is ready in the latency figures, and
-    /// in the SLOWLOG if it was slow.
-    fn account(&self, ctx: &WorkerCtx, stamp: &Stamp, backend: Option<Duration>) {
-        let total = stamp.read.elapsed();
-        ctx.latency().record(stamp.family, total, backend);
-        let slowlog = &ctx.shared.slowlog;
-        if slowlog.is_slow(total) {
-            slowlog.push(crate::slowlog::Finished {
-                frame: &stamp.frame,
-                total,
-                backend,
-                peer: self.peer,
-                name: ctx.shared.clients.name(self.id),
-            });
-        }
-    }
-
-    /// Waits for the next reply to write, writing pushes meanwhile; `None`
-    /// when the session is over.
-    async fn wait(&mut self, rx: &mut Queue) -> Option<(Pending, Option<Stamp>)> {
-        loop {
-            tokio::select! {
-                biased;
-                () = self.gone.cancelled() => return None,
-                pending = rx.recv() => return pending,
-                Some(push) = self.pushes.recv() => {
-                    self.out.extend_from_slice(&push);
-                    self.sink.written(push.len());
-                    self.take_pushes();
-                    if !self.flush().await {
-                        return None;
-                    }
-                }
-            }
-        }
-    }
-
-    /// Appends the pushes that are already there.
-    fn take_pushes(&mut self) {
-        while let Ok(push) = self.pushes.try_recv() {
-            self.out.extend_from_slice(&push);
-            self.sink.written(push.len());
-            if self.out.len() >= WRITE_BATCH {
-                break;
-            }
-        }
-    }
-
-    /// Writes out what is gathered; false if the client is gone.
-    async fn flush(&mut self) -> bool {
-        flush(&mut self.wr, &mut self.out).await
-    }
-}
-
-/// Writes out what is gathered; false if the client is gone.
-async fn flush(wr: &mut OwnedWriteHalf, out: &mut BytesMut) -> bool {
-    if out.is_empty() {
-        return true;
-    }
-    let ok = wr.write_all(out).await.is_ok();
-    out.clear();
-    ok
 }
 
 /// The error text for a refused request, worded as Redis words it where

@@ -1,0 +1,298 @@
+//! The Prometheus text exposition (format 0.0.4) that the admin endpoint
+//! serves on `/metrics`: process facts, the counters, the cluster as
+//! orthrus sees it, and the latency histograms.
+
+use std::fmt::{Display, Write as _};
+
+use orthrus_cluster::{Health, Role};
+
+use crate::command_kind::Family;
+use crate::latency::{self, Part, Summary};
+use crate::shared::Shared;
+use crate::stats;
+
+const ROLES: [(Role, &str); 2] = [(Role::Master, "master"), (Role::Replica, "replica")];
+const HEALTHS: [(Health, &str); 4] = [
+    (Health::Online, "online"),
+    (Health::Failed, "failed"),
+    (Health::Loading, "loading"),
+    (Health::Unknown, "unknown"),
+];
+
+/// The Prometheus text exposition (format 0.0.4).
+pub fn exposition(shared: &Shared) -> String {
+    let mut m = Exposition::default();
+    process_metrics(&mut m, shared);
+    traffic_metrics(&mut m, &stats::totals(&shared.stats), shared.refreshes());
+    cluster_metrics(&mut m, shared);
+    latency_metrics(&mut m, shared);
+    m.out
+}
+
+fn process_metrics(m: &mut Exposition, shared: &Shared) {
+    m.gauge("orthrus_up", "Always 1 while orthrus runs.", 1);
+    m.family("orthrus_build_info", "gauge", "The version, as a label.");
+    let version = [("version", env!("CARGO_PKG_VERSION"))];
+    m.sample("orthrus_build_info", &version, 1);
+    let uptime = shared.started.elapsed().as_secs_f64();
+    m.gauge("orthrus_uptime_seconds", "Seconds since start.", uptime);
+    let threads = shared.settings.threads;
+    m.gauge("orthrus_worker_threads", "Worker threads.", threads);
+}
+
+fn traffic_metrics(m: &mut Exposition, t: &stats::Totals, refreshes: u64) {
+    let clients = t.connected_clients.max(0);
+    m.gauge(
+        "orthrus_connected_clients",
+        "Client connections open now.",
+        clients,
+    );
+    let accepted = t.connections_received;
+    m.counter(
+        "orthrus_connections_received_total",
+        "Client connections accepted.",
+        accepted,
+    );
+    m.counter(
+        "orthrus_commands_total",
+        "Commands received from clients.",
+        t.commands,
+    );
+
+    let name = "orthrus_redirects_total";
+    m.family(name, "counter", "MOVED and ASK redirections followed.");
+    m.sample(name, &[("kind", "moved")], t.moved);
+    m.sample(name, &[("kind", "ask")], t.ask);
+    let name = "orthrus_retries_total";
+    m.family(
+        name,
+        "counter",
+        "Commands retried after TRYAGAIN or CLUSTERDOWN.",
+    );
+    m.sample(name, &[("kind", "tryagain")], t.tryagain);
+    m.sample(name, &[("kind", "clusterdown")], t.clusterdown);
+
+    let help = "Failures talking to cluster nodes.";
+    m.counter("orthrus_backend_errors_total", help, t.backend_errors);
+    let help = "Client connections closed for a protocol error.";
+    m.counter("orthrus_protocol_errors_total", help, t.protocol_errors);
+    let help = "Commands refused with an error by orthrus itself.";
+    m.counter("orthrus_rejected_commands_total", help, t.rejected_commands);
+    let help = "Client connections refused over client.max_clients.";
+    m.counter(
+        "orthrus_rejected_connections_total",
+        help,
+        t.rejected_connections,
+    );
+    let help = "Topology refreshes attempted.";
+    m.counter("orthrus_topology_refreshes_total", help, refreshes);
+}
+
+fn cluster_metrics(m: &mut Exposition, shared: &Shared) {
+    let map = shared.slots.load();
+    let help = "Slots with a known owner (16384 when the cluster is whole).";
+    m.gauge("orthrus_cluster_slots_covered", help, map.covered_slots());
+    let help = "Masters owning at least one slot.";
+    m.gauge("orthrus_cluster_masters", help, map.masters().len());
+
+    let name = "orthrus_cluster_nodes";
+    m.family(name, "gauge", "Known cluster nodes by role and health.");
+    // Every combination, zeros included, so that a series does not vanish
+    // when its last node changes state.
+    for (role, role_name) in ROLES {
+        for (health, health_name) in HEALTHS {
+            let count = map
+                .nodes()
+                .iter()
+                .filter(|n| n.role == role && n.health == health)
+                .count();
+            m.sample(name, &[("role", role_name), ("health", health_name)], count);
+        }
+    }
+    let help = "1 if the command table was learnt from the cluster's COMMAND reply.";
+    let learnt = u8::from(shared.commands_learnt());
+    m.gauge("orthrus_commands_from_cluster", help, learnt);
+}
+
+// === impl Response ===
+
+/// Latency histograms per command family (the total, the backend part and
+/// orthrus's part) and per node; families never used are left out.
+fn latency_metrics(m: &mut Exposition, shared: &Shared) {
+    const PARTS: [(Part, &str, &str); 3] = [
+        (
+            Part::Total,
+            "orthrus_command_duration_seconds",
+            "Time from reading a request to its reply being ready to write, by command family.",
+        ),
+        (
+            Part::Backend,
+            "orthrus_command_backend_duration_seconds",
+            "Part of a request's time spent waiting for cluster nodes (the longest round trip among its parts), by command family.",
+        ),
+        (
+            Part::Proxy,
+            "orthrus_command_proxy_duration_seconds",
+            "orthrus's own part of a request's time (the total minus the backend part), by command family.",
+        ),
+    ];
+    for (part, name, help) in PARTS {
+        let used: Vec<(Family, Summary)> = Family::ALL
+            .into_iter()
+            .map(|family| (family, latency::summary(&shared.latency, family, part)))
+            .filter(|(_, summary)| summary.count() > 0)
+            .collect();
+        if !used.is_empty() {
+            m.family(name, "histogram", help);
+        }
+        for (family, summary) in used {
+            m.histogram(name, &[("family", family.name())], &summary);
+        }
+    }
+    let nodes = shared.node_latency.summaries();
+    let name = "orthrus_backend_duration_seconds";
+    if !nodes.is_empty() {
+        let help = "Round trip of requests to each cluster node on the shared connections.";
+        m.family(name, "histogram", help);
+    }
+    for (addr, summary) in nodes {
+        m.histogram(name, &[("node", &addr.to_string())], &summary);
+    }
+}
+
+/// Builds the text format. Label values here are fixed strings without
+/// quotes, backslashes or newlines, so they need no escaping.
+#[derive(Default)]
+struct Exposition {
+    out: String,
+}
+
+impl Exposition {
+    fn family(&mut self, name: &str, kind: &str, help: &str) {
+        let _ = write!(self.out, "# HELP {name} {help}\n# TYPE {name} {kind}\n");
+    }
+
+    fn counter(&mut self, name: &str, help: &str, value: u64) {
+        self.family(name, "counter", help);
+        self.sample(name, &[], value);
+    }
+
+    fn gauge(&mut self, name: &str, help: &str, value: impl Display) {
+        self.family(name, "gauge", help);
+        self.sample(name, &[], value);
+    }
+
+    /// The `_bucket`, `_sum` and `_count` samples of one histogram.
+    fn histogram(&mut self, name: &str, labels: &[(&str, &str)], summary: &Summary) {
+        let bucket = format!("{name}_bucket");
+        let count = summary.count();
+        let bounds = latency::PROMETHEUS_EXPONENTS
+            .map(|exp| {
+                let le = ((1u64 << exp) as f64 / 1e6).to_string();
+                (le, summary.below_power_of_two(exp))
+            })
+            .chain([("+Inf".to_owned(), count)]);
+        for (le, below) in bounds {
+            let mut with_le = labels.to_vec();
+            with_le.push(("le", &le));
+            self.sample(&bucket, &with_le, below);
+        }
+        self.sample(&format!("{name}_sum"), labels, summary.sum_seconds());
+        self.sample(&format!("{name}_count"), labels, count);
+    }
+
+    fn sample(&mut self, name: &str, labels: &[(&str, &str)], value: impl Display) {
+        self.out.push_str(name);
+        if !labels.is_empty() {
+            self.out.push('{');
+            for (i, (k, v)) in labels.iter().enumerate() {
+                if i > 0 {
+                    self.out.push(',');
+                }
+                let _ = write!(self.out, "{k}=\"{v}\"");
+            }
+            self.out.push('}');
+        }
+        let _ = writeln!(self.out, " {value}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::config::Config;
+    use crate::stats::WorkerStats;
+
+    fn shared() -> Arc<Shared> {
+        let config = Config {
+            seeds: vec!["127.0.0.1:1".to_owned()],
+            threads: 2,
+            ..Config::default()
+        };
+        Shared::new(config.validate().expect("valid config"))
+    }
+
+    #[test]
+    fn metrics_are_well_formed() {
+        let shared = shared();
+        WorkerStats::bump(&shared.stats[1].commands);
+        WorkerStats::bump(&shared.stats[0].commands);
+        let took = Duration::from_micros(100);
+        shared.latency[0].record(Family::Hash, took, Some(took / 2));
+        shared.latency[1].record(Family::Hash, took * 2, None);
+        let text = exposition(&shared);
+        let mut typed = std::collections::HashSet::new();
+        for line in text.lines() {
+            if let Some(rest) = line.strip_prefix("# TYPE ") {
+                let (name, kind) = rest.split_once(' ').unwrap_or_default();
+                assert!(matches!(kind, "counter" | "gauge" | "histogram"), "{line}");
+                assert_eq!(kind == "counter", name.ends_with("_total"), "{line}");
+                assert!(typed.insert(name.to_owned()), "two TYPE lines: {line}");
+                continue;
+            }
+            if line.starts_with('#') {
+                continue;
+            }
+            let (series, value) = line.rsplit_once(' ').unwrap_or_default();
+            let name = series.split('{').next().unwrap_or_default();
+            let family = ["_bucket", "_sum", "_count"]
+                .iter()
+                .find_map(|suffix| name.strip_suffix(suffix))
+                .filter(|family| typed.contains(*family));
+            assert!(
+                typed.contains(name) || family.is_some(),
+                "no TYPE before {line}"
+            );
+            assert!(value.parse::<f64>().is_ok(), "{line}");
+        }
+        assert!(text.contains("\northrus_commands_total 2\n"), "{text}");
+        assert!(text.contains("\northrus_worker_threads 2\n"), "{text}");
+        assert!(
+            text.contains("\northrus_cluster_slots_covered 0\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("\northrus_cluster_nodes{role=\"replica\",health=\"failed\"} 0\n"),
+            "{text}"
+        );
+        let hash = "orthrus_command_duration_seconds_bucket{family=\"hash\"";
+        assert!(
+            text.contains(&format!("\n{hash},le=\"0.000064\"}} 0\n")),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!("\n{hash},le=\"0.000128\"}} 1\n")),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!("\n{hash},le=\"+Inf\"}} 2\n")),
+            "{text}"
+        );
+        let backend = "orthrus_command_backend_duration_seconds_count{family=\"hash\"} 1";
+        assert!(text.contains(backend), "{text}");
+        assert!(!text.contains("family=\"string\""), "{text}");
+    }
+}
