@@ -126,7 +126,7 @@ async fn run(
     tracing::debug!(node = %addr, ?proto, "backend connected");
     let (rd, wr) = stream.into_split();
     let inflight = RefCell::new(VecDeque::new());
-    let latency = ctx.shared.node_latency.get(&addr, ctx.shared.latency.len());
+    let latency = ctx.shared.node_latency.get(&addr, ctx.shared.stats.len());
     let result = tokio::select! {
         r = write_loop(wr, &mut rx, &inflight) => r,
         r = read_loop(rd, &inflight, &ctx, &latency) => r,

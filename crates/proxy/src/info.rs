@@ -10,7 +10,7 @@ use crate::forward::{self, Sent, Target};
 use crate::session::{Done, Pending};
 
 use crate::command_kind::Family;
-use crate::latency::{self, Part};
+use crate::latency::Part;
 use crate::local::verbatim;
 use crate::session::Client;
 use crate::stats;
@@ -161,14 +161,13 @@ fn stats_section(out: &mut String, ctx: &WorkerCtx) {
 /// families that have been used are listed.
 fn latency(out: &mut String, ctx: &WorkerCtx) {
     out.push_str("# Latency\r\n");
-    let workers = &ctx.shared.latency;
     for family in Family::ALL {
         for (part, label) in [
             (Part::Total, ""),
             (Part::Backend, "backend_"),
             (Part::Proxy, "proxy_"),
         ] {
-            let s = latency::summary(workers, family, part);
+            let s = ctx.shared.latency.summary(family, part);
             let calls = s.count();
             if calls == 0 {
                 continue;

@@ -13,8 +13,9 @@
 //! difference: orthrus's own time, queueing included). Per node it keeps
 //! the round trip of every reply on the shared connections.
 
-use std::sync::Arc;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use dashmap::DashMap;
@@ -50,23 +51,16 @@ impl Default for Histogram {
 }
 
 impl Histogram {
-    /// Records one duration. Only the owning worker's thread records into
-    /// a histogram, so a plain load and store suffice (no locked
-    /// read-modify-write); readers on other threads see each counter whole.
-    /// A `reset` racing with a record may lose that one record.
+    /// Records one duration. Only the owning worker's thread writes a
+    /// histogram (never reset: CONFIG RESETSTAT moves a baseline instead),
+    /// so a plain load and store suffice, no locked read-modify-write;
+    /// readers on other threads see each counter whole.
     pub fn record(&self, took: Duration) {
         let us = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
         if let Some(c) = self.counts.get(bucket(us)) {
             add(c, 1);
         }
         add(&self.sum_us, us);
-    }
-
-    pub fn reset(&self) {
-        for c in self.counts.iter() {
-            c.store(0, Ordering::Relaxed);
-        }
-        self.sum_us.store(0, Ordering::Relaxed);
     }
 }
 
@@ -124,6 +118,19 @@ impl Summary {
             *total += c.load(Ordering::Relaxed);
         }
         self.sum_us += h.sum_us.load(Ordering::Relaxed);
+    }
+
+    /// What was recorded since `base` was taken.
+    pub fn since(&self, base: &Summary) -> Summary {
+        Summary {
+            counts: self
+                .counts
+                .iter()
+                .zip(&base.counts)
+                .map(|(now, then)| now.saturating_sub(*then))
+                .collect(),
+            sum_us: self.sum_us.saturating_sub(base.sum_us),
+        }
     }
 
     pub fn of<'a>(histograms: impl IntoIterator<Item = &'a Histogram>) -> Summary {
@@ -190,7 +197,7 @@ impl Default for Latency {
 }
 
 /// Which of a request's times.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Part {
     Total,
     Backend,
@@ -221,28 +228,74 @@ impl Latency {
         };
         list.get(family.index())
     }
+}
+
+/// Every worker's per-family histograms, and the baselines that CONFIG
+/// RESETSTAT sets (readers subtract them; the workers' counters are never
+/// written by another thread).
+pub struct Families {
+    workers: Vec<Latency>,
+    base: Mutex<HashMap<(Family, Part), Summary>>,
+}
+
+impl Families {
+    pub fn new(workers: usize) -> Families {
+        Families {
+            workers: (0..workers.max(1)).map(|_| Latency::default()).collect(),
+            base: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Worker `index`'s histograms, to record into.
+    pub fn worker(&self, index: usize) -> &Latency {
+        &self.workers[index % self.workers.len()]
+    }
+
+    /// One family and part over every worker, since the last reset.
+    pub fn summary(&self, family: Family, part: Part) -> Summary {
+        let now = self.total(family, part);
+        match self.base.lock() {
+            Ok(base) => match base.get(&(family, part)) {
+                Some(then) => now.since(then),
+                None => now,
+            },
+            Err(_) => now,
+        }
+    }
 
     pub fn reset(&self) {
-        for h in self.total.iter().chain(&self.backend).chain(&self.proxy) {
-            h.reset();
+        let mut base = HashMap::new();
+        for family in Family::ALL {
+            for part in [Part::Total, Part::Backend, Part::Proxy] {
+                base.insert((family, part), self.total(family, part));
+            }
         }
+        if let Ok(mut b) = self.base.lock() {
+            *b = base;
+        }
+    }
+
+    fn total(&self, family: Family, part: Part) -> Summary {
+        Summary::of(
+            self.workers
+                .iter()
+                .filter_map(|w| w.histogram(family, part)),
+        )
     }
 }
 
-/// Every worker's histograms of one family and part, added up.
-pub fn summary(workers: &[Latency], family: Family, part: Part) -> Summary {
-    Summary::of(workers.iter().filter_map(|w| w.histogram(family, part)))
-}
-
-/// Round trips to one node, one histogram per worker.
+/// Round trips to one node, one histogram per worker, and the baseline
+/// CONFIG RESETSTAT set.
 pub struct NodeLatency {
     per_worker: Box<[Histogram]>,
+    base: Mutex<Option<Summary>>,
 }
 
 impl NodeLatency {
     fn new(workers: usize) -> NodeLatency {
         NodeLatency {
             per_worker: (0..workers.max(1)).map(|_| Histogram::default()).collect(),
+            base: Mutex::new(None),
         }
     }
 
@@ -252,13 +305,19 @@ impl NodeLatency {
         }
     }
 
+    /// Since the last reset.
     pub fn summary(&self) -> Summary {
-        Summary::of(self.per_worker.iter())
+        let now = Summary::of(self.per_worker.iter());
+        match self.base.lock().as_deref() {
+            Ok(Some(base)) => now.since(base),
+            _ => now,
+        }
     }
 
     fn reset(&self) {
-        for h in self.per_worker.iter() {
-            h.reset();
+        let now = Summary::of(self.per_worker.iter());
+        if let Ok(mut base) = self.base.lock() {
+            *base = Some(now);
         }
     }
 }
@@ -410,19 +469,41 @@ mod tests {
 
     #[test]
     fn backend_and_proxy_split_the_total() {
-        let l = Latency::default();
-        l.record(
+        let families = Families::new(2);
+        families.worker(0).record(
             Family::Hash,
             Duration::from_micros(300),
             Some(Duration::from_micros(200)),
         );
-        l.record(Family::PubSub, Duration::from_micros(50), None);
-        let get = |f, p| summary(std::slice::from_ref(&l), f, p);
+        families
+            .worker(1)
+            .record(Family::PubSub, Duration::from_micros(50), None);
+        let get = |f, p| families.summary(f, p);
         assert_eq!(get(Family::Hash, Part::Backend).percentile(1.0), 207);
         assert_eq!(get(Family::Hash, Part::Proxy).percentile(1.0), 103);
         assert_eq!(get(Family::PubSub, Part::Total).count(), 1);
         assert_eq!(get(Family::PubSub, Part::Backend).count(), 0);
-        l.reset();
+        families.reset();
         assert_eq!(get(Family::Hash, Part::Total).count(), 0);
+        families
+            .worker(1)
+            .record(Family::Hash, Duration::from_micros(40), None);
+        let after = get(Family::Hash, Part::Total);
+        assert_eq!((after.count(), after.percentile(0.5)), (1, 41));
+        assert_eq!(after.sum_seconds(), 40e-6);
+    }
+
+    #[test]
+    fn node_reset_moves_the_baseline() {
+        let nodes = Nodes::default();
+        let addr: NodeAddr = "127.0.0.1:7000".parse().unwrap();
+        let node = nodes.get(&addr, 2);
+        node.record(0, Duration::from_micros(100));
+        node.record(1, Duration::from_micros(100));
+        assert_eq!(nodes.summaries()[0].1.count(), 2);
+        nodes.reset();
+        assert_eq!(nodes.summaries()[0].1.count(), 0);
+        node.record(1, Duration::from_micros(100));
+        assert_eq!(nodes.summaries()[0].1.count(), 1);
     }
 }

@@ -54,10 +54,7 @@ pub fn execute(cmd: Local, req: &Request, client: &mut Client, ctx: &Rc<WorkerCt
                 .stats
                 .iter()
                 .for_each(crate::stats::WorkerStats::reset);
-            shared
-                .latency
-                .iter()
-                .for_each(crate::latency::Latency::reset);
+            shared.latency.reset();
             shared.node_latency.reset();
             simple("OK")
         }

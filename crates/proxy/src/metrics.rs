@@ -139,7 +139,7 @@ fn latency_metrics(m: &mut Exposition, shared: &Shared) {
     for (part, name, help) in PARTS {
         let used: Vec<(Family, Summary)> = Family::ALL
             .into_iter()
-            .map(|family| (family, latency::summary(&shared.latency, family, part)))
+            .map(|family| (family, shared.latency.summary(family, part)))
             .filter(|(_, summary)| summary.count() > 0)
             .collect();
         if !used.is_empty() {
@@ -241,8 +241,14 @@ mod tests {
         WorkerStats::bump(&shared.stats[1].commands);
         WorkerStats::bump(&shared.stats[0].commands);
         let took = Duration::from_micros(100);
-        shared.latency[0].record(Family::Hash, took, Some(took / 2));
-        shared.latency[1].record(Family::Hash, took * 2, None);
+        shared
+            .latency
+            .worker(0)
+            .record(Family::Hash, took, Some(took / 2));
+        shared
+            .latency
+            .worker(1)
+            .record(Family::Hash, took * 2, None);
         let text = exposition(&shared);
         let mut typed = std::collections::HashSet::new();
         for line in text.lines() {

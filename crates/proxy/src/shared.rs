@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 use crate::clients::Registry;
 use crate::command_table::CommandTable;
 use crate::config::{Config, Settings};
-use crate::latency::{self, Latency, OpsMeter};
+use crate::latency::{self, OpsMeter};
 use crate::slowlog::SlowLog;
 use crate::stats::WorkerStats;
 
@@ -34,7 +34,7 @@ pub struct Shared {
     /// One entry per worker.
     pub stats: Vec<WorkerStats>,
     /// Per-family request latency, one entry per worker.
-    pub latency: Vec<Latency>,
+    pub latency: latency::Families,
     /// Round trips per cluster node.
     pub node_latency: latency::Nodes,
     pub ops: OpsMeter,
@@ -62,7 +62,7 @@ impl Shared {
         let stats = (0..settings.threads)
             .map(|_| WorkerStats::default())
             .collect();
-        let latency = (0..settings.threads).map(|_| Latency::default()).collect();
+        let latency = latency::Families::new(settings.threads);
         let slowlog = SlowLog::new(
             settings.raw.slowlog.log_slower_than_us,
             settings.raw.slowlog.max_len,

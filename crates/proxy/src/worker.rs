@@ -34,8 +34,7 @@ impl WorkerCtx {
     }
 
     pub fn latency(&self) -> &crate::latency::Latency {
-        // `Shared::new` makes one entry per worker.
-        &self.shared.latency[self.index % self.shared.latency.len()]
+        self.shared.latency.worker(self.index)
     }
 }
 

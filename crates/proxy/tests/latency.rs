@@ -130,6 +130,18 @@ fn info_latency_counts_families_and_splits_backend_time() {
         !lines.contains_key("latency_percentiles_usec_hash"),
         "{lines:?}"
     );
+    // Counting starts again from there.
+    for i in 0..7 {
+        let _: i64 = redis::cmd("HSET")
+            .arg("lat:h")
+            .arg(i)
+            .arg(i)
+            .query(&mut con)
+            .unwrap();
+    }
+    let lines = latency_lines(&mut con);
+    assert_eq!(lines["latency_percentiles_usec_hash"][0], 7, "{lines:?}");
+    assert_eq!(lines["latency_backend_percentiles_usec_hash"][0], 7);
 }
 
 #[test]
