@@ -36,6 +36,18 @@ fn latency_lines(con: &mut redis::Connection) -> HashMap<String, [u64; 4]> {
     lines
 }
 
+/// `n` HSETs, one field each.
+fn hset_fields(con: &mut redis::Connection, n: usize) {
+    for i in 0..n {
+        let _: i64 = redis::cmd("HSET")
+            .arg("lat:h")
+            .arg(i)
+            .arg(i)
+            .query(con)
+            .unwrap();
+    }
+}
+
 #[test]
 fn info_latency_counts_families_and_splits_backend_time() {
     let cluster = common::cluster(3, 0);
@@ -59,14 +71,7 @@ fn info_latency_counts_families_and_splits_backend_time() {
             .query(&mut con)
             .unwrap();
     }
-    for i in 0..50 {
-        let _: i64 = redis::cmd("HSET")
-            .arg("lat:h")
-            .arg(i)
-            .arg(i)
-            .query(&mut con)
-            .unwrap();
-    }
+    hset_fields(&mut con, 50);
     // MGET over several slots: split, and still one string command.
     let _: Vec<String> = redis::cmd("MGET")
         .arg(&["lat:1", "lat:2", "lat:3", "lat:4"])
@@ -131,14 +136,7 @@ fn info_latency_counts_families_and_splits_backend_time() {
         "{lines:?}"
     );
     // Counting starts again from there.
-    for i in 0..7 {
-        let _: i64 = redis::cmd("HSET")
-            .arg("lat:h")
-            .arg(i)
-            .arg(i)
-            .query(&mut con)
-            .unwrap();
-    }
+    hset_fields(&mut con, 7);
     let lines = latency_lines(&mut con);
     assert_eq!(lines["latency_percentiles_usec_hash"][0], 7, "{lines:?}");
     assert_eq!(lines["latency_backend_percentiles_usec_hash"][0], 7);
