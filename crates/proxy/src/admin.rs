@@ -297,6 +297,8 @@ fn not_ready(shared: &Shared, stopping: bool) -> Option<String> {
     }
 }
 
+// === impl Response ===
+
 impl Response {
     fn text(status: u16, message: &str) -> Response {
         Response {

@@ -177,8 +177,9 @@ async fn write_loop(
 ) -> io::Result<()> {
     let mut batch = BytesMut::with_capacity(BATCH_BYTES);
     while let Some(job) = rx.recv().await {
-        // One clock read per batch: its requests leave together.
-        let sent = Instant::now();
+        // One clock read per batch: its requests leave together (read
+        // again after a write that may have waited).
+        let mut sent = Instant::now();
         let mut next = Some(job);
         while let Some(job) = next.take() {
             // A client that went away no longer needs its request sent.
@@ -198,6 +199,7 @@ async fn write_loop(
                         batch.clear();
                     }
                     wr.write_all(&job.frame).await?;
+                    sent = Instant::now();
                 } else {
                     batch.extend_from_slice(&job.frame);
                 }

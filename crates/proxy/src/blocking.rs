@@ -41,7 +41,7 @@ pub fn dispatch(
                 Done::from_nodes(reply, waited.get())
             }
             // The client is gone: dropping `run` closes its connection.
-            () = gone.cancelled() => Done::from_nodes(Bytes::new(), waited.get()),
+            () = gone.cancelled() => Done::unmeasured(Bytes::new()),
         }
     }))
 }

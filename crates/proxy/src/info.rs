@@ -26,7 +26,7 @@ const SECTIONS: &[(&str, bool, Section)] = &[
     ("stats", true, stats_section),
     ("replication", true, replication),
     ("cluster", true, cluster),
-    ("latency", true, latency),
+    ("latency", false, latency),
 ];
 
 /// The reply to `INFO [section ...]`.
@@ -40,7 +40,8 @@ pub fn reply(req: &Request, client: &Client, ctx: &Rc<WorkerCtx>) -> Pending {
     let defaults = wanted.is_empty() || wanted.iter().any(|w| w == "default");
     let mut text = String::with_capacity(1024);
     for (name, default, section) in SECTIONS {
-        if everything || (defaults && *default) || wanted.iter().any(|w| w == name) {
+        let named = |w: &String| w == name || (*name == "latency" && w == "latencystats");
+        if everything || (defaults && *default) || wanted.iter().any(named) {
             if !text.is_empty() {
                 text.push_str("\r\n");
             }

@@ -35,17 +35,17 @@ pub const BUCKETS: usize = (SUB + (MAX_EXP - SUB_BITS) as u64 * SUB) as usize;
 /// (16 µs) to 2^25 µs (33.5 s): each is a bucket edge, so counts are exact.
 pub const PROMETHEUS_EXPONENTS: std::ops::RangeInclusive<u32> = 4..=25;
 
-/// One histogram of durations.
+/// One histogram of durations: the bucket counts, then the sum of the
+/// values in microseconds, in one allocation of its own (so that no two
+/// workers' counters share a cache line).
 pub struct Histogram {
     counts: Box<[AtomicU64]>,
-    sum_us: AtomicU64,
 }
 
 impl Default for Histogram {
     fn default() -> Self {
         Histogram {
-            counts: (0..BUCKETS).map(|_| AtomicU64::new(0)).collect(),
-            sum_us: AtomicU64::new(0),
+            counts: (0..=BUCKETS).map(|_| AtomicU64::new(0)).collect(),
         }
     }
 }
@@ -60,7 +60,9 @@ impl Histogram {
         if let Some(c) = self.counts.get(bucket(us)) {
             add(c, 1);
         }
-        add(&self.sum_us, us);
+        if let Some(sum) = self.counts.get(BUCKETS) {
+            add(sum, us);
+        }
     }
 }
 
@@ -117,7 +119,9 @@ impl Summary {
         for (total, c) in self.counts.iter_mut().zip(h.counts.iter()) {
             *total += c.load(Ordering::Relaxed);
         }
-        self.sum_us += h.sum_us.load(Ordering::Relaxed);
+        if let Some(sum) = h.counts.get(BUCKETS) {
+            self.sum_us += sum.load(Ordering::Relaxed);
+        }
     }
 
     /// What was recorded since `base` was taken.
@@ -338,9 +342,11 @@ impl Nodes {
             .clone()
     }
 
-    /// Keeps only the nodes for which `keep` is true.
+    /// Keeps the nodes for which `keep` is true, and those a connection
+    /// still records into.
     pub fn retain(&self, mut keep: impl FnMut(&NodeAddr) -> bool) {
-        self.nodes.retain(|addr, _| keep(addr));
+        self.nodes
+            .retain(|addr, node| keep(addr) || Arc::strong_count(node) > 1);
     }
 
     /// Every node's summary, sorted by address.

@@ -114,8 +114,6 @@ fn cluster_metrics(m: &mut Exposition, shared: &Shared) {
     m.gauge("orthrus_commands_from_cluster", help, learnt);
 }
 
-// === impl Response ===
-
 /// Latency histograms per command family (the total, the backend part and
 /// orthrus's part) and per node; families never used are left out.
 fn latency_metrics(m: &mut Exposition, shared: &Shared) {

@@ -108,8 +108,8 @@ pub struct Stamp {
     /// When the request was read.
     read: Instant,
     family: Family,
-    /// The request, for the SLOWLOG.
-    frame: Bytes,
+    /// The request, for the SLOWLOG; `None` if it was refused before it ran.
+    frame: Option<Bytes>,
 }
 
 /// Per-connection state the commands can change.
@@ -225,13 +225,13 @@ async fn read_requests(
             let (pending, stamp) = match parser.parse(&mut buf) {
                 Ok(Some(req)) => {
                     let frame = req.frame().clone();
-                    let (pending, family) = dispatch(&mut client, req, &sink, ctx);
+                    let started = dispatch(&mut client, req, &sink, ctx);
                     let stamp = Stamp {
                         read: read_at,
-                        family,
-                        frame,
+                        family: started.family,
+                        frame: started.ran.then_some(frame),
                     };
-                    (pending, Some(stamp))
+                    (started.pending, Some(stamp))
                 }
                 Ok(None) => break,
                 Err(e) => {
@@ -253,9 +253,12 @@ async fn read_requests(
                 return;
             }
             if let Some(done) = done {
-                if !wait_deferred(done, &mut rd, &mut buf, &client, &mut read_at).await {
+                if !wait_deferred(done, &mut rd, &mut buf, &client).await {
                     return;
                 }
+                // What the client pipelined behind it waited by design (its
+                // commands take effect in order): timed from now on.
+                read_at = Instant::now();
             }
         }
         if buf.capacity() - buf.len() < READ_CHUNK / 4 {
@@ -295,7 +298,6 @@ async fn wait_deferred(
     rd: &mut OwnedReadHalf,
     buf: &mut BytesMut,
     client: &Client,
-    read_at: &mut Instant,
 ) -> bool {
     loop {
         let room = buf.len() < DEFERRED_BUFFER;
@@ -310,7 +312,6 @@ async fn wait_deferred(
                     client.gone.cancel();
                     return false;
                 }
-                *read_at = Instant::now();
             }
         }
     }
@@ -333,14 +334,35 @@ async fn sleep_or_forever(limit: Option<std::time::Duration>) {
     }
 }
 
-/// Decides what to do with one request and starts doing it; says which
-/// family it belongs to.
-fn dispatch(
-    client: &mut Client,
-    req: Request,
-    sink: &PushSink,
-    ctx: &Rc<WorkerCtx>,
-) -> (Pending, Family) {
+/// A request once started: its reply to come, its family, and whether it
+/// ran at all (one refused before running, as Redis refuses an unknown
+/// command or a NOAUTH, never goes to the SLOWLOG).
+struct Started {
+    pending: Pending,
+    family: Family,
+    ran: bool,
+}
+
+impl Started {
+    fn ran(pending: Pending, family: Family) -> Started {
+        Started {
+            pending,
+            family,
+            ran: true,
+        }
+    }
+
+    fn refused(pending: Pending, family: Family) -> Started {
+        Started {
+            pending,
+            family,
+            ran: false,
+        }
+    }
+}
+
+/// Decides what to do with one request and starts doing it.
+fn dispatch(client: &mut Client, req: Request, sink: &PushSink, ctx: &Rc<WorkerCtx>) -> Started {
     // CLIENT REPLY OFF/SKIP: the command runs, its reply is not sent.
     let is_client_reply = req
         .arg(0)
@@ -355,11 +377,14 @@ fn dispatch(
             true
         }
     };
-    let (pending, family) = run(client, req, sink, ctx);
+    let started = run(client, req, sink, ctx);
     if silent {
-        (silence(pending, ctx), family)
+        Started {
+            pending: silence(started.pending, ctx),
+            ..started
+        }
     } else {
-        (pending, family)
+        started
     }
 }
 
@@ -397,54 +422,51 @@ fn silence(pending: Pending, ctx: &Rc<WorkerCtx>) -> Pending {
 }
 
 /// Routes one request and starts it.
-fn run(
-    client: &mut Client,
-    req: Request,
-    sink: &PushSink,
-    ctx: &Rc<WorkerCtx>,
-) -> (Pending, Family) {
+fn run(client: &mut Client, req: Request, sink: &PushSink, ctx: &Rc<WorkerCtx>) -> Started {
     let stats = ctx.stats();
     WorkerStats::bump(&stats.commands);
     let table = ctx.shared.commands.load();
     if !client.authenticated && !allowed_before_auth(&req) {
         WorkerStats::bump(&stats.rejected_commands);
         let reply = error_reply("NOAUTH Authentication required.");
-        return (Pending::Ready(reply), family_of(&table, &req));
+        return Started::refused(Pending::Ready(reply), family_of(&table, &req));
     }
     if ctx.shared.over_memory.load(Ordering::Relaxed) && !allowed_over_memory(&req) {
         WorkerStats::bump(&stats.rejected_commands);
         let reply = error_reply("OOM orthrus: memory use is over memory_limit_mb; request refused");
-        return (Pending::Ready(reply), family_of(&table, &req));
+        return Started::refused(Pending::Ready(reply), family_of(&table, &req));
     }
     if let Some(pending) = pubsub_command(client, &req, sink, ctx) {
-        return (pending, Family::PubSub);
+        return Started::ran(pending, Family::PubSub);
     }
     if let Some(pending) = transaction::intercept(client, &req, &table, ctx) {
-        return (pending, Family::Transaction);
+        return Started::ran(pending, Family::Transaction);
     }
     let (route, info) = table.route_info(&req);
     let family = info.map_or(Family::Other, |info| info.family);
     let readonly = info.is_some_and(|info| info.readonly);
     let proto = client.proto;
     let target = match route {
-        Route::Local(cmd) => return (local::execute(cmd, &req, client, ctx), family),
+        Route::Local(cmd) => return Started::ran(local::execute(cmd, &req, client, ctx), family),
         Route::Slot(slot) => Target::Slot(slot),
         Route::AnyNode => Target::Any,
         Route::Split(merge) => {
             let pending = split::dispatch(ctx, &req, merge, proto, readonly);
-            return (pending, family);
+            return Started::ran(pending, family);
         }
-        Route::FanOut(how) => return (fanout::dispatch(ctx, req, how, proto, readonly), family),
-        Route::Scan => return (scan::dispatch(ctx, &req, proto), family),
+        Route::FanOut(how) => {
+            return Started::ran(fanout::dispatch(ctx, req, how, proto, readonly), family);
+        }
+        Route::Scan => return Started::ran(scan::dispatch(ctx, &req, proto), family),
         Route::Blocking(slot) => {
             let gone = client.gone.clone();
             let pending = blocking::dispatch(ctx, &req, slot, proto, gone);
-            return (pending, Family::Blocking);
+            return Started::ran(pending, Family::Blocking);
         }
         Route::Reject(rejection) => {
             WorkerStats::bump(&stats.rejected_commands);
             let reply = error_reply(&rejection_message(&rejection, &req));
-            return (Pending::Ready(reply), family);
+            return Started::refused(Pending::Ready(reply), family);
         }
     };
     // PUBLISH goes where this orthrus keeps its subscriptions, so that its
@@ -458,7 +480,7 @@ fn run(
         Sent::Remote(remote) => Pending::Remote(Box::new(remote)),
         Sent::Refused(reply) => Pending::Ready(reply),
     };
-    (pending, family)
+    Started::ran(pending, family)
 }
 
 /// The family of a request refused before it was routed.

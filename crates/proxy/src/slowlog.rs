@@ -78,11 +78,12 @@ impl SlowLog {
     }
 
     /// Logs a request (the caller checked [`SlowLog::is_slow`]). Commands
-    /// that carry passwords are never logged.
+    /// that may carry passwords (AUTH, HELLO, MIGRATE, CONFIG, ACL) are
+    /// never logged.
     pub fn push(&self, done: Finished<'_>) {
         let args = arguments(done.frame);
         let secret = args.first().is_some_and(|name| {
-            [&b"auth"[..], b"hello", b"migrate"]
+            [&b"auth"[..], b"hello", b"migrate", b"config", b"acl"]
                 .iter()
                 .any(|n| name.eq_ignore_ascii_case(n))
         });

@@ -4,8 +4,10 @@
 
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
-/// One worker's counters.
+/// One worker's counters, aligned so that no two workers' counters share
+/// a cache line (or an adjacent-line prefetch pair).
 #[derive(Debug, Default)]
+#[repr(align(128))]
 pub struct WorkerStats {
     pub connections_received: AtomicU64,
     pub connected_clients: AtomicI64,

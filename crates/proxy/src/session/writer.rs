@@ -15,6 +15,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::{Done, Pending, Stamp};
+use crate::command_kind::Family;
 use crate::forward;
 use crate::pubsub::PushSink;
 use crate::worker::WorkerCtx;
@@ -109,10 +110,19 @@ impl Writer {
     fn account(&self, ctx: &WorkerCtx, stamp: &Stamp, backend: Option<Duration>) {
         let total = stamp.read.elapsed();
         ctx.latency().record(stamp.family, total, backend);
+        let Some(frame) = &stamp.frame else {
+            return; // refused before it ran
+        };
+        // A blocked command's wait for data is not slowness: like Redis,
+        // judge it by the rest of its time (orthrus's own).
+        let judged = match (stamp.family, backend) {
+            (Family::Blocking, Some(backend)) => total.saturating_sub(backend),
+            _ => total,
+        };
         let slowlog = &ctx.shared.slowlog;
-        if slowlog.is_slow(total) {
+        if slowlog.is_slow(judged) {
             slowlog.push(crate::slowlog::Finished {
-                frame: &stamp.frame,
+                frame,
                 total,
                 backend,
                 peer: self.peer,
