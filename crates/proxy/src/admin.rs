@@ -346,16 +346,6 @@ fn reason(status: u16) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Config;
-
-    fn shared() -> Arc<Shared> {
-        let config = Config {
-            seeds: vec!["127.0.0.1:1".to_owned()],
-            threads: 2,
-            ..Config::default()
-        };
-        Shared::new(config.validate().expect("valid config"))
-    }
 
     #[test]
     fn parses_request_lines() {
@@ -408,7 +398,7 @@ mod tests {
 
     #[test]
     fn routes() {
-        let shared = shared();
+        let shared = Shared::for_tests(2);
         let req = |method, path| Request { method, path };
         let status = |r: Request<'_>| route(&r, &shared, false).status;
         assert_eq!(status(req("GET", "/healthz")), 200);

@@ -217,25 +217,14 @@ impl Exposition {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
     use std::time::Duration;
 
     use super::*;
-    use crate::config::Config;
     use crate::stats::WorkerStats;
-
-    fn shared() -> Arc<Shared> {
-        let config = Config {
-            seeds: vec!["127.0.0.1:1".to_owned()],
-            threads: 2,
-            ..Config::default()
-        };
-        Shared::new(config.validate().expect("valid config"))
-    }
 
     #[test]
     fn metrics_are_well_formed() {
-        let shared = shared();
+        let shared = Shared::for_tests(2);
         WorkerStats::bump(&shared.stats[1].commands);
         WorkerStats::bump(&shared.stats[0].commands);
         let took = Duration::from_micros(100);

@@ -90,6 +90,18 @@ impl Shared {
         })
     }
 
+    /// A default configuration with `threads` workers and a seed nobody
+    /// listens on, for unit tests.
+    #[cfg(test)]
+    pub fn for_tests(threads: usize) -> Arc<Shared> {
+        let config = Config {
+            seeds: vec!["127.0.0.1:1".to_owned()],
+            threads,
+            ..Config::default()
+        };
+        Shared::new(config.validate().expect("valid config"))
+    }
+
     pub fn request_timeout(&self) -> Duration {
         Duration::from_millis(self.live.load().backend.request_timeout_ms)
     }
