@@ -4,7 +4,6 @@
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use orthrus_cluster::NodeAddr;
 use serde::{Deserialize, Serialize};
@@ -445,18 +444,6 @@ impl Config {
 }
 
 impl Settings {
-    pub fn refresh_interval(&self) -> Duration {
-        Duration::from_millis(self.raw.cluster.refresh_interval_ms)
-    }
-
-    pub fn connect_timeout(&self) -> Duration {
-        Duration::from_millis(self.raw.backend.connect_timeout_ms)
-    }
-
-    pub fn request_timeout(&self) -> Duration {
-        Duration::from_millis(self.raw.backend.request_timeout_ms)
-    }
-
     pub fn limits(&self) -> orthrus_resp::Limits {
         orthrus_resp::Limits {
             max_bulk_len: self.raw.client.max_bulk_len,

@@ -19,6 +19,23 @@ use crate::latency::{self, OpsMeter};
 use crate::slowlog::SlowLog;
 use crate::stats::WorkerStats;
 
+/// The settings a reload applies at once (read from `Shared::live` where
+/// they are used); any other setting that changes needs a restart.
+const LIVE: &[&str] = &[
+    "client.password",
+    "client.users",
+    "client.max_clients",
+    "client.idle_timeout_s",
+    "backend.request_timeout_ms",
+    "backend.connect_timeout_ms",
+    "backend.username",
+    "backend.password",
+    "cluster.refresh_interval_ms",
+    "slowlog.log_slower_than_us",
+    "slowlog.max_len",
+    "log.level",
+];
+
 /// What every worker reads.
 pub struct Shared {
     pub settings: Settings,
@@ -117,122 +134,11 @@ impl Shared {
     /// Takes a reloaded, validated configuration: what can change at run
     /// time changes now; returns the names of the settings that changed
     /// and of those that changed but need a restart. Never the values.
-    pub fn reload(&self, new: Config) -> (Vec<&'static str>, Vec<&'static str>) {
+    pub fn reload(&self, new: Config) -> (Vec<String>, Vec<String>) {
         let old = self.live.load_full();
-        let mut changed = Vec::new();
-        let mut restart = Vec::new();
-        let mut check = |name: &'static str, differs: bool, live: bool| {
-            if differs {
-                if live {
-                    changed.push(name)
-                } else {
-                    restart.push(name)
-                }
-            }
-        };
-        check(
-            "client.password",
-            old.client.password != new.client.password,
-            true,
-        );
-        check("client.users", old.client.users != new.client.users, true);
-        check(
-            "client.max_clients",
-            old.client.max_clients != new.client.max_clients,
-            true,
-        );
-        check(
-            "client.idle_timeout_s",
-            old.client.idle_timeout_s != new.client.idle_timeout_s,
-            true,
-        );
-        check(
-            "backend.request_timeout_ms",
-            old.backend.request_timeout_ms != new.backend.request_timeout_ms,
-            true,
-        );
-        check(
-            "backend.connect_timeout_ms",
-            old.backend.connect_timeout_ms != new.backend.connect_timeout_ms,
-            true,
-        );
-        check(
-            "backend.username",
-            old.backend.username != new.backend.username,
-            true,
-        );
-        check(
-            "backend.password",
-            old.backend.password != new.backend.password,
-            true,
-        );
-        check(
-            "cluster.refresh_interval_ms",
-            old.cluster.refresh_interval_ms != new.cluster.refresh_interval_ms,
-            true,
-        );
-        check(
-            "slowlog.log_slower_than_us",
-            old.slowlog.log_slower_than_us != new.slowlog.log_slower_than_us,
-            true,
-        );
-        check(
-            "slowlog.max_len",
-            old.slowlog.max_len != new.slowlog.max_len,
-            true,
-        );
-        check("log.level", old.log.level != new.log.level, true);
-        check("listen", old.listen != new.listen, false);
-        check("seeds", old.seeds != new.seeds, false);
-        check("threads", old.threads != new.threads, false);
-        check("announce", old.announce != new.announce, false);
-        check("metrics", old.metrics != new.metrics, false);
-        check(
-            "shutdown_timeout_ms",
-            old.shutdown_timeout_ms != new.shutdown_timeout_ms,
-            false,
-        );
-        check(
-            "cluster.max_redirects",
-            old.cluster.max_redirects != new.cluster.max_redirects,
-            false,
-        );
-        check(
-            "backend.connections_per_node",
-            old.backend.connections_per_node != new.backend.connections_per_node,
-            false,
-        );
-        check(
-            "backend.dedicated_per_node",
-            old.backend.dedicated_per_node != new.backend.dedicated_per_node,
-            false,
-        );
-        check(
-            "client.max_pending",
-            old.client.max_pending != new.client.max_pending,
-            false,
-        );
-        check(
-            "client.max_bulk_len",
-            old.client.max_bulk_len != new.client.max_bulk_len,
-            false,
-        );
-        check(
-            "client.max_args",
-            old.client.max_args != new.client.max_args,
-            false,
-        );
-        check(
-            "client.max_inline_len",
-            old.client.max_inline_len != new.client.max_inline_len,
-            false,
-        );
-        check(
-            "client.max_push_bytes",
-            old.client.max_push_bytes != new.client.max_push_bytes,
-            false,
-        );
-        check("log.format", old.log.format != new.log.format, false);
+        let (changed, restart) = differences(&old, &new)
+            .into_iter()
+            .partition(|name| LIVE.contains(&name.as_str()));
         self.slowlog
             .configure(new.slowlog.log_slower_than_us, new.slowlog.max_len);
         self.live.store(Arc::new(new));
@@ -281,5 +187,62 @@ impl Shared {
 
     pub fn refreshes(&self) -> u64 {
         self.refreshes.load(Ordering::Relaxed)
+    }
+}
+
+/// The names (`listen`, `client.password`, ...) of the settings that differ
+/// between two configurations: every top-level value, and every value of a
+/// section, compared whole.
+fn differences(old: &Config, new: &Config) -> Vec<String> {
+    let flat = |config: &Config| -> Vec<(String, toml::Value)> {
+        let Ok(toml::Value::Table(top)) = toml::Value::try_from(config) else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for (key, value) in top {
+            match value {
+                toml::Value::Table(section) => {
+                    out.extend(section.into_iter().map(|(k, v)| (format!("{key}.{k}"), v)));
+                }
+                value => out.push((key, value)),
+            }
+        }
+        out
+    };
+    let (old, new) = (flat(old), flat(new));
+    let mut names: Vec<String> = new
+        .iter()
+        .filter(|(name, value)| old.iter().find(|(n, _)| n == name).map(|(_, v)| v) != Some(value))
+        .map(|(name, _)| name.clone())
+        .collect();
+    names.extend(
+        old.iter()
+            .filter(|(name, _)| !new.iter().any(|(n, _)| n == name))
+            .map(|(name, _)| name.clone()),
+    );
+    names
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reload_names_what_changed_and_what_needs_a_restart() {
+        let shared = Shared::for_tests(1);
+        let mut new = Config::clone(&shared.live.load());
+        new.client.password = Some("secret".to_owned());
+        new.log.level = "debug".to_owned();
+        new.memory_limit_mb = 512;
+        new.listen = "127.0.0.1:1".to_owned();
+        new.slowlog.max_len = 3;
+        let (mut changed, mut restart) = shared.reload(new);
+        changed.sort();
+        restart.sort();
+        assert_eq!(changed, ["client.password", "log.level", "slowlog.max_len"]);
+        assert_eq!(restart, ["listen", "memory_limit_mb"]);
+        assert_eq!(shared.live.load().slowlog.max_len, 3);
+        let (changed, restart) = shared.reload(Config::clone(&shared.live.load()));
+        assert!(changed.is_empty() && restart.is_empty());
     }
 }

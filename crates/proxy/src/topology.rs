@@ -44,7 +44,6 @@ pub fn spawn(shared: Arc<Shared>) -> io::Result<std::thread::JoinHandle<()>> {
 }
 
 async fn refresher(shared: Arc<Shared>) {
-    let interval = shared.refresh_interval();
     let mut backoff = FIRST_BACKOFF;
     let mut known = false;
     loop {
@@ -54,7 +53,8 @@ async fn refresher(shared: Arc<Shared>) {
                 backoff = FIRST_BACKOFF;
                 tokio::select! {
                     () = shared.refresh_requested() => tokio::time::sleep(DEBOUNCE).await,
-                    () = tokio::time::sleep(interval) => {}
+                    // Read each time: SIGHUP may change it.
+                    () = tokio::time::sleep(shared.refresh_interval()) => {}
                 }
             }
             Err(e) => {
@@ -86,10 +86,7 @@ async fn refresh_once(shared: &Shared) -> io::Result<()> {
     let start = usize::try_from(shared.refreshes()).unwrap_or(0) % candidates.len().max(1);
     candidates.rotate_left(start);
 
-    let timeout = shared
-        .settings
-        .connect_timeout()
-        .max(Duration::from_millis(500));
+    let timeout = shared.connect_timeout().max(Duration::from_millis(500));
     let mut last_error = io::Error::other("no seed configured");
     for addr in candidates {
         match discover(&addr, timeout, &shared.live.load_full().backend).await {
