@@ -131,7 +131,7 @@ async fn run(
 
 /// The `+OK` of ASKING comes first; the command's reply follows.
 fn skip_first_frame(reply: Bytes) -> Bytes {
-    match orthrus_resp::scan_reply(&reply, &orthrus_resp::Limits::default()) {
+    match orthrus_resp::scan_reply(&reply, &orthrus_resp::Limits::for_replies()) {
         Ok(Some(n)) => reply.slice(n..),
         _ => reply,
     }

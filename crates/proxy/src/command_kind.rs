@@ -213,11 +213,11 @@ pub struct Builtin {
 }
 
 const TRANSACTIONS: &str = "orthrus handles transactions itself";
-const PUBSUB: &str = "subscriptions are not supported yet";
+const PUBSUB: &str = "orthrus handles subscriptions itself";
 const WAIT: &str =
     "replication acknowledgements are per node, and a client's writes may have gone to several";
 const SCRIPT_ADMIN: &str = "send it to the node that runs the script";
-pub const BLOCKING: &str = "blocking commands are not supported yet";
+const BLOCKING: &str = "it blocks but has no key, so orthrus cannot tell which node it is for";
 const NOT_THROUGH_PROXY: &str = "it cannot work through a proxy";
 const ADMIN: &str = "administrative commands must be sent to the cluster nodes directly";
 const NO_KEY: &str = "it has no key, so orthrus cannot tell which node it is for";

@@ -106,9 +106,18 @@ pub fn intercept(
         }
         return Some(watch(client, req, table, ctx));
     }
-    if is("unwatch") && client.multi.is_none() {
-        unwatch(client);
-        return Some(Pending::Ready(simple("OK")));
+    if is("unwatch") {
+        return Some(Pending::Ready(match client.multi.as_mut() {
+            None => {
+                unwatch(client);
+                simple("OK")
+            }
+            // Queued, as Redis queues it (EXEC forgets the watch anyway).
+            Some(multi) => {
+                multi.queued.push(req.frame().clone());
+                simple("QUEUED")
+            }
+        }));
     }
     let multi = client.multi.as_mut()?;
     if is("quit") || is("reset") {
@@ -259,7 +268,8 @@ fn exec(multi: Multi, watch: Option<Watch>, client: &Client, ctx: &Rc<WorkerCtx>
                 ));
             };
             let started = Instant::now();
-            let reply = match conn.call(&frame, count + 2, None).await {
+            let timeout = Some(ctx.shared.request_timeout());
+            let reply = match conn.call(&frame, count + 2, timeout).await {
                 Ok(replies) => {
                     conn.release();
                     last_frame(&replies)
