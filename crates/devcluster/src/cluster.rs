@@ -483,7 +483,7 @@ fn cluster_nodes(node: &RedisNode) -> Result<Vec<NodeLine>, DevError> {
 
 /// Polls `check` until it passes or `timeout` runs out; the timeout error
 /// carries the last reason it gave.
-pub(crate) fn wait_until(
+pub fn wait_until(
     timeout: Duration,
     what: &str,
     mut check: impl FnMut() -> Result<(), String>,

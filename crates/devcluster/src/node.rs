@@ -403,7 +403,7 @@ impl Drop for RedisNode {
 }
 
 /// The value of `name:` in an INFO reply.
-pub(crate) fn info_field<'a>(info: &'a str, name: &str) -> Option<&'a str> {
+pub fn info_field<'a>(info: &'a str, name: &str) -> Option<&'a str> {
     info.lines().find_map(|line| {
         line.strip_prefix(name)
             .and_then(|rest| rest.strip_prefix(':'))

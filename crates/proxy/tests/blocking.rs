@@ -7,6 +7,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{Proxy, cluster, owner_of};
+use orthrus_devcluster::wait_until;
 use redis::Commands;
 
 #[test]
@@ -40,7 +41,7 @@ fn blocking_commands() {
     let waited = started.elapsed();
     assert_eq!(got, None);
     assert!(
-        waited >= Duration::from_millis(900) && waited <= Duration::from_millis(1300),
+        waited >= Duration::from_millis(900) && waited <= Duration::from_secs(3),
         "waited {waited:?}"
     );
     let started = Instant::now();
@@ -74,7 +75,16 @@ fn blocking_commands() {
             })
         })
         .collect();
-    std::thread::sleep(Duration::from_millis(500));
+    let node = owner_of(&cluster, b"many");
+    wait_until(
+        Duration::from_secs(10),
+        "50 clients blocked",
+        || match info_field(&cluster.nodes()[node], "blocked_clients") {
+            50 => Ok(()),
+            n => Err(format!("{n} blocked")),
+        },
+    )
+    .unwrap();
     let started = Instant::now();
     for i in 0..500 {
         let _: () = con.set(format!("flow:{i}"), i).unwrap();
@@ -86,7 +96,6 @@ fn blocking_commands() {
         "other traffic stalled: {:?}",
         started.elapsed()
     );
-    let node = owner_of(&cluster, b"many");
     let blocked_on_node = info_field(&cluster.nodes()[node], "blocked_clients");
     assert_eq!(
         proxy.info_field("blocked_clients"),
@@ -112,17 +121,25 @@ fn blocking_commands() {
         use std::io::Write;
         s.write_all(&common::encode(&["BLPOP", "left-q", "0"]))
             .unwrap();
-        std::thread::sleep(Duration::from_millis(300));
-        assert_eq!(info_field(&cluster.nodes()[node], "blocked_clients"), 1);
+        wait_until(
+            Duration::from_secs(10),
+            "the client blocked",
+            || match info_field(&cluster.nodes()[node], "blocked_clients") {
+                1 => Ok(()),
+                n => Err(format!("{n} blocked")),
+            },
+        )
+        .unwrap();
     }
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while info_field(&cluster.nodes()[node], "blocked_clients") != 0 {
-        assert!(
-            Instant::now() < deadline,
-            "the node still has a blocked client after its client left"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_until(
+        Duration::from_secs(5),
+        "the node to release the blocked client after its client left",
+        || match info_field(&cluster.nodes()[node], "blocked_clients") {
+            0 => Ok(()),
+            n => Err(format!("{n} blocked")),
+        },
+    )
+    .unwrap();
 }
 
 #[test]
@@ -147,7 +164,15 @@ fn exhausted_pool_gives_an_error_not_a_hang() {
             })
         })
         .collect();
-    std::thread::sleep(Duration::from_millis(500));
+    wait_until(
+        Duration::from_secs(10),
+        "both holders blocked",
+        || match proxy.info_field("blocked_clients") {
+            2 => Ok(()),
+            n => Err(format!("{n} blocked")),
+        },
+    )
+    .unwrap();
     let mut con = proxy.client();
     let started = Instant::now();
     let err = redis::cmd("BLPOP")
@@ -170,11 +195,9 @@ fn exhausted_pool_gives_an_error_not_a_hang() {
 
 fn info_field(node: &orthrus_devcluster::RedisNode, field: &str) -> i64 {
     let info = node.cmd(&["INFO", "clients"]).unwrap();
-    let text = info.as_str().unwrap().to_owned();
-    text.lines()
-        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+    let text = info.as_str().unwrap_or_default();
+    orthrus_devcluster::info_field(text, field)
         .unwrap_or_else(|| panic!("no {field}: {text}"))
-        .trim()
         .parse()
         .unwrap()
 }

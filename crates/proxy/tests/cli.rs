@@ -1,6 +1,9 @@
 //! The command line: help, bad settings, precedence as the binary sees it.
 
+mod common;
+
 use std::process::Command;
+use std::time::Duration;
 
 fn orthrus(args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_orthrus"));
@@ -11,7 +14,7 @@ fn orthrus(args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
     for (k, v) in env {
         cmd.env(k, v);
     }
-    cmd.output().expect("run orthrus")
+    common::run_to_exit(cmd, Duration::from_secs(20))
 }
 
 #[test]

@@ -8,6 +8,7 @@ use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 
 use common::{Proxy, cluster, encode, read_reply, send};
+use orthrus_devcluster::wait_until;
 
 fn rss_kib(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
@@ -82,8 +83,15 @@ fn limits_answer_with_errors() {
     assert_eq!(send(&mut bystander, &["GET", "by"]), "$1\r\n1\r\n");
     drop(blocked);
 
-    // Max clients: one more is told so and closed.
-    std::thread::sleep(Duration::from_millis(200));
+    // Max clients: one more is told so and closed (once the clients closed
+    // above are gone: the bystander alone is connected).
+    wait_until(Duration::from_secs(10), "one client left", || {
+        match proxy.info_field("connected_clients") {
+            2 => Ok(()), // the bystander and the INFO connection itself
+            n => Err(format!("{n} connected")),
+        }
+    })
+    .unwrap();
     let mut held: Vec<std::net::TcpStream> = Vec::new();
     let mut refused = None;
     for _ in 0..12 {
@@ -105,7 +113,15 @@ fn limits_answer_with_errors() {
     let stats = send(&mut bystander, &["INFO", "stats"]);
     assert!(stats.contains("rejected_connections:1\r\n"), "{stats}");
     drop(held);
-    std::thread::sleep(Duration::from_millis(300));
+    wait_until(
+        Duration::from_secs(10),
+        "the held clients gone",
+        || match proxy.info_field("connected_clients") {
+            2 => Ok(()),
+            n => Err(format!("{n} connected")),
+        },
+    )
+    .unwrap();
     let mut again = proxy.stream();
     assert_eq!(send(&mut again, &["PING"]), "+PONG\r\n");
 }

@@ -154,14 +154,18 @@ fn slow_subscriber_is_disconnected() {
         &[("ORTHRUS_CLIENT__MAX_PUSH_BYTES", "1048576")],
     );
     proxy.wait_ready(Duration::from_secs(20));
-    let mut slow = proxy.stream();
+    // A small receive window, so that the subscriber's backlog stays in
+    // orthrus rather than in the kernel's buffers.
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    socket.set_recv_buffer_size(64 * 1024).unwrap();
+    socket.connect(&proxy.addr.into()).unwrap();
+    let mut slow: std::net::TcpStream = socket.into();
     slow.set_read_timeout(Some(Duration::from_secs(10)))
         .unwrap();
     assert_eq!(
         send(&mut slow, &["SUBSCRIBE", "firehose"]),
         "*3\r\n$9\r\nsubscribe\r\n$8\r\nfirehose\r\n:1\r\n"
     );
-    // Shrink the subscriber's receive window so its backlog stays in orthrus.
     let mut publisher = proxy.client();
     let payload = vec![b'x'; 64 * 1024];
     for _ in 0..200 {

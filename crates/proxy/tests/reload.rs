@@ -82,11 +82,14 @@ fn sighup_reloads_level_and_password_keeping_clients() {
         "-WRONGPASS invalid username-password pair or user is disabled.\r\n"
     );
     assert_eq!(send(&mut fresh, &["AUTH", "second-pw"]), "+OK\r\n");
-    std::thread::sleep(Duration::from_millis(100));
-    assert!(
-        proxy.log_text().contains("DEBUG"),
-        "the new log level did not apply"
-    );
+    orthrus_devcluster::wait_until(Duration::from_secs(5), "DEBUG lines in the log", || {
+        if proxy.log_text().contains("DEBUG") {
+            Ok(())
+        } else {
+            Err("the new log level did not apply".to_owned())
+        }
+    })
+    .unwrap();
 
     // A bad configuration is refused; the current one stays.
     std::fs::write(&file, "[client]\nmax_clients = 0\n").unwrap();

@@ -61,10 +61,5 @@ pub(crate) fn text(value: &Value) -> String {
 
 /// The value of `field:` in an INFO reply.
 pub(crate) fn info_field(info: &Value, field: &str) -> Option<String> {
-    let info = text(info);
-    info.lines().find_map(|line| {
-        line.strip_prefix(field)
-            .and_then(|rest| rest.strip_prefix(':'))
-            .map(|v| v.trim().to_owned())
-    })
+    orthrus_devcluster::info_field(&text(info), field).map(str::to_owned)
 }

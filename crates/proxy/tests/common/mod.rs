@@ -121,10 +121,8 @@ impl Proxy {
     pub fn info_field(&self, field: &str) -> i64 {
         let mut con = self.client();
         let info: String = redis::cmd("INFO").arg("all").query(&mut con).expect("INFO");
-        info.lines()
-            .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        orthrus_devcluster::info_field(&info, field)
             .unwrap_or_else(|| panic!("no {field} in INFO:\n{info}"))
-            .trim()
             .parse()
             .expect("numeric INFO field")
     }
@@ -275,4 +273,28 @@ pub fn frame_len(buf: &[u8], at: usize) -> Option<usize> {
 pub fn owner_of(cluster: &Cluster, key: &[u8]) -> usize {
     let slot = orthrus_cluster::Slot::for_key(key).get();
     cluster.master_of_slot(slot).expect("owner")
+}
+
+/// Runs `cmd` to its end with piped output; panics if it is still running
+/// after `timeout` (a start-up check that no longer fails would otherwise
+/// leave orthrus serving and the test hanging).
+pub fn run_to_exit(mut cmd: std::process::Command, timeout: Duration) -> std::process::Output {
+    let mut child = cmd
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start orthrus");
+    let finished = orthrus_devcluster::wait_until(timeout, "orthrus to exit", || {
+        match child.try_wait().expect("wait for orthrus") {
+            Some(_) => Ok(()),
+            None => Err("still running".to_owned()),
+        }
+    });
+    if let Err(e) = finished {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("{e}");
+    }
+    child.wait_with_output().expect("orthrus output")
 }
