@@ -19,7 +19,8 @@ const MAX_BACKOFF: Duration = Duration::from_secs(1);
 /// One worker's connections; only its own thread touches it.
 pub struct Pool {
     per_node: usize,
-    conns: RefCell<HashMap<(NodeAddr, Protocol), Vec<BackendConn>>>,
+    /// Per node, the RESP2 and the RESP3 connections.
+    conns: RefCell<HashMap<NodeAddr, [Vec<BackendConn>; 2]>>,
     health: RefCell<HashMap<NodeAddr, Backoff>>,
     next: Cell<usize>,
 }
@@ -64,30 +65,28 @@ impl Pool {
     }
 
     fn pick(&self, ctx: &Rc<WorkerCtx>, addr: &NodeAddr, proto: Protocol) -> BackendConn {
+        let i = self.next.get().wrapping_add(1);
+        self.next.set(i);
         let mut conns = self.conns.borrow_mut();
-        let list = conns.entry((addr.clone(), proto)).or_default();
+        let list = connections(&mut conns, addr, proto);
         if list.len() < self.per_node {
             let conn = BackendConn::spawn(addr.clone(), proto, ctx.clone());
             list.push(conn.clone());
             return conn;
         }
-        let i = self.next.get().wrapping_add(1);
-        self.next.set(i);
+        // Not empty: it holds `per_node` (at least 1) connections.
         let index = i % list.len();
-        match list.get_mut(index) {
-            Some(conn) if !conn.is_closed() => conn.clone(),
-            Some(slot) => {
-                *slot = BackendConn::spawn(addr.clone(), proto, ctx.clone());
-                slot.clone()
-            }
-            None => BackendConn::spawn(addr.clone(), proto, ctx.clone()),
+        let slot = &mut list[index];
+        if slot.is_closed() {
+            *slot = BackendConn::spawn(addr.clone(), proto, ctx.clone());
         }
+        slot.clone()
     }
 
     fn replace(&self, ctx: &Rc<WorkerCtx>, addr: &NodeAddr, proto: Protocol) -> BackendConn {
         let conn = BackendConn::spawn(addr.clone(), proto, ctx.clone());
         let mut conns = self.conns.borrow_mut();
-        let list = conns.entry((addr.clone(), proto)).or_default();
+        let list = connections(&mut conns, addr, proto);
         list.retain(|c| !c.is_closed());
         list.push(conn.clone());
         conn
@@ -111,5 +110,22 @@ impl Pool {
     /// A connection to `addr` works again.
     pub fn connected(&self, addr: &NodeAddr) {
         self.health.borrow_mut().remove(addr);
+    }
+}
+
+/// The connections to `addr` for `proto`; the address is cloned only the
+/// first time a node is used, not per request.
+fn connections<'a>(
+    conns: &'a mut HashMap<NodeAddr, [Vec<BackendConn>; 2]>,
+    addr: &NodeAddr,
+    proto: Protocol,
+) -> &'a mut Vec<BackendConn> {
+    if !conns.contains_key(addr) {
+        conns.insert(addr.clone(), Default::default());
+    }
+    let [resp2, resp3] = conns.get_mut(addr).expect("inserted above");
+    match proto {
+        Protocol::Resp2 => resp2,
+        Protocol::Resp3 => resp3,
     }
 }
