@@ -367,43 +367,6 @@ impl Nodes {
     }
 }
 
-/// Instantaneous operations per second, as Redis computes it: the command
-/// counter sampled every 100 ms, averaged over the last 16 samples.
-#[derive(Default)]
-pub struct OpsMeter {
-    samples: std::sync::Mutex<std::collections::VecDeque<(std::time::Instant, u64)>>,
-}
-
-impl OpsMeter {
-    pub const INTERVAL: Duration = Duration::from_millis(100);
-    const SAMPLES: usize = 16;
-
-    /// Takes one sample of the total command count (from a timer, never
-    /// from the request path).
-    pub fn sample(&self, commands: u64) {
-        let Ok(mut samples) = self.samples.lock() else {
-            return;
-        };
-        samples.push_back((std::time::Instant::now(), commands));
-        while samples.len() > Self::SAMPLES + 1 {
-            samples.pop_front();
-        }
-    }
-
-    pub fn per_second(&self) -> u64 {
-        let Ok(samples) = self.samples.lock() else {
-            return 0;
-        };
-        match (samples.front(), samples.back()) {
-            (Some(&(t0, c0)), Some(&(t1, c1))) if t1 > t0 => {
-                let secs = (t1 - t0).as_secs_f64();
-                (c1.saturating_sub(c0) as f64 / secs).round() as u64
-            }
-            _ => 0,
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

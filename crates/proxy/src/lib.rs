@@ -28,9 +28,10 @@
 //! - `local` / `info` / `cluster_cmd`: commands answered by orthrus itself
 //!   (the handshake, INFO, CLUSTER as a one-node cluster).
 //! - `clients`: the registry of connected clients (CLIENT LIST/KILL).
-//! - `shared` / `stats`: state shared by the workers, and counters.
-//! - `latency` / `slowlog`: per-family and per-node latency histograms,
-//!   instantaneous ops/sec, and the SLOWLOG.
+//! - `shared` / `stats`: state shared by the workers, counters and
+//!   instantaneous ops/sec.
+//! - `latency` / `slowlog`: per-family and per-node latency histograms, and
+//!   the SLOWLOG.
 //! - `admin` / `metrics`: the admin HTTP endpoint (`/metrics`, `/healthz`,
 //!   `/readyz`) on its own thread, and the Prometheus text it serves.
 //! - `node_client`: a small client for topology and handshake queries.

@@ -125,7 +125,7 @@ async fn watch_memory(shared: Arc<Shared>) {
 
 /// Samples the command counter for INFO's `instantaneous_ops_per_sec`.
 async fn sample_ops(shared: Arc<Shared>) {
-    let mut tick = tokio::time::interval(crate::latency::OpsMeter::INTERVAL);
+    let mut tick = tokio::time::interval(crate::stats::OpsMeter::INTERVAL);
     loop {
         tick.tick().await;
         shared

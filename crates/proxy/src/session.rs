@@ -25,7 +25,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::command_kind::Family;
-use crate::command_table::{CommandTable, Rejection, Route};
+use crate::command_table::{CommandTable, Route};
 use crate::forward::{self, Remote, Sent, Target, error_reply};
 use crate::pubsub::{PubSub, PushSink};
 use crate::stats::WorkerStats;
@@ -465,7 +465,7 @@ fn run(client: &mut Client, req: Request, sink: &PushSink, ctx: &Rc<WorkerCtx>) 
         }
         Route::Reject(rejection) => {
             WorkerStats::bump(&stats.rejected_commands);
-            let reply = error_reply(&rejection_message(&rejection, &req));
+            let reply = error_reply(&rejection.message(&req));
             return Started::refused(Pending::Ready(reply), family);
         }
     };
@@ -574,47 +574,5 @@ fn pubsub_command(
             ))))
         }
         None => None,
-    }
-}
-
-/// The error text for a refused request, worded as Redis words it where
-/// Redis has a word for it.
-pub fn rejection_message(rejection: &Rejection, req: &Request) -> String {
-    let name = String::from_utf8_lossy(req.arg(0).unwrap_or_default());
-    match rejection {
-        Rejection::UnknownCommand => {
-            let mut args = String::new();
-            for arg in req.args().skip(1) {
-                if args.len() >= 128 {
-                    break;
-                }
-                let arg = String::from_utf8_lossy(arg);
-                let room = 128usize.saturating_sub(args.len());
-                args.push('\'');
-                args.extend(arg.chars().take(room));
-                args.push_str("' ");
-            }
-            let name: String = name.chars().take(128).collect();
-            format!("ERR unknown command '{name}', with args beginning with: {args}")
-        }
-        Rejection::UnknownSubcommand => {
-            let sub = String::from_utf8_lossy(req.arg(1).unwrap_or_default());
-            let sub: String = sub.chars().take(128).collect();
-            format!(
-                "ERR unknown subcommand '{sub}'. Try {} HELP.",
-                name.to_ascii_uppercase()
-            )
-        }
-        Rejection::WrongArity(info) => {
-            format!(
-                "ERR wrong number of arguments for '{}' command",
-                info.full_name()
-            )
-        }
-        Rejection::CrossSlot => "CROSSSLOT Keys in request don't hash to the same slot".to_owned(),
-        Rejection::Unsupported(info, why) => {
-            let shown = info.full_name().replace('|', " ").to_ascii_uppercase();
-            format!("ERR orthrus: {shown} is not supported: {why}")
-        }
     }
 }

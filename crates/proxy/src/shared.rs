@@ -15,9 +15,9 @@ use tokio_util::sync::CancellationToken;
 use crate::clients::Registry;
 use crate::command_table::CommandTable;
 use crate::config::{Config, Settings};
-use crate::latency::{self, OpsMeter};
+use crate::latency;
 use crate::slowlog::SlowLog;
-use crate::stats::WorkerStats;
+use crate::stats::{OpsMeter, WorkerStats};
 
 /// The settings a reload applies at once (read from `Shared::live` where
 /// they are used); any other setting that changes needs a restart.

@@ -139,7 +139,7 @@ fn queue(multi: &mut Multi, req: &Request, table: &CommandTable) -> Bytes {
         }
         Route::Reject(rejection) => {
             multi.aborted = true;
-            return error_reply(&crate::session::rejection_message(&rejection, req));
+            return error_reply(&rejection.message(req));
         }
         Route::Local(_) | Route::FanOut(_) | Route::Scan => {
             let name = String::from_utf8_lossy(req.arg(0).unwrap_or_default()).to_ascii_uppercase();
