@@ -36,6 +36,23 @@ pub struct Node {
 // === impl Health ===
 
 impl Health {
+    pub const ALL: [Health; 4] = [
+        Health::Online,
+        Health::Failed,
+        Health::Loading,
+        Health::Unknown,
+    ];
+
+    /// The name shown to operators (CLUSTER SHARDS's, lower case).
+    pub fn name(self) -> &'static str {
+        match self {
+            Health::Online => "online",
+            Health::Failed => "failed",
+            Health::Loading => "loading",
+            Health::Unknown => "unknown",
+        }
+    }
+
     /// Whether a request may be sent to a node in this state. Unknown counts
     /// as usable: a node is not shunned on missing information.
     pub fn is_usable(self) -> bool {
@@ -59,6 +76,16 @@ impl Health {
 // === impl Role ===
 
 impl Role {
+    pub const ALL: [Role; 2] = [Role::Master, Role::Replica];
+
+    /// The name shown to operators.
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::Master => "master",
+            Role::Replica => "replica",
+        }
+    }
+
     /// The CLUSTER SHARDS spelling (`slave` accepted for older forks).
     pub(crate) fn from_wire(s: &[u8]) -> Option<Role> {
         match s {

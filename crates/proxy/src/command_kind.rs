@@ -218,6 +218,7 @@ const WAIT: &str =
     "replication acknowledgements are per node, and a client's writes may have gone to several";
 const SCRIPT_ADMIN: &str = "send it to the node that runs the script";
 const BLOCKING: &str = "it blocks but has no key, so orthrus cannot tell which node it is for";
+const ONE_DATABASE: &str = "Redis Cluster has only database 0";
 const NOT_THROUGH_PROXY: &str = "it cannot work through a proxy";
 const ADMIN: &str = "administrative commands must be sent to the cluster nodes directly";
 const NO_KEY: &str = "it has no key, so orthrus cannot tell which node it is for";
@@ -293,9 +294,8 @@ fn listed(name: &str) -> Option<Kind> {
         }
         "script" | "function" | "script|kill" | "function|kill" => Kind::Unsupported(SCRIPT_ADMIN),
         "wait" | "waitaof" => Kind::Unsupported(WAIT),
-        "monitor" | "sync" | "psync" | "replconf" | "move" | "swapdb" => {
-            Kind::Unsupported(NOT_THROUGH_PROXY)
-        }
+        "move" | "swapdb" => Kind::Unsupported(ONE_DATABASE),
+        "monitor" | "sync" | "psync" | "replconf" => Kind::Unsupported(NOT_THROUGH_PROXY),
         "debug" | "shutdown" | "config" | "save" | "bgsave" | "bgrewriteaof" | "replicaof"
         | "slaveof" | "failover" | "acl" | "latency" | "module" => Kind::Unsupported(ADMIN),
         _ => return None,

@@ -7,6 +7,7 @@ use std::rc::Rc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use bytes::{Bytes, BytesMut};
+use orthrus_cluster::NodeAddr;
 use orthrus_resp::{Protocol, Request, encode};
 
 use crate::command_kind::FanOut;
@@ -34,16 +35,27 @@ pub fn dispatch(
         let n = masters.len();
         masters.rotate_left(NEXT.fetch_add(1, Ordering::Relaxed) % n);
     }
-    let frame = req.into_frame();
-    let sent: Vec<Sent> = masters
-        .into_iter()
-        .map(|m| forward::forward(ctx, frame.clone(), Target::Node(m), proto, readonly))
-        .collect();
+    let sent = send_to_each(ctx, masters, &req.into_frame(), proto, readonly);
     let ctx = ctx.clone();
     Pending::Future(Box::pin(async move {
         let (replies, backend) = forward::resolve_all(&ctx, sent).await;
         Done::from_nodes(merge(how, &replies), backend)
     }))
+}
+
+/// Sends `frame` to each of `nodes`; the replies come back in that order
+/// (see [`forward::resolve_all`]).
+pub fn send_to_each(
+    ctx: &Rc<WorkerCtx>,
+    nodes: Vec<NodeAddr>,
+    frame: &Bytes,
+    proto: Protocol,
+    readonly: bool,
+) -> Vec<Sent> {
+    nodes
+        .into_iter()
+        .map(|n| forward::forward(ctx, frame.clone(), Target::Node(n), proto, readonly))
+        .collect()
 }
 
 fn merge(how: FanOut, replies: &[Bytes]) -> Bytes {

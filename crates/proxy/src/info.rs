@@ -6,10 +6,11 @@ use std::rc::Rc;
 
 use orthrus_resp::{Protocol, Request};
 
-use crate::forward::{self, Sent, Target};
+use crate::forward;
 use crate::session::{Done, Pending};
 
 use crate::command_kind::Family;
+use crate::fanout;
 use crate::latency::Part;
 use crate::local::verbatim;
 use crate::session::Client;
@@ -55,11 +56,7 @@ pub fn reply(req: &Request, client: &Client, ctx: &Rc<WorkerCtx>) -> Pending {
     // The keyspace is the cluster's: ask every master and add up.
     let map = ctx.shared.slots.load();
     let frame = Request::from_args(&["INFO", "keyspace"]).into_frame();
-    let sent: Vec<Sent> = map
-        .masters()
-        .into_iter()
-        .map(|m| forward::forward(ctx, frame.clone(), Target::Node(m), Protocol::Resp2, true))
-        .collect();
+    let sent = fanout::send_to_each(ctx, map.masters(), &frame, Protocol::Resp2, true);
     let ctx = ctx.clone();
     Pending::Future(Box::pin(async move {
         let (mut keys, mut expires) = (0u64, 0u64);
@@ -201,14 +198,12 @@ fn cluster(out: &mut String, ctx: &WorkerCtx) {
         u8::from(ctx.shared.commands_learnt()),
     );
     for (i, node) in map.nodes().iter().enumerate() {
-        let role = match node.role {
-            orthrus_cluster::Role::Master => "master",
-            orthrus_cluster::Role::Replica => "replica",
-        };
         let _ = write!(
             out,
-            "orthrus_node{i}:addr={},role={role},health={:?}\r\n",
-            node.addr, node.health
+            "orthrus_node{i}:addr={},role={},health={}\r\n",
+            node.addr,
+            node.role.name(),
+            node.health.name()
         );
     }
 }

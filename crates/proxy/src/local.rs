@@ -285,30 +285,44 @@ fn client_command(req: &Request, client: &mut Client, ctx: &WorkerCtx) -> Bytes 
             }
         }
         b"help" => {
-            let lines: [&[u8]; 7] = [
-                b"CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-                b"GETNAME",
-                b"ID",
-                b"INFO",
-                b"SETNAME <name>",
-                b"SETINFO <LIB-NAME|LIB-VER> <value>",
-                b"NO-EVICT|NO-TOUCH <ON|OFF>",
-            ];
             let mut out = BytesMut::new();
-            encode::array_header(&mut out, lines.len());
-            for line in lines {
-                encode::simple(&mut out, line);
+            encode::array_header(&mut out, CLIENT_HELP.len() + 1);
+            encode::simple(
+                &mut out,
+                b"CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+            );
+            for line in CLIENT_HELP {
+                encode::simple(&mut out, line.as_bytes());
             }
             out.freeze()
         }
         _ => {
             let shown = String::from_utf8_lossy(&sub).to_ascii_uppercase();
+            let known: Vec<&str> = CLIENT_HELP
+                .iter()
+                .filter_map(|line| line.split(' ').next())
+                .collect();
             error_reply(&format!(
-                "ERR orthrus: CLIENT {shown} is not supported: orthrus answers CLIENT for the connection itself (GETNAME, SETNAME, ID, INFO, SETINFO, LIST, KILL, REPLY)"
+                "ERR orthrus: CLIENT {shown} is not supported: orthrus answers CLIENT for its own clients ({})",
+                known.join(", ")
             ))
         }
     }
 }
+
+/// The CLIENT subcommands orthrus answers, as CLIENT HELP lists them.
+const CLIENT_HELP: [&str; 10] = [
+    "GETNAME",
+    "ID",
+    "INFO",
+    "LIST",
+    "KILL <ip:port>|<filter> ...",
+    "REPLY <ON|OFF|SKIP>",
+    "SETNAME <name>",
+    "SETINFO <LIB-NAME|LIB-VER> <value>",
+    "NO-EVICT <ON|OFF>",
+    "NO-TOUCH <ON|OFF>",
+];
 
 /// Redis accepts names of printable ASCII without spaces.
 fn valid_name(name: &[u8]) -> bool {

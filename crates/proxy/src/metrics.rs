@@ -11,14 +11,6 @@ use crate::latency::{self, Part, Summary};
 use crate::shared::Shared;
 use crate::stats;
 
-const ROLES: [(Role, &str); 2] = [(Role::Master, "master"), (Role::Replica, "replica")];
-const HEALTHS: [(Health, &str); 4] = [
-    (Health::Online, "online"),
-    (Health::Failed, "failed"),
-    (Health::Loading, "loading"),
-    (Health::Unknown, "unknown"),
-];
-
 /// The Prometheus text exposition (format 0.0.4).
 pub fn exposition(shared: &Shared) -> String {
     let mut m = Exposition::default();
@@ -47,6 +39,10 @@ fn traffic_metrics(m: &mut Exposition, t: &stats::Totals, refreshes: u64) {
         "Client connections open now.",
         clients,
     );
+    let help = "Clients waiting in a blocking command.";
+    m.gauge("orthrus_blocked_clients", help, t.blocked_clients.max(0));
+    let help = "Clients holding subscriptions.";
+    m.gauge("orthrus_pubsub_clients", help, t.pubsub_clients.max(0));
     let accepted = t.connections_received;
     m.counter(
         "orthrus_connections_received_total",
@@ -99,14 +95,18 @@ fn cluster_metrics(m: &mut Exposition, shared: &Shared) {
     m.family(name, "gauge", "Known cluster nodes by role and health.");
     // Every combination, zeros included, so that a series does not vanish
     // when its last node changes state.
-    for (role, role_name) in ROLES {
-        for (health, health_name) in HEALTHS {
+    for role in Role::ALL {
+        for health in Health::ALL {
             let count = map
                 .nodes()
                 .iter()
                 .filter(|n| n.role == role && n.health == health)
                 .count();
-            m.sample(name, &[("role", role_name), ("health", health_name)], count);
+            m.sample(
+                name,
+                &[("role", role.name()), ("health", health.name())],
+                count,
+            );
         }
     }
     let help = "1 if the command table was learnt from the cluster's COMMAND reply.";
