@@ -18,7 +18,7 @@ use std::time::Duration;
 use orthrus_cluster::SLOT_COUNT;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::Semaphore;
 
 use crate::shared::Shared;
 
@@ -76,12 +76,11 @@ pub fn bind(addr: SocketAddr) -> io::Result<std::net::TcpListener> {
 }
 
 /// Serves the admin endpoint on `listener` from a thread of its own. It
-/// keeps serving after `stop` turns true, so that `/readyz` can report the
+/// keeps serving once `Shared::shutdown` is cancelled, so that `/readyz` can report the
 /// shutdown while the workers drain.
 pub fn spawn(
     listener: std::net::TcpListener,
     shared: Arc<Shared>,
-    stop: watch::Receiver<bool>,
 ) -> io::Result<std::thread::JoinHandle<()>> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -91,10 +90,10 @@ pub fn spawn(
     }
     std::thread::Builder::new()
         .name("orthrus-admin".into())
-        .spawn(move || runtime.block_on(serve(listener, shared, stop)))
+        .spawn(move || runtime.block_on(serve(listener, shared)))
 }
 
-async fn serve(listener: std::net::TcpListener, shared: Arc<Shared>, stop: watch::Receiver<bool>) {
+async fn serve(listener: std::net::TcpListener, shared: Arc<Shared>) {
     let listener = match TcpListener::from_std(listener) {
         Ok(l) => l,
         Err(e) => {
@@ -119,9 +118,8 @@ async fn serve(listener: std::net::TcpListener, shared: Arc<Shared>, stop: watch
         };
         if let Ok(permit) = serving.clone().try_acquire_owned() {
             let shared = shared.clone();
-            let stop = stop.clone();
             tokio::spawn(async move {
-                if let Err(e) = connection(stream, &shared, &stop).await {
+                if let Err(e) = connection(stream, &shared).await {
                     tracing::debug!(%peer, error = %e, "admin connection failed");
                 }
                 drop(permit);
@@ -138,11 +136,7 @@ async fn serve(listener: std::net::TcpListener, shared: Arc<Shared>, stop: watch
 }
 
 /// One request, one response, then close.
-async fn connection(
-    mut stream: TcpStream,
-    shared: &Shared,
-    stop: &watch::Receiver<bool>,
-) -> io::Result<()> {
+async fn connection(mut stream: TcpStream, shared: &Shared) -> io::Result<()> {
     let mut buf = Vec::with_capacity(1024);
     let head = tokio::time::timeout(DEADLINE, read_head(&mut stream, &mut buf)).await;
     let (response, head_only) = match head {
@@ -152,7 +146,10 @@ async fn connection(
         Ok(Ok(Head::Incomplete)) => (Response::text(400, "incomplete request"), false),
         Ok(Ok(Head::TooLarge)) => (Response::text(431, "request head larger than 8 KiB"), false),
         Ok(Ok(Head::Complete)) => match parse_request(&buf) {
-            Some(req) => (route(&req, shared, *stop.borrow()), req.method == "HEAD"),
+            Some(req) => (
+                route(&req, shared, shared.shutdown.is_cancelled()),
+                req.method == "HEAD",
+            ),
             None => (Response::text(400, "malformed request"), false),
         },
     };

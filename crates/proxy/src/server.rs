@@ -58,23 +58,20 @@ pub async fn run(
             tracing::info!(?changed, needs_restart = ?restart, "configuration reloaded");
         }
     });
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     if let Some(addr) = shared.settings.metrics {
         let listener = admin::bind(addr).with_context(|| {
             format!("cannot listen for the admin endpoint (--metrics) on {addr}")
         })?;
-        admin::spawn(listener, shared.clone(), stop_rx.clone())
-            .context("cannot start the admin endpoint")?;
+        admin::spawn(listener, shared.clone()).context("cannot start the admin endpoint")?;
     }
     topology::spawn(shared.clone())?;
     let mut workers = Vec::with_capacity(listeners.len());
     for (index, listener) in listeners.into_iter().enumerate() {
         let shared: Arc<Shared> = shared.clone();
-        let stop = stop_rx.clone();
         let handle = std::thread::Builder::new()
             .name(format!("orthrus-worker-{index}"))
             .spawn(move || {
-                if let Err(e) = worker::run(index, listener, shared, stop) {
+                if let Err(e) = worker::run(index, listener, shared) {
                     tracing::error!(worker = index, error = %e, "worker stopped");
                 }
             })?;
@@ -84,7 +81,6 @@ pub async fn run(
     let deadline = Duration::from_millis(shared.settings.raw.shutdown_timeout_ms);
     tracing::info!(deadline = ?deadline, "shutting down: no new clients, finishing in-flight requests");
     shared.shutdown.cancel();
-    let _ = stop_tx.send(true);
     let drained = async {
         while !workers.iter().all(std::thread::JoinHandle::is_finished) {
             tokio::time::sleep(Duration::from_millis(10)).await;

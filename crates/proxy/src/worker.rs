@@ -38,13 +38,9 @@ impl WorkerCtx {
     }
 }
 
-/// Runs worker `index` on the calling thread until `shutdown` resolves.
-pub fn run(
-    index: usize,
-    listener: std::net::TcpListener,
-    shared: Arc<Shared>,
-    shutdown: tokio::sync::watch::Receiver<bool>,
-) -> io::Result<()> {
+/// Runs worker `index` on the calling thread until `Shared::shutdown` is
+/// cancelled and its clients are drained.
+pub fn run(index: usize, listener: std::net::TcpListener, shared: Arc<Shared>) -> io::Result<()> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -57,7 +53,7 @@ pub fn run(
     });
     local.block_on(&runtime, async move {
         let listener = TcpListener::from_std(listener)?;
-        accept_loop(listener, ctx.clone(), shutdown).await;
+        accept_loop(listener, ctx.clone()).await;
         drain(&ctx).await;
         Ok(())
     })
@@ -93,11 +89,7 @@ async fn drain(ctx: &WorkerCtx) {
     }
 }
 
-async fn accept_loop(
-    listener: TcpListener,
-    ctx: Rc<WorkerCtx>,
-    mut shutdown: tokio::sync::watch::Receiver<bool>,
-) {
+async fn accept_loop(listener: TcpListener, ctx: Rc<WorkerCtx>) {
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -115,7 +107,6 @@ async fn accept_loop(
                     tokio::time::sleep(Duration::from_millis(50)).await;
                 }
             },
-            _ = shutdown.changed() => return,
             () = ctx.shared.shutdown.cancelled() => return,
         }
     }
