@@ -22,8 +22,6 @@ use crate::interrupt::Interrupt;
 pub const PROXY_READY_TIMEOUT: Duration = Duration::from_secs(10);
 /// The key the readiness probe writes (and deletes).
 pub const READY_KEY: &str = "orthrus-bench:ready";
-/// Environment variables of orthrus-bench and its tests, not of orthrus.
-pub const BENCH_ENV_PREFIX: &str = "ORTHRUS_BENCH_";
 /// The proxy's log lines quoted when it fails.
 const LOG_TAIL_LINES: usize = 30;
 const PROBE_TIMEOUT: Duration = Duration::from_secs(1);
@@ -71,14 +69,8 @@ impl Proxy {
         let addr = SocketAddr::from(([127, 0, 0, 1], port));
         let seeds: Vec<String> = seeds.iter().map(SocketAddr::to_string).collect();
         let mut cmd = Command::new(&opts.binary);
-        // orthrus reads its configuration from ORTHRUS_* variables and
-        // refuses unknown ones: keep orthrus-bench's own (such as
-        // ORTHRUS_BENCH_REQUIRE_PROXY, set in CI) out of its environment.
-        for (name, _) in std::env::vars_os() {
-            if name.to_string_lossy().starts_with(BENCH_ENV_PREFIX) {
-                cmd.env_remove(&name);
-            }
-        }
+        // orthrus-bench's own ORTHRUS_BENCH_* variables stay in the
+        // environment: orthrus ignores variables that name no setting.
         cmd.arg("--listen")
             .arg(addr.to_string())
             .arg("--seeds")

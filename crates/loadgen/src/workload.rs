@@ -41,8 +41,6 @@ const LIST_LEN: usize = 10;
 const EXPIRE_SECS: i64 = 600;
 /// What APPEND adds.
 const APPENDED: &[u8] = b"-tail";
-/// Redis Cluster's slot count, for choosing MSET keys in different slots.
-const SLOT_COUNT: u16 = 16384;
 
 /// One process's workload: its key prefix and its size.
 #[derive(Debug, Clone)]
@@ -322,9 +320,9 @@ fn spread_triple(prefix: &str, j: usize) -> [String; 3] {
     [next(), next(), next()]
 }
 
-/// The cluster slot of a key without a hash tag.
+/// The cluster slot of a key.
 fn slot(key: &[u8]) -> u16 {
-    crc16::State::<crc16::XMODEM>::calculate(key) % SLOT_COUNT
+    orthrus_cluster::Slot::for_key(key).get()
 }
 
 #[cfg(test)]
