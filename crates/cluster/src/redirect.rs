@@ -7,7 +7,7 @@ use crate::{NodeAddr, Slot};
 /// Redis 7 may send an empty host (`MOVED 3999 :6381`), meaning "the host of
 /// the node that sent this". [`Redirect::parse`] keeps it empty because it
 /// does not know which node that was; the caller resolves it with
-/// [`Redirect::with_origin`] or [`NodeAddr::or_host_of`].
+/// [`NodeAddr::or_host_of`] (or [`crate::Action::with_origin`]).
 #[derive(Clone, Debug, Eq, PartialEq)]
 pub enum Redirect {
     /// The slot has moved for good: update the slot map.
@@ -40,33 +40,6 @@ impl Redirect {
         } else {
             Redirect::Ask { slot, addr }
         })
-    }
-
-    pub fn slot(&self) -> Slot {
-        match self {
-            Redirect::Moved { slot, .. } | Redirect::Ask { slot, .. } => *slot,
-        }
-    }
-
-    pub fn addr(&self) -> &NodeAddr {
-        match self {
-            Redirect::Moved { addr, .. } | Redirect::Ask { addr, .. } => addr,
-        }
-    }
-
-    /// Resolves an empty host against `origin`, the node that sent the
-    /// redirect.
-    pub fn with_origin(self, origin: &NodeAddr) -> Redirect {
-        match self {
-            Redirect::Moved { slot, addr } => Redirect::Moved {
-                slot,
-                addr: addr.or_host_of(origin),
-            },
-            Redirect::Ask { slot, addr } => Redirect::Ask {
-                slot,
-                addr: addr.or_host_of(origin),
-            },
-        }
     }
 }
 
@@ -167,12 +140,11 @@ mod tests {
         let parsed = Redirect::parse(b"-MOVED 3999 :6381\r\n");
         assert_eq!(parsed, moved(3999, "", 6381));
         let origin = NodeAddr::new("10.0.0.7", 7000);
-        assert_eq!(
-            parsed.map(|r| r.with_origin(&origin)),
-            moved(3999, "10.0.0.7", 6381)
-        );
-        let parsed = Redirect::parse(b"-ASK 5 :7002").map(|r| r.with_origin(&origin));
-        assert_eq!(parsed, ask(5, "10.0.0.7", 7002));
+        let Some(Redirect::Moved { addr, .. }) = parsed else {
+            panic!("{parsed:?}");
+        };
+        assert_eq!(addr.or_host_of(&origin), NodeAddr::new("10.0.0.7", 6381));
+        assert_eq!(Redirect::parse(b"-ASK 5 :7002"), ask(5, "", 7002));
     }
 
     #[test]
@@ -184,13 +156,6 @@ mod tests {
         assert_eq!(Redirect::parse(frame), moved(3999, "127.0.0.1", 638));
         assert_eq!(Redirect::parse(b"!x\r\nMOVED 1 h:1\r\n"), None);
         assert_eq!(Redirect::parse(b"!5"), None);
-    }
-
-    #[test]
-    fn accessors() {
-        let r = Redirect::parse(b"-ASK 12 h:9").unwrap();
-        assert_eq!(r.slot().get(), 12);
-        assert_eq!(r.addr(), &NodeAddr::new("h", 9));
     }
 
     #[test]
