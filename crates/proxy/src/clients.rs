@@ -178,7 +178,7 @@ impl ClientEntry {
             laddr,
             show(&self.name),
             self.created.elapsed().as_secs(),
-            if self.proto == Protocol::Resp3 { 3 } else { 2 },
+            self.proto.version(),
             show(&self.lib_name),
             show(&self.lib_ver),
             self.worker,

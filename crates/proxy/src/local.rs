@@ -139,9 +139,10 @@ fn hello(req: &Request, client: &mut Client, ctx: &WorkerCtx) -> Bytes {
             .and_then(|s| s.parse::<i64>().ok())
         {
             None => return error_reply("ERR Protocol version is not an integer or out of range"),
-            Some(2) => proto = Protocol::Resp2,
-            Some(3) => proto = Protocol::Resp3,
-            Some(_) => return error_reply("NOPROTO unsupported protocol version"),
+            Some(version) => match Protocol::from_version(version) {
+                Some(p) => proto = p,
+                None => return error_reply("NOPROTO unsupported protocol version"),
+            },
         }
     }
     let mut name = None;
@@ -181,7 +182,7 @@ fn hello(req: &Request, client: &mut Client, ctx: &WorkerCtx) -> Bytes {
     encode::bulk(&mut out, b"version");
     encode::bulk(&mut out, ctx.shared.redis_version.load().as_bytes());
     encode::bulk(&mut out, b"proto");
-    encode::integer(&mut out, if proto == Protocol::Resp3 { 3 } else { 2 });
+    encode::integer(&mut out, proto.version().into());
     encode::bulk(&mut out, b"id");
     encode::integer(&mut out, i64::try_from(client.id).unwrap_or(i64::MAX));
     encode::bulk(&mut out, b"mode");

@@ -93,16 +93,6 @@ impl RequestParser {
         self.multibulk = None;
     }
 
-    /// How many bytes `buf` must hold before the request being read can
-    /// make progress, when that is known (inside a bulk argument). Lets the
-    /// caller reserve once for a big argument instead of growing the buffer
-    /// read by read.
-    pub fn bytes_needed(&self) -> Option<usize> {
-        let mb = self.multibulk.as_ref()?;
-        mb.bulk_len
-            .map(|n| mb.pos.saturating_add(n).saturating_add(2))
-    }
-
     /// Parses the first complete request at the front of `buf`, removing its
     /// bytes from `buf`.
     ///
