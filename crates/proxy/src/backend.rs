@@ -148,18 +148,10 @@ async fn run(
     }
 }
 
+/// Opens a connection to a node with the live timeout and credentials.
 pub async fn connect(addr: &NodeAddr, proto: Protocol, ctx: &WorkerCtx) -> io::Result<TcpStream> {
-    let timeout = ctx.shared.connect_timeout();
-    let mut stream = tokio::time::timeout(timeout, TcpStream::connect((addr.host(), addr.port())))
-        .await
-        .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connect timed out"))??;
-    stream.set_nodelay(true)?;
     let live = ctx.shared.live.load_full();
-    let handshake = node_client::handshake(&mut stream, proto, &live.backend);
-    tokio::time::timeout(timeout, handshake)
-        .await
-        .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "handshake timed out"))??;
-    Ok(stream)
+    node_client::connect(addr, proto, ctx.shared.connect_timeout(), &live.backend).await
 }
 
 /// Refuses every job still queued: none of them was written.

@@ -68,6 +68,24 @@ pub async fn handshake(
     }
 }
 
+/// Opens a connection to `addr` and does the [`handshake`], each step within
+/// `timeout`.
+pub async fn connect(
+    addr: &NodeAddr,
+    proto: Protocol,
+    timeout: Duration,
+    backend: &BackendConfig,
+) -> io::Result<TcpStream> {
+    let mut stream = tokio::time::timeout(timeout, TcpStream::connect((addr.host(), addr.port())))
+        .await
+        .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connect timed out"))??;
+    stream.set_nodelay(true)?;
+    tokio::time::timeout(timeout, handshake(&mut stream, proto, backend))
+        .await
+        .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "handshake timed out"))??;
+    Ok(stream)
+}
+
 /// A short-lived connection to `addr` for one or more calls.
 pub struct NodeClient {
     stream: TcpStream,
@@ -80,14 +98,7 @@ impl NodeClient {
         timeout: Duration,
         backend: &BackendConfig,
     ) -> io::Result<NodeClient> {
-        let mut stream =
-            tokio::time::timeout(timeout, TcpStream::connect((addr.host(), addr.port())))
-                .await
-                .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connect timed out"))??;
-        stream.set_nodelay(true)?;
-        tokio::time::timeout(timeout, handshake(&mut stream, Protocol::Resp2, backend))
-            .await
-            .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "handshake timed out"))??;
+        let stream = connect(addr, Protocol::Resp2, timeout, backend).await?;
         Ok(NodeClient { stream, timeout })
     }
 
