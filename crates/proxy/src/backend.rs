@@ -29,7 +29,8 @@ const LARGE_FRAME: usize = 16 * 1024;
 /// A batch is flushed once it holds this many bytes.
 const BATCH_BYTES: usize = 64 * 1024;
 const READ_CHUNK: usize = 16 * 1024;
-const ASKING: &[u8] = b"*1\r\n$6\r\nASKING\r\n";
+/// The `ASKING` command, sent before a command after an ASK redirect.
+pub const ASKING: &[u8] = b"*1\r\n$6\r\nASKING\r\n";
 
 /// What a request gets back from a node.
 pub type Reply = Result<Delivered, BackendError>;

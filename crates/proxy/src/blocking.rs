@@ -14,13 +14,12 @@ use orthrus_cluster::{Action, Slot, decide};
 use orthrus_resp::{Protocol, Request};
 use tokio_util::sync::CancellationToken;
 
+use crate::backend::ASKING;
 use crate::dedicated::{DedicatedPool, TakeError};
 use crate::forward::{error_reply, no_owner};
 use crate::session::{Done, Pending};
 use crate::stats::{GaugeGuard, WorkerStats};
 use crate::worker::WorkerCtx;
-
-const ASKING: &[u8] = b"*1\r\n$6\r\nASKING\r\n";
 
 /// Starts a blocking command for the master of `slot`.
 pub fn dispatch(

@@ -187,7 +187,7 @@ async fn follow(ctx: &Rc<WorkerCtx>, remote: &mut Remote) -> Bytes {
                 }
             }
             Action::Fail(reason) => {
-                stats.backend_errors.fetch_add(1, Ordering::Relaxed);
+                WorkerStats::bump(&stats.backend_errors);
                 return error_reply(reason.message());
             }
         }

@@ -304,10 +304,9 @@ async fn run(
 ) -> Bytes {
     let started = Instant::now();
     let mut attempt = 0;
-    let mut asked = None;
     loop {
         let map = ctx.shared.slots.load_full();
-        let addr = match asked.take().or_else(|| owner(&map, &target).cloned()) {
+        let addr = match owner(&map, &target).cloned() {
             Some(addr) => addr,
             None => return no_owner(&map),
         };
