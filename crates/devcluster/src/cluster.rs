@@ -6,7 +6,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::DevError;
-use crate::conn::{Conn, reply_text};
+use crate::conn::Conn;
 use crate::node::{NodeOptions, RedisNode, info_field};
 use crate::topology::{
     NodeLine, SLOT_COUNT, SlotRange, covers_all_slots, even_split, parse_cluster_nodes,
@@ -307,7 +307,7 @@ impl Cluster {
             .collect::<Result<Vec<Conn>, _>>()?;
         for (i, conn) in conns.iter_mut().enumerate() {
             let id = conn.cmd_ok(&["CLUSTER", "MYID"])?;
-            let id = reply_text(&id).ok_or_else(|| DevError::Unexpected {
+            let id = id.as_str().ok_or_else(|| DevError::Unexpected {
                 cmd: "CLUSTER MYID".into(),
                 detail: format!("{id:?}"),
             })?;
@@ -431,7 +431,7 @@ fn start_nodes(opts: &NodeOptions, count: usize) -> Result<Vec<RedisNode>, DevEr
 fn probe_node(node: &RedisNode, full: bool) -> Result<NodeView, DevError> {
     let mut conn = node.connect_timeout(PROBE_TIMEOUT)?;
     let info = conn.cmd_ok(&["CLUSTER", "INFO"])?;
-    let state = reply_text(&info).and_then(|t| info_field(t, "cluster_state"));
+    let state = info.as_str().and_then(|t| info_field(t, "cluster_state"));
     if state != Some("ok") {
         return Err(DevError::Unexpected {
             cmd: "CLUSTER INFO".into(),
@@ -447,7 +447,7 @@ fn probe_node(node: &RedisNode, full: bool) -> Result<NodeView, DevError> {
         })?;
     if full {
         let repl = conn.cmd_ok(&["INFO", "replication"])?;
-        let text = reply_text(&repl).unwrap_or_default();
+        let text = repl.as_str().unwrap_or_default();
         if info_field(text, "role") == Some("slave")
             && info_field(text, "master_link_status") != Some("up")
         {
@@ -471,7 +471,7 @@ fn cluster_nodes(node: &RedisNode) -> Result<Vec<NodeLine>, DevError> {
     let reply = node
         .connect_timeout(PROBE_TIMEOUT)?
         .cmd_ok(&["CLUSTER", "NODES"])?;
-    let text = reply_text(&reply).ok_or_else(|| DevError::Unexpected {
+    let text = reply.as_str().ok_or_else(|| DevError::Unexpected {
         cmd: "CLUSTER NODES".into(),
         detail: "not a string".into(),
     })?;

@@ -200,15 +200,6 @@ pub fn command_text<A: AsRef<[u8]>>(args: &[A]) -> String {
     text
 }
 
-/// The text of a bulk or simple string reply.
-pub(crate) fn reply_text(value: &Value) -> Option<&str> {
-    match value {
-        Value::Bulk(b) | Value::Simple(b) => std::str::from_utf8(b).ok(),
-        Value::Verbatim { text, .. } => std::str::from_utf8(text).ok(),
-        _ => None,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

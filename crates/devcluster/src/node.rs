@@ -13,7 +13,6 @@ use orthrus_resp::Value;
 use tempfile::TempDir;
 
 use crate::binaries::{free_port, locate_server};
-use crate::conn::reply_text;
 use crate::{Conn, DevError, signal, spawner};
 
 /// How long a starting server may take to answer.
@@ -338,7 +337,7 @@ impl RedisNode {
             // Password protected and we were not told the password: the
             // server is up, and the exit check catches a failed bind.
             Ok(Value::Error(e)) => e.starts_with(b"NOAUTH"),
-            Ok(reply) => reply_text(&reply).is_some_and(|info| {
+            Ok(reply) => reply.as_str().is_some_and(|info| {
                 info_field(info, "process_id") == self.pid().map(|p| p.to_string()).as_deref()
             }),
             Err(_) => false,
