@@ -14,7 +14,7 @@
 //! re-subscriptions. A client whose pushes pile up past
 //! `client.max_push_bytes` is disconnected.
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 use std::rc::{Rc, Weak};
 use std::time::Duration;
@@ -24,11 +24,10 @@ use orthrus_cluster::{NodeAddr, Redirect, Slot};
 use orthrus_resp::{Limits, Protocol, ReplyScanner, Request, Value, encode};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot};
-use tokio_util::sync::CancellationToken;
 
 use crate::backend;
 use crate::forward::error_reply;
-use crate::session::{Done, Pending};
+use crate::session::{Done, Pending, PushSink};
 use crate::worker::WorkerCtx;
 
 /// SUBSCRIBE/PSUBSCRIBE go to the master of this slot, and so does
@@ -42,15 +41,6 @@ const CLASSIC_SLOT: Slot = match Slot::new(0) {
 /// Where PUBLISH is sent.
 pub fn publish_target() -> crate::forward::Target {
     crate::forward::Target::Slot(CLASSIC_SLOT)
-}
-
-/// Where pushes for one client go; bounded by bytes not yet written.
-#[derive(Clone)]
-pub struct PushSink {
-    tx: mpsc::UnboundedSender<Bytes>,
-    queued: Rc<Cell<usize>>,
-    limit: usize,
-    gone: CancellationToken,
 }
 
 /// A client's subscriptions. Shared with the connection tasks.
@@ -87,46 +77,6 @@ struct SubConn {
 enum Kind {
     Classic,
     Shard,
-}
-
-// === impl PushSink ===
-
-impl PushSink {
-    pub fn new(
-        limit: usize,
-        gone: CancellationToken,
-    ) -> (PushSink, mpsc::UnboundedReceiver<Bytes>) {
-        let (tx, rx) = mpsc::unbounded_channel();
-        let sink = PushSink {
-            tx,
-            queued: Rc::new(Cell::new(0)),
-            limit,
-            gone,
-        };
-        (sink, rx)
-    }
-
-    fn push(&self, frame: Bytes) {
-        let queued = self.queued.get() + frame.len();
-        if queued > self.limit {
-            if !self.gone.is_cancelled() {
-                tracing::warn!(
-                    queued,
-                    limit = self.limit,
-                    "subscriber too slow: disconnecting it"
-                );
-                self.gone.cancel();
-            }
-            return;
-        }
-        self.queued.set(queued);
-        let _ = self.tx.send(frame);
-    }
-
-    /// The writer has written `n` bytes of pushes.
-    pub fn written(&self, n: usize) {
-        self.queued.set(self.queued.get().saturating_sub(n));
-    }
 }
 
 // === impl PubSub ===

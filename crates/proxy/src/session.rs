@@ -27,14 +27,16 @@ use tracing::Instrument;
 use crate::command_kind::Family;
 use crate::command_table::{CommandTable, Route};
 use crate::forward::{self, Remote, Sent, Target, error_reply};
-use crate::pubsub::{PubSub, PushSink};
+use crate::pubsub::PubSub;
 use crate::stats::WorkerStats;
 use crate::transaction::{self, Multi, Watch};
 use crate::worker::WorkerCtx;
 use crate::{blocking, fanout, local, scan, split};
 
+mod push;
 mod writer;
 
+pub use push::PushSink;
 use writer::Writer;
 
 const READ_CHUNK: usize = 16 * 1024;

@@ -14,10 +14,9 @@ use tokio::net::tcp::OwnedWriteHalf;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::{Done, Pending, Stamp};
+use super::{Done, Pending, PushSink, Stamp};
 use crate::command_kind::Family;
 use crate::forward;
-use crate::pubsub::PushSink;
 use crate::worker::WorkerCtx;
 
 /// Replies are written once this many bytes are gathered, ready or not.

@@ -1,0 +1,127 @@
+use super::*;
+
+fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect()
+}
+
+#[test]
+fn defaults_need_only_seeds() {
+    let cfg = Config::load(
+        None,
+        env(&[("ORTHRUS_SEEDS", "127.0.0.1:1")]),
+        &Overrides::default(),
+    )
+    .unwrap();
+    let s = cfg.validate().unwrap();
+    assert_eq!(s.listen.to_string(), "127.0.0.1:7777");
+    assert_eq!(s.seeds.len(), 1);
+    assert!(s.threads >= 1);
+}
+
+#[test]
+fn file_then_env_then_flags() {
+    let dir = tempfile_dir();
+    let path = dir.join("orthrus.toml");
+    std::fs::write(
+        &path,
+        "listen = \"127.0.0.1:1000\"\nseeds = [\"a:1\"]\nthreads = 3\n[backend]\nrequest_timeout_ms = 77\n",
+    )
+    .unwrap();
+    let cfg = Config::load(Some(&path), Vec::new(), &Overrides::default()).unwrap();
+    assert_eq!((cfg.listen.as_str(), cfg.threads), ("127.0.0.1:1000", 3));
+    assert_eq!(cfg.backend.request_timeout_ms, 77);
+
+    let e = env(&[
+        ("ORTHRUS_LISTEN", "127.0.0.1:2000"),
+        ("ORTHRUS_SEEDS", "b:2,c:3"),
+        ("ORTHRUS_BACKEND__REQUEST_TIMEOUT_MS", "88"),
+    ]);
+    let cfg = Config::load(Some(&path), e.clone(), &Overrides::default()).unwrap();
+    assert_eq!(cfg.listen, "127.0.0.1:2000");
+    assert_eq!(cfg.seeds, vec!["b:2", "c:3"]);
+    assert_eq!(cfg.backend.request_timeout_ms, 88);
+    assert_eq!(cfg.threads, 3);
+
+    let flags = Overrides {
+        listen: Some("127.0.0.1:3000".into()),
+        seeds: Some("d:4".into()),
+        threads: Some(2),
+        ..Overrides::default()
+    };
+    let cfg = Config::load(Some(&path), e, &flags).unwrap();
+    assert_eq!((cfg.listen.as_str(), cfg.threads), ("127.0.0.1:3000", 2));
+    assert_eq!(cfg.seeds, vec!["d:4"]);
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn bad_values_name_the_setting() {
+    let cases: &[(&[(&str, &str)], &str)] = &[
+        (
+            &[("ORTHRUS_SEEDS", "x:1"), ("ORTHRUS_LISTEN", "nope")],
+            "listen",
+        ),
+        (&[], "seeds"),
+        (&[("ORTHRUS_SEEDS", "x:notaport")], "seeds"),
+        (
+            &[
+                ("ORTHRUS_SEEDS", "x:1"),
+                ("ORTHRUS_BACKEND__CONNECT_TIMEOUT_MS", "0"),
+            ],
+            "backend.connect_timeout_ms",
+        ),
+        (
+            &[("ORTHRUS_SEEDS", "x:1"), ("ORTHRUS_THREADS", "5000")],
+            "threads",
+        ),
+    ];
+    for (vars, setting) in cases {
+        let err = Config::load(None, env(vars), &Overrides::default())
+            .and_then(Config::validate)
+            .unwrap_err();
+        assert!(
+            err.to_string().contains(setting),
+            "{err} should name {setting}"
+        );
+    }
+}
+
+#[test]
+fn other_tools_variables_are_ignored_but_typos_in_sections_are_not() {
+    let vars = env(&[
+        ("ORTHRUS_SEEDS", "a:1"),
+        ("ORTHRUS_CONFIG", "/x"),
+        ("ORTHRUS_BENCH_REQUIRE_PROXY", "1"),
+    ]);
+    let cfg = Config::load(None, vars, &Overrides::default()).unwrap();
+    assert_eq!(cfg.seeds, vec!["a:1"]);
+    let vars = env(&[
+        ("ORTHRUS_SEEDS", "a:1"),
+        ("ORTHRUS_BACKEND__REQUEST_TIMEOUT", "5"),
+    ]);
+    let err = Config::load(None, vars, &Overrides::default()).unwrap_err();
+    assert!(err.to_string().contains("request_timeout"), "{err}");
+}
+
+#[test]
+fn unknown_keys_are_refused() {
+    let dir = tempfile_dir();
+    let path = dir.join("bad.toml");
+    std::fs::write(&path, "seeds = [\"a:1\"]\nlisten_addr = \"x\"\n").unwrap();
+    let err = Config::load(Some(&path), Vec::new(), &Overrides::default()).unwrap_err();
+    assert!(err.to_string().contains("listen_addr"), "{err}");
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+fn tempfile_dir() -> PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "orthrus-config-test-{}-{}",
+        std::process::id(),
+        rand::random::<u64>()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
