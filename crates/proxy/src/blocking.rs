@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::backend::ASKING;
 use crate::dedicated::{DedicatedPool, TakeError};
-use crate::forward::{error_reply, no_owner};
+use crate::forward::{self, error_reply, no_owner};
 use crate::session::{Done, Pending};
 use crate::stats::{GaugeGuard, WorkerStats};
 use crate::worker::WorkerCtx;
@@ -101,23 +101,18 @@ async fn run(
                 ));
             }
         };
-        match decide(&reply, attempt, &ctx.shared.policy).with_origin(&addr) {
-            Action::Moved { slot, addr: to } => {
-                WorkerStats::bump(&ctx.stats().moved);
-                ctx.shared.patch_slot(slot, &to);
-                ctx.shared.request_refresh();
+        let action = decide(&reply, attempt, &ctx.shared.policy).with_origin(&addr);
+        forward::note(ctx, &action);
+        match action {
+            Action::Moved { addr: to, .. } => {
                 addr = to;
                 asking = false;
             }
             Action::Ask { addr: to } => {
-                WorkerStats::bump(&ctx.stats().ask);
                 addr = to;
                 asking = true;
             }
-            Action::RetryAfter { delay, refresh } => {
-                if refresh {
-                    ctx.shared.request_refresh();
-                }
+            Action::RetryAfter { delay, .. } => {
                 tokio::time::sleep(delay).await;
                 asking = false;
             }

@@ -154,43 +154,51 @@ async fn follow(ctx: &Rc<WorkerCtx>, remote: &mut Remote) -> Bytes {
                 }
             },
         };
-        match decide(&frame, remote.attempt, policy).with_origin(&remote.sent_to) {
+        let action = decide(&frame, remote.attempt, policy).with_origin(&remote.sent_to);
+        note(ctx, &action);
+        match action {
             Action::Done => return frame,
-            Action::Moved { slot, addr } => {
-                WorkerStats::bump(&stats.moved);
-                ctx.shared.patch_slot(slot, &addr);
-                ctx.shared.request_refresh();
+            Action::Moved { addr, .. } => {
                 remote.attempt += 1;
                 remote.rx = send(ctx, &addr, &remote.frame, remote.proto, false);
                 remote.sent_to = addr;
             }
             Action::Ask { addr } => {
-                WorkerStats::bump(&stats.ask);
                 remote.attempt += 1;
                 remote.rx = send(ctx, &addr, &remote.frame, remote.proto, true);
                 remote.sent_to = addr;
             }
-            Action::RetryAfter { delay, refresh } => {
-                let counter = if refresh {
-                    &stats.clusterdown
-                } else {
-                    &stats.tryagain
-                };
-                WorkerStats::bump(counter);
-                if refresh {
-                    ctx.shared.request_refresh();
-                }
+            Action::RetryAfter { delay, .. } => {
                 tokio::time::sleep(delay).await;
                 remote.attempt += 1;
                 if let Err(refusal) = resend(ctx, remote) {
                     return refusal;
                 }
             }
-            Action::Fail(reason) => {
-                WorkerStats::bump(&stats.backend_errors);
-                return error_reply(reason.message());
-            }
+            Action::Fail(reason) => return error_reply(reason.message()),
         }
+    }
+}
+
+/// Does what every redirect decision implies whoever follows it (shared
+/// requests, blocking commands, transactions): count it, point the slot at
+/// its new owner after MOVED, ask for a refresh when the topology changed.
+pub fn note(ctx: &WorkerCtx, action: &Action) {
+    let stats = ctx.stats();
+    match action {
+        Action::Done => {}
+        Action::Moved { slot, addr } => {
+            WorkerStats::bump(&stats.moved);
+            ctx.shared.patch_slot(*slot, addr);
+            ctx.shared.request_refresh();
+        }
+        Action::Ask { .. } => WorkerStats::bump(&stats.ask),
+        Action::RetryAfter { refresh: true, .. } => {
+            WorkerStats::bump(&stats.clusterdown);
+            ctx.shared.request_refresh();
+        }
+        Action::RetryAfter { refresh: false, .. } => WorkerStats::bump(&stats.tryagain),
+        Action::Fail(_) => WorkerStats::bump(&stats.backend_errors),
     }
 }
 

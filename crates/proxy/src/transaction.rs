@@ -336,18 +336,19 @@ async fn run(
                 action => Some(action),
             }
         });
+        if let Some(action) = &redirect {
+            crate::forward::note(ctx, action);
+        }
         match redirect {
-            None => {
+            None | Some(Action::Done) => {
                 return frames
                     .last()
                     .cloned()
                     .unwrap_or_else(|| error_reply("ERR orthrus: empty reply"));
             }
-            Some(Action::Moved { slot, addr: to }) => {
-                ctx.shared.patch_slot(slot, &to);
-                ctx.shared.request_refresh();
-            }
-            Some(Action::Ask { addr: _ } | Action::RetryAfter { .. }) => {
+            // The slot map is patched: the next attempt goes to the owner.
+            Some(Action::Moved { .. }) => {}
+            Some(Action::Ask { .. } | Action::RetryAfter { .. }) => {
                 // Mid-migration: the keys are split between two nodes, so
                 // the transaction cannot run yet; wait for the move.
                 tokio::time::sleep(
@@ -358,7 +359,6 @@ async fn run(
                 .await;
             }
             Some(Action::Fail(reason)) => return error_reply(reason.message()),
-            Some(Action::Done) => {}
         }
         attempt += 1;
     }
