@@ -50,19 +50,9 @@ pub enum TopologyError {
     TooManyNodes,
 }
 
-/// The key/value fields of a RESP3 map or of a RESP2 flat array of
-/// alternating names and values, looked up in place without collecting.
-#[derive(Clone, Copy)]
-enum Fields<'a> {
-    Map(&'a [(Value, Value)]),
-    Flat(&'a [Value]),
-}
-
 /// A node's advertised endpoint, before it is resolved to a host.
 #[derive(Clone, Copy)]
 enum Endpoint<'a> {
-    /// No endpoint field at all (not Redis 7.0's shape, but harmless).
-    Absent,
     /// `NULL` or `""`: unknown, use the seed's host.
     Unknown,
     /// `?`: hostname preferred but not configured.
@@ -84,15 +74,14 @@ impl SlotMap {
     pub fn from_shards(reply: &Value, seed: &NodeAddr) -> Result<SlotMap, TopologyError> {
         let mut map = SlotMap::empty();
         for shard in top_level(reply)? {
-            let fields = Fields::of(shard).ok_or(malformed("a shard is not a map"))?;
-            let slots = fields
-                .get(b"slots")
-                .and_then(items)
-                .ok_or(malformed("a shard has no 'slots' array"))?;
+            let slots = shard
+                .field("slots")
+                .and_then(Value::as_array)
+                .ok_or(malformed("a shard is not a map with a 'slots' array"))?;
             let ranges = slot_pairs(slots)?;
-            let nodes = fields
-                .get(b"nodes")
-                .and_then(items)
+            let nodes = shard
+                .field("nodes")
+                .and_then(Value::as_array)
                 .ok_or(malformed("a shard has no 'nodes' array"))?;
             add_shard(&mut map, &ranges, nodes, seed)?;
         }
@@ -105,7 +94,9 @@ impl SlotMap {
     pub fn from_slots(reply: &Value, seed: &NodeAddr) -> Result<SlotMap, TopologyError> {
         let mut map = SlotMap::empty();
         for entry in top_level(reply)? {
-            let parts = items(entry).ok_or(malformed("a slot range entry is not an array"))?;
+            let parts = entry
+                .as_array()
+                .ok_or(malformed("a slot range entry is not an array"))?;
             let [first, last, master, replicas @ ..] = parts else {
                 return Err(malformed("a slot range entry has fewer than 3 elements"));
             };
@@ -171,29 +162,25 @@ fn add_shard(
 /// One CLUSTER SHARDS node. `Ok(None)`: a replica with an unusable address,
 /// left out.
 fn shard_node(value: &Value, seed: &NodeAddr) -> Result<Option<Node>, TopologyError> {
-    let fields = Fields::of(value).ok_or(malformed("a shard node is not a map"))?;
-    let role = fields
-        .get(b"role")
-        .and_then(text)
+    let field = |name| value.field(name);
+    let role = field("role")
+        .and_then(Value::as_bytes)
         .and_then(Role::from_wire)
-        .ok_or(malformed("a shard node has no valid 'role'"))?;
-    let health = fields
-        .get(b"health")
-        .and_then(text)
+        .ok_or(malformed("a shard node is not a map with a valid 'role'"))?;
+    let health = field("health")
+        .and_then(Value::as_bytes)
         .map_or(Health::Unknown, Health::from_wire);
-    let endpoint = fields
-        .get(b"endpoint")
-        .map_or(Endpoint::Absent, Endpoint::of);
-    let ip = fields.get(b"ip").and_then(text);
+    // No endpoint field at all (not Redis 7.0's shape) is taken as `?`.
+    let endpoint = field("endpoint").map_or(Endpoint::Unset, Endpoint::of);
+    let ip = field("ip").and_then(Value::as_bytes);
     // A TLS-only node has no plain `port`; its TLS port is its only address.
-    let port = fields
-        .get(b"port")
-        .or_else(|| fields.get(b"tls-port"))
-        .and_then(int);
+    let port = field("port")
+        .or_else(|| field("tls-port"))
+        .and_then(Value::as_int);
     let addr = port_of(port).and_then(|port| NodeAddr::from_parts(endpoint.host(ip, seed), port));
     match addr {
         Ok(addr) => Ok(Some(Node {
-            id: fields.get(b"id").and_then(node_id),
+            id: field("id").and_then(node_id),
             addr,
             role,
             health,
@@ -205,17 +192,18 @@ fn shard_node(value: &Value, seed: &NodeAddr) -> Result<Option<Node>, TopologyEr
 
 /// One CLUSTER SLOTS node: `[host, port, id?, metadata?]`.
 fn slots_node(value: &Value, role: Role, seed: &NodeAddr) -> Result<Node, TopologyError> {
-    let parts = items(value).ok_or(malformed("a slot owner is not an array"))?;
+    let parts = value
+        .as_array()
+        .ok_or(malformed("a slot owner is not an array"))?;
     let [host, port, rest @ ..] = parts else {
         return Err(malformed("a slot owner has fewer than 2 elements"));
     };
     let id = rest.first().and_then(node_id);
     let ip = rest
         .get(1)
-        .and_then(Fields::of)
-        .and_then(|meta| meta.get(b"ip"))
-        .and_then(text);
-    let port = port_of(int(port)).map_err(TopologyError::BadAddr)?;
+        .and_then(|meta| meta.field("ip"))
+        .and_then(Value::as_bytes);
+    let port = port_of(port.as_int()).map_err(TopologyError::BadAddr)?;
     let addr = NodeAddr::from_parts(Endpoint::of(host).host(ip, seed), port)
         .map_err(TopologyError::BadAddr)?;
     Ok(Node {
@@ -230,7 +218,7 @@ fn slots_node(value: &Value, role: Role, seed: &NodeAddr) -> Result<Node, Topolo
 
 impl<'a> Endpoint<'a> {
     fn of(value: &'a Value) -> Endpoint<'a> {
-        match text(value) {
+        match value.as_bytes() {
             None | Some(b"") => Endpoint::Unknown,
             Some(b"?") => Endpoint::Unset,
             Some(host) => Endpoint::Known(host),
@@ -241,34 +229,8 @@ impl<'a> Endpoint<'a> {
         let ip = ip.filter(|ip| !ip.is_empty() && *ip != b"?");
         match self {
             Endpoint::Known(host) => host,
-            Endpoint::Absent | Endpoint::Unset => ip.unwrap_or(seed.host().as_bytes()),
+            Endpoint::Unset => ip.unwrap_or(seed.host().as_bytes()),
             Endpoint::Unknown => seed.host().as_bytes(),
-        }
-    }
-}
-
-// === impl Fields ===
-
-impl<'a> Fields<'a> {
-    fn of(value: &'a Value) -> Option<Fields<'a>> {
-        match unwrap_attribute(value) {
-            Value::Map(pairs) => Some(Fields::Map(pairs)),
-            Value::Array(flat) if flat.len() % 2 == 0 => Some(Fields::Flat(flat)),
-            _ => None,
-        }
-    }
-
-    /// The first value named `name`.
-    fn get(self, name: &[u8]) -> Option<&'a Value> {
-        match self {
-            Fields::Map(pairs) => pairs
-                .iter()
-                .find(|(key, _)| text(key) == Some(name))
-                .map(|(_, value)| value),
-            Fields::Flat(flat) => flat.chunks_exact(2).find_map(|pair| match pair {
-                [key, value] if text(key) == Some(name) => Some(value),
-                _ => None,
-            }),
         }
     }
 }
@@ -277,47 +239,19 @@ impl<'a> Fields<'a> {
 
 /// The array of entries both commands answer with, or the node's error.
 fn top_level(reply: &Value) -> Result<&[Value], TopologyError> {
-    match unwrap_attribute(reply) {
+    if let Some(entries) = reply.as_array() {
+        return Ok(entries);
+    }
+    match reply {
         Value::Error(message) => Err(TopologyError::ErrorReply(message.clone())),
-        other => items(other).ok_or(malformed("the reply is not an array")),
-    }
-}
-
-/// Attributes (RESP3 `|`) annotate a value; the value is what counts. The
-/// loop is bounded by the parser's nesting limit.
-fn unwrap_attribute(mut value: &Value) -> &Value {
-    while let Value::Attribute { value: inner, .. } = value {
-        value = inner;
-    }
-    value
-}
-
-fn items(value: &Value) -> Option<&[Value]> {
-    match unwrap_attribute(value) {
-        Value::Array(items) | Value::Set(items) => Some(items),
-        _ => None,
-    }
-}
-
-fn text(value: &Value) -> Option<&[u8]> {
-    match unwrap_attribute(value) {
-        Value::Bulk(b) | Value::Simple(b) => Some(b),
-        Value::Verbatim { text, .. } => Some(text),
-        _ => None,
-    }
-}
-
-/// An integer, or a string of decimal digits (some forks send ports as
-/// strings).
-fn int(value: &Value) -> Option<i64> {
-    match unwrap_attribute(value) {
-        Value::Integer(n) => Some(*n),
-        other => std::str::from_utf8(text(other)?).ok()?.parse().ok(),
+        // Attributes (RESP3 `|`) annotate a value; the value is what counts.
+        Value::Attribute { value, .. } => top_level(value),
+        _ => Err(malformed("the reply is not an array")),
     }
 }
 
 fn node_id(value: &Value) -> Option<Arc<str>> {
-    let id = std::str::from_utf8(text(value)?).ok()?;
+    let id = value.as_str()?;
     (!id.is_empty()).then(|| Arc::from(id))
 }
 
@@ -341,7 +275,7 @@ fn slot_pairs(flat: &[Value]) -> Result<Vec<(Slot, Slot)>, TopologyError> {
 }
 
 fn slot_range(first: &Value, last: &Value) -> Result<(Slot, Slot), TopologyError> {
-    let (Some(first), Some(last)) = (int(first), int(last)) else {
+    let (Some(first), Some(last)) = (first.as_int(), last.as_int()) else {
         return Err(malformed("a slot number is not an integer"));
     };
     let bad = TopologyError::BadSlotRange { first, last };
