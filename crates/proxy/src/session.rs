@@ -365,20 +365,12 @@ impl Started {
 
 /// Decides what to do with one request and starts doing it.
 fn dispatch(client: &mut Client, req: Request, sink: &PushSink, ctx: &Rc<WorkerCtx>) -> Started {
-    // CLIENT REPLY OFF/SKIP: the command runs, its reply is not sent.
-    let is_client_reply = req
-        .arg(0)
-        .is_some_and(|n| n.eq_ignore_ascii_case(b"client"))
-        && req.arg(1).is_some_and(|n| n.eq_ignore_ascii_case(b"reply"));
-    let silent = match client.reply {
-        _ if is_client_reply => false,
-        ReplyMode::On => false,
-        ReplyMode::Off => true,
-        ReplyMode::SkipNext => {
-            client.reply = ReplyMode::On;
-            true
-        }
-    };
+    // CLIENT REPLY OFF/SKIP: the command runs, its reply is not sent
+    // (CLIENT REPLY itself always answers).
+    let silent = client.reply != ReplyMode::On && !is_client_reply(&req);
+    if client.reply == ReplyMode::SkipNext && silent {
+        client.reply = ReplyMode::On;
+    }
     let started = run(client, req, sink, ctx);
     if silent {
         Started {
@@ -388,6 +380,12 @@ fn dispatch(client: &mut Client, req: Request, sink: &PushSink, ctx: &Rc<WorkerC
     } else {
         started
     }
+}
+
+fn is_client_reply(req: &Request) -> bool {
+    req.arg(0)
+        .is_some_and(|n| n.eq_ignore_ascii_case(b"client"))
+        && req.arg(1).is_some_and(|n| n.eq_ignore_ascii_case(b"reply"))
 }
 
 /// The same work, without a reply.
