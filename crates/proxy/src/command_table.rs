@@ -36,6 +36,9 @@ pub struct CommandInfo {
     pub split: Option<command_kind::Merge>,
     /// XREAD and XREADGROUP block only when given `BLOCK`.
     blocks_with_block_option: bool,
+    /// A container (SCRIPT, CLUSTER, ...) whose subcommands this table does
+    /// not list: the subcommand's rule is looked up per request.
+    rules_by_subcommand: bool,
     key_specs: Vec<KeySpec>,
     subcommands: HashMap<Box<[u8]>, Arc<CommandInfo>>,
 }
@@ -189,7 +192,7 @@ fn route_command(info: &Arc<CommandInfo>, req: &Request) -> Route {
         return Route::Reject(Rejection::WrongArity(Arc::clone(info)));
     }
     let mut kind = info.kind;
-    if info.subcommands.is_empty() && command_kind::CONTAINERS.contains(&&*info.name) {
+    if info.rules_by_subcommand {
         // A container the built-in table knows only as a whole: its
         // subcommand may have a rule of its own (SCRIPT LOAD).
         if let Some(sub) = req.arg(1) {
@@ -326,6 +329,7 @@ impl CommandInfo {
             name,
             split: command_kind::split_merge(entry.name),
             blocks_with_block_option: is_xread(entry.name),
+            rules_by_subcommand: command_kind::CONTAINERS.contains(&entry.name),
             key_specs,
             subcommands: HashMap::new(),
         }
@@ -374,7 +378,7 @@ impl CommandInfo {
                 },
             });
         }
-        let subcommands = fields
+        let subcommands: HashMap<Box<[u8]>, Arc<CommandInfo>> = fields
             .get(9)
             .and_then(Value::as_array)
             .map(|subs| {
@@ -392,6 +396,8 @@ impl CommandInfo {
         Some(CommandInfo {
             split: command_kind::split_merge(&name),
             blocks_with_block_option: is_xread(&name),
+            rules_by_subcommand: subcommands.is_empty()
+                && command_kind::CONTAINERS.contains(&name.as_str()),
             name: name.into(),
             arity,
             readonly: has("readonly"),
