@@ -25,7 +25,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::command_kind::Family;
-use crate::command_table::{CommandTable, Route};
+use crate::command_table::Route;
 use crate::forward::{self, Remote, Sent, Target, error_reply};
 use crate::pubsub::PubSub;
 use crate::stats::WorkerStats;
@@ -426,24 +426,32 @@ fn run(client: &mut Client, req: Request, sink: &PushSink, ctx: &Rc<WorkerCtx>) 
     let stats = ctx.stats();
     WorkerStats::bump(&stats.commands);
     let table = ctx.shared.commands.load();
+    let (route, info) = table.route_info(&req);
+    let family = info.map_or(Family::Other, |info| info.family);
     if !client.authenticated && !allowed_before_auth(&req) {
         WorkerStats::bump(&stats.rejected_commands);
         let reply = error_reply("NOAUTH Authentication required.");
-        return Started::refused(Pending::Ready(reply), family_of(&table, &req));
+        return Started::refused(Pending::Ready(reply), family);
     }
     if ctx.shared.over_memory.load(Ordering::Relaxed) && !allowed_over_memory(&req) {
         WorkerStats::bump(&stats.rejected_commands);
         let reply = error_reply("OOM orthrus: memory use is over memory_limit_mb; request refused");
-        return Started::refused(Pending::Ready(reply), family_of(&table, &req));
+        return Started::refused(Pending::Ready(reply), family);
     }
-    if let Some(pending) = pubsub_command(client, &req, sink, ctx) {
-        return Started::ran(pending, Family::PubSub);
+    // orthrus runs pub/sub and transactions itself: their commands (known
+    // by their family, so other commands pay no name comparisons), and
+    // whatever a client sends in subscriber mode or inside MULTI.
+    let subscribed = client.pubsub.as_ref().is_some_and(PubSub::active);
+    if family == Family::PubSub || subscribed {
+        if let Some(pending) = pubsub_command(client, &req, sink, ctx) {
+            return Started::ran(pending, Family::PubSub);
+        }
     }
-    if let Some(pending) = transaction::intercept(client, &req, &table, ctx) {
-        return Started::ran(pending, Family::Transaction);
+    if family == Family::Transaction || client.multi.is_some() {
+        if let Some(pending) = transaction::intercept(client, &req, &table, ctx) {
+            return Started::ran(pending, Family::Transaction);
+        }
     }
-    let (route, info) = table.route_info(&req);
-    let family = info.map_or(Family::Other, |info| info.family);
     let readonly = info.is_some_and(|info| info.readonly);
     let proto = client.proto;
     let target = match route {
@@ -481,13 +489,6 @@ fn run(client: &mut Client, req: Request, sink: &PushSink, ctx: &Rc<WorkerCtx>) 
         Sent::Refused(reply) => Pending::Ready(reply),
     };
     Started::ran(pending, family)
-}
-
-/// The family of a request refused before it was routed.
-fn family_of(table: &CommandTable, req: &Request) -> Family {
-    req.arg(0)
-        .and_then(|name| table.get(name))
-        .map_or(Family::Other, |info| info.family)
 }
 
 fn is_publish(req: &Request) -> bool {
