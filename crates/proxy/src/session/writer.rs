@@ -14,9 +14,11 @@ use tokio::net::tcp::OwnedWriteHalf;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::{Done, Pending, PushSink, Stamp};
-use crate::command_kind::Family;
-use crate::forward;
+use super::Stamp;
+use crate::client::{Pending, PushSink};
+use crate::node::Done;
+use crate::node::forward;
+use crate::route::kind::Family;
 use crate::worker::WorkerCtx;
 
 /// Replies are written once this many bytes are gathered, ready or not.
@@ -50,7 +52,7 @@ pub async fn write_replies(mut w: Writer, mut rx: Queue, ctx: Rc<WorkerCtx>) {
                 if !remote.is_ready() && !w.flush().await {
                     return;
                 }
-                (forward::resolve(&ctx, *remote).await, false)
+                (forward::resolve(&ctx.pool, *remote).await, false)
             }
             Pending::Future(future) => {
                 if !w.flush().await {
@@ -120,7 +122,7 @@ impl Writer {
         };
         let slowlog = &ctx.shared.slowlog;
         if slowlog.is_slow(judged) {
-            slowlog.push(crate::slowlog::Finished {
+            slowlog.push(crate::observe::slowlog::Finished {
                 frame,
                 total,
                 backend,

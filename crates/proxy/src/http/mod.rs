@@ -20,7 +20,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 
-use crate::shared::Shared;
+use crate::process::Shared;
+
+mod metrics;
 
 /// Largest request head (request line and headers) accepted.
 const MAX_REQUEST: usize = 8 * 1024;
@@ -265,7 +267,7 @@ fn route(req: &Request<'_>, shared: &Shared, stopping: bool) -> Response {
         "/metrics" => Response {
             status: 200,
             content_type: METRICS_CONTENT_TYPE,
-            body: crate::metrics::exposition(shared),
+            body: metrics::exposition(shared),
             allow: None,
         },
         "/readyz" => match not_ready(shared, stopping) {

@@ -6,7 +6,6 @@
 //! map on MOVED, send `ASKING` with the command on ASK, wait and resend on
 //! TRYAGAIN and CLUSTERDOWN, and resend requests that never reached a node.
 
-use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -15,10 +14,10 @@ use orthrus_cluster::{Action, NodeAddr, Slot, SlotMap, decide};
 use orthrus_resp::{Protocol, encode};
 use tokio::sync::oneshot;
 
-use crate::backend::{BackendError, Job, Reply};
-use crate::session::Done;
-use crate::stats::WorkerStats;
-use crate::worker::WorkerCtx;
+use super::conn::{BackendError, Job, Reply};
+use super::pool::Pool;
+use super::{Done, Env};
+use crate::observe::stats::WorkerStats;
 
 /// Where a request goes.
 #[derive(Clone, Debug)]
@@ -75,18 +74,12 @@ impl Remote {
 }
 
 /// Sends `frame` towards `target` on this worker's connections.
-pub fn forward(
-    ctx: &Rc<WorkerCtx>,
-    frame: Bytes,
-    target: Target,
-    proto: Protocol,
-    readonly: bool,
-) -> Sent {
-    let map = ctx.shared.slots.load();
+pub fn forward(pool: &Pool, frame: Bytes, target: Target, proto: Protocol, readonly: bool) -> Sent {
+    let map = pool.env().shared.slots.load();
     let Some(addr) = owner(&map, &target).cloned() else {
         return Sent::Refused(no_owner(&map));
     };
-    let rx = send(ctx, &addr, &frame, proto, false);
+    let rx = send(pool, &addr, &frame, proto, false);
     Sent::Remote(Remote {
         frame,
         target,
@@ -103,20 +96,20 @@ pub fn forward(
 
 /// Waits for the reply of `remote`, following redirections, and returns
 /// what the client gets, with the time spent waiting for nodes.
-pub async fn resolve(ctx: &Rc<WorkerCtx>, mut remote: Remote) -> Done {
-    let reply = follow(ctx, &mut remote).await;
+pub async fn resolve(pool: &Pool, mut remote: Remote) -> Done {
+    let reply = follow(pool, &mut remote).await;
     Done::from_nodes(reply, remote.backend)
 }
 
 /// Resolves every request of a command split over several nodes; its
 /// backend time is the longest of theirs (they run at once).
-pub async fn resolve_all(ctx: &Rc<WorkerCtx>, sent: Vec<Sent>) -> (Vec<Bytes>, Duration) {
+pub async fn resolve_all(pool: &Pool, sent: Vec<Sent>) -> (Vec<Bytes>, Duration) {
     let mut replies = Vec::with_capacity(sent.len());
     let mut backend = Duration::ZERO;
     for s in sent {
         replies.push(match s {
             Sent::Remote(remote) => {
-                let done = resolve(ctx, remote).await;
+                let done = resolve(pool, remote).await;
                 backend = backend.max(done.backend.unwrap_or_default());
                 done.reply
             }
@@ -126,9 +119,9 @@ pub async fn resolve_all(ctx: &Rc<WorkerCtx>, sent: Vec<Sent>) -> (Vec<Bytes>, D
     (replies, backend)
 }
 
-async fn follow(ctx: &Rc<WorkerCtx>, remote: &mut Remote) -> Bytes {
-    let stats = ctx.stats();
-    let policy = &ctx.shared.policy;
+async fn follow(pool: &Pool, remote: &mut Remote) -> Bytes {
+    let stats = pool.env().stats();
+    let policy = &pool.env().shared.policy;
     loop {
         let reply = match remote.early.take() {
             Some(reply) => reply,
@@ -139,11 +132,11 @@ async fn follow(ctx: &Rc<WorkerCtx>, remote: &mut Remote) -> Bytes {
                 remote.backend += delivered.took;
                 delivered.frame
             }
-            Err(error) => match retry_after_failure(ctx, remote, error) {
+            Err(error) => match retry_after_failure(pool.env(), remote, error) {
                 Some(delay) => {
                     tokio::time::sleep(delay).await;
                     remote.attempt += 1;
-                    if let Err(refusal) = resend(ctx, remote) {
+                    if let Err(refusal) = resend(pool, remote) {
                         return refusal;
                     }
                     continue;
@@ -155,23 +148,23 @@ async fn follow(ctx: &Rc<WorkerCtx>, remote: &mut Remote) -> Bytes {
             },
         };
         let action = decide(&frame, remote.attempt, policy).with_origin(&remote.sent_to);
-        note(ctx, &action);
+        note(pool.env(), &action);
         match action {
             Action::Done => return frame,
             Action::Moved { addr, .. } => {
                 remote.attempt += 1;
-                remote.rx = send(ctx, &addr, &remote.frame, remote.proto, false);
+                remote.rx = send(pool, &addr, &remote.frame, remote.proto, false);
                 remote.sent_to = addr;
             }
             Action::Ask { addr } => {
                 remote.attempt += 1;
-                remote.rx = send(ctx, &addr, &remote.frame, remote.proto, true);
+                remote.rx = send(pool, &addr, &remote.frame, remote.proto, true);
                 remote.sent_to = addr;
             }
             Action::RetryAfter { delay, .. } => {
                 tokio::time::sleep(delay).await;
                 remote.attempt += 1;
-                if let Err(refusal) = resend(ctx, remote) {
+                if let Err(refusal) = resend(pool, remote) {
                     return refusal;
                 }
             }
@@ -183,19 +176,19 @@ async fn follow(ctx: &Rc<WorkerCtx>, remote: &mut Remote) -> Bytes {
 /// Does what every redirect decision implies whoever follows it (shared
 /// requests, blocking commands, transactions): count it, point the slot at
 /// its new owner after MOVED, ask for a refresh when the topology changed.
-pub fn note(ctx: &WorkerCtx, action: &Action) {
-    let stats = ctx.stats();
+pub fn note(env: &Env, action: &Action) {
+    let stats = env.stats();
     match action {
         Action::Done => {}
         Action::Moved { slot, addr } => {
             WorkerStats::bump(&stats.moved);
-            ctx.shared.patch_slot(*slot, addr);
-            ctx.shared.request_refresh();
+            env.shared.patch_slot(*slot, addr);
+            env.shared.request_refresh();
         }
         Action::Ask { .. } => WorkerStats::bump(&stats.ask),
         Action::RetryAfter { refresh: true, .. } => {
             WorkerStats::bump(&stats.clusterdown);
-            ctx.shared.request_refresh();
+            env.shared.request_refresh();
         }
         Action::RetryAfter { refresh: false, .. } => WorkerStats::bump(&stats.tryagain),
         Action::Fail(_) => WorkerStats::bump(&stats.backend_errors),
@@ -204,39 +197,39 @@ pub fn note(ctx: &WorkerCtx, action: &Action) {
 
 /// How long to wait before resending a request that got no reply, or
 /// `None` if it must not be resent.
-fn retry_after_failure(ctx: &WorkerCtx, remote: &Remote, error: BackendError) -> Option<Duration> {
+fn retry_after_failure(env: &Env, remote: &Remote, error: BackendError) -> Option<Duration> {
     // A write whose outcome is unknown is never resent behind the client's back.
     if error == BackendError::Lost && !remote.readonly {
         return None;
     }
-    let deadline = remote.started + ctx.shared.request_timeout();
+    let deadline = remote.started + env.shared.request_timeout();
     let delay = Duration::from_millis(10u64 << remote.attempt.min(6));
     (Instant::now() + delay < deadline).then_some(delay)
 }
 
 /// Routes `remote` again with the current slot map and sends it.
-fn resend(ctx: &Rc<WorkerCtx>, remote: &mut Remote) -> Result<(), Bytes> {
-    let map = ctx.shared.slots.load();
+fn resend(pool: &Pool, remote: &mut Remote) -> Result<(), Bytes> {
+    let map = pool.env().shared.slots.load();
     let addr = owner(&map, &remote.target).ok_or_else(|| no_owner(&map))?;
-    remote.rx = send(ctx, addr, &remote.frame, remote.proto, false);
+    remote.rx = send(pool, addr, &remote.frame, remote.proto, false);
     remote.sent_to = addr.clone();
     Ok(())
 }
 
 fn send(
-    ctx: &Rc<WorkerCtx>,
+    pool: &Pool,
     addr: &NodeAddr,
     frame: &Bytes,
     proto: Protocol,
     asking: bool,
 ) -> oneshot::Receiver<Reply> {
-    send_frames(ctx, addr, frame, proto, asking, 1)
+    send_frames(pool, addr, frame, proto, asking, 1)
 }
 
 /// Queues `frame` on a shared connection to `addr`; its `frames` replies
 /// come back together.
 pub fn send_frames(
-    ctx: &Rc<WorkerCtx>,
+    pool: &Pool,
     addr: &NodeAddr,
     frame: &Bytes,
     proto: Protocol,
@@ -250,7 +243,7 @@ pub fn send_frames(
         frames,
         reply: tx,
     };
-    ctx.pool.send(ctx, addr, proto, job);
+    pool.send(addr, proto, job);
     rx
 }
 

@@ -6,7 +6,7 @@
 //! a built-in table covers the common commands until that reply is known,
 //! or when a node refuses `COMMAND`. How a command is *handled* (answered
 //! locally, sent to any node, refused) is orthrus's own decision and always
-//! comes from the built-in rules in [`crate::command_kind`].
+//! comes from the built-in rules in [`crate::route::kind`].
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -14,7 +14,7 @@ use std::sync::Arc;
 use orthrus_cluster::Slot;
 use orthrus_resp::{Request, Value};
 
-use crate::command_kind::{self, Family, Kind};
+use crate::route::kind::{self, Family, Kind};
 
 /// Longest command name looked up without allocating.
 const NAME_MAX: usize = 48;
@@ -33,7 +33,7 @@ pub struct CommandInfo {
     /// What it works on (latency figures are kept per family).
     pub family: Family,
     /// Set for the multi-key commands orthrus splits across slots.
-    pub split: Option<command_kind::Merge>,
+    pub split: Option<kind::Merge>,
     /// XREAD and XREADGROUP block only when given `BLOCK`.
     blocks_with_block_option: bool,
     /// A container (SCRIPT, CLUSTER, ...) whose subcommands this table does
@@ -81,15 +81,15 @@ pub struct CommandTable {
 #[derive(Debug)]
 pub enum Route {
     /// Answered by orthrus itself.
-    Local(command_kind::Local),
+    Local(kind::Local),
     /// To the master that owns this slot.
     Slot(Slot),
     /// Key-less and the same on every node: any master will do.
     AnyNode,
     /// Keys in several slots, split per slot and merged.
-    Split(command_kind::Merge),
+    Split(kind::Merge),
     /// To every master, merged.
-    FanOut(command_kind::FanOut),
+    FanOut(kind::FanOut),
     /// SCAN across the masters.
     Scan,
     /// A blocking command for the master of this slot.
@@ -114,7 +114,7 @@ impl CommandTable {
     /// The built-in table: the common commands with their key positions.
     pub fn builtin() -> CommandTable {
         let mut commands = HashMap::new();
-        for &(family, entries) in command_kind::BUILTIN {
+        for &(family, entries) in kind::BUILTIN {
             for entry in entries {
                 let info = CommandInfo::from_builtin(entry, family);
                 commands.insert(info.name.as_bytes().into(), Arc::new(info));
@@ -201,7 +201,7 @@ fn route_command(info: &Arc<CommandInfo>, req: &Request) -> Route {
                 info.name,
                 String::from_utf8_lossy(sub).to_ascii_lowercase()
             );
-            kind = command_kind::kind_of(&full, false, false, false);
+            kind = kind::kind_of(&full, false, false, false);
         }
     }
     match kind {
@@ -284,10 +284,10 @@ impl Rejection {
 // === impl CommandInfo ===
 
 impl CommandInfo {
-    fn from_builtin(entry: &command_kind::Builtin, family: Family) -> CommandInfo {
+    fn from_builtin(entry: &kind::Builtin, family: Family) -> CommandInfo {
         let key_specs = match entry.keys {
-            command_kind::Keys::None => Vec::new(),
-            command_kind::Keys::Range(first, last, step) => vec![KeySpec {
+            kind::Keys::None => Vec::new(),
+            kind::Keys::Range(first, last, step) => vec![KeySpec {
                 begin: Begin::Index(first),
                 find: Find::Range {
                     last_key: if last < 0 { last } else { last - first },
@@ -295,7 +295,7 @@ impl CommandInfo {
                     limit: 0,
                 },
             }],
-            command_kind::Keys::KeyCount { at, first } => vec![KeySpec {
+            kind::Keys::KeyCount { at, first } => vec![KeySpec {
                 begin: Begin::Index(at),
                 find: Find::KeyNum {
                     num_idx: 0,
@@ -303,7 +303,7 @@ impl CommandInfo {
                     step: 1,
                 },
             }],
-            command_kind::Keys::AfterKeyword(word) => vec![KeySpec {
+            kind::Keys::AfterKeyword(word) => vec![KeySpec {
                 begin: Begin::Keyword {
                     keyword: word.as_bytes().into(),
                     start_from: 1,
@@ -317,7 +317,7 @@ impl CommandInfo {
         };
         let name: Box<str> = entry.name.into();
         CommandInfo {
-            kind: command_kind::kind_of(
+            kind: kind::kind_of(
                 &name,
                 entry.flags.contains('b'),
                 entry.flags.contains('a'),
@@ -327,9 +327,9 @@ impl CommandInfo {
             family,
             arity: entry.arity,
             name,
-            split: command_kind::split_merge(entry.name),
+            split: kind::split_merge(entry.name),
             blocks_with_block_option: is_xread(entry.name),
-            rules_by_subcommand: command_kind::CONTAINERS.contains(&entry.name),
+            rules_by_subcommand: kind::CONTAINERS.contains(&entry.name),
             key_specs,
             subcommands: HashMap::new(),
         }
@@ -391,13 +391,12 @@ impl CommandInfo {
                     .collect()
             })
             .unwrap_or_default();
-        let kind =
-            command_kind::kind_of(&name, has("blocking"), has("admin"), !key_specs.is_empty());
+        let kind = kind::kind_of(&name, has("blocking"), has("admin"), !key_specs.is_empty());
         Some(CommandInfo {
-            split: command_kind::split_merge(&name),
+            split: kind::split_merge(&name),
             blocks_with_block_option: is_xread(&name),
             rules_by_subcommand: subcommands.is_empty()
-                && command_kind::CONTAINERS.contains(&name.as_str()),
+                && kind::CONTAINERS.contains(&name.as_str()),
             name: name.into(),
             arity,
             readonly: has("readonly"),

@@ -5,72 +5,56 @@
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
-use std::time::{Duration, Instant};
 
 use orthrus_cluster::NodeAddr;
 use orthrus_resp::Protocol;
 
-use crate::backend::{BackendConn, BackendError, Job};
-use crate::worker::WorkerCtx;
-
-const FIRST_BACKOFF: Duration = Duration::from_millis(50);
-const MAX_BACKOFF: Duration = Duration::from_secs(1);
+use super::Env;
+use super::conn::{BackendConn, BackendError, Job};
 
 /// One worker's connections; only its own thread touches it.
 pub struct Pool {
+    env: Rc<Env>,
     per_node: usize,
     /// Per node, the RESP2 and the RESP3 connections.
     conns: RefCell<HashMap<NodeAddr, [Vec<BackendConn>; 2]>>,
-    health: RefCell<HashMap<NodeAddr, Backoff>>,
     next: Cell<usize>,
 }
 
-/// After a failure, connecting to the node again waits until `retry_at`.
-#[derive(Clone, Copy)]
-struct Backoff {
-    delay: Duration,
-    retry_at: Instant,
-}
-
 impl Pool {
-    pub fn new(per_node: usize) -> Pool {
+    pub fn new(env: Rc<Env>, per_node: usize) -> Pool {
         Pool {
+            env,
             per_node: per_node.max(1),
             conns: RefCell::new(HashMap::new()),
-            health: RefCell::new(HashMap::new()),
             next: Cell::new(0),
         }
     }
 
     /// Queues `job` on a connection to `addr`. If the node is in back-off,
     /// the job fails at once as never sent.
-    pub fn send(&self, ctx: &Rc<WorkerCtx>, addr: &NodeAddr, proto: Protocol, job: Job) {
-        if self
-            .health
-            .borrow()
-            .get(addr)
-            .is_some_and(|b| Instant::now() < b.retry_at)
-        {
+    pub fn send(&self, addr: &NodeAddr, proto: Protocol, job: Job) {
+        if self.env.backing_off(addr) {
             let _ = job.reply.send(Err(BackendError::NotSent));
             return;
         }
-        let conn = self.pick(ctx, addr, proto);
+        let conn = self.pick(addr, proto);
         if let Err(job) = conn.send(job) {
             // The task ended between the check and the send: start afresh.
-            let conn = self.replace(ctx, addr, proto);
+            let conn = self.replace(addr, proto);
             if let Err(job) = conn.send(job) {
                 let _ = job.reply.send(Err(BackendError::NotSent));
             }
         }
     }
 
-    fn pick(&self, ctx: &Rc<WorkerCtx>, addr: &NodeAddr, proto: Protocol) -> BackendConn {
+    fn pick(&self, addr: &NodeAddr, proto: Protocol) -> BackendConn {
         let i = self.next.get().wrapping_add(1);
         self.next.set(i);
         let mut conns = self.conns.borrow_mut();
         let list = connections(&mut conns, addr, proto);
         if list.len() < self.per_node {
-            let conn = BackendConn::spawn(addr.clone(), proto, ctx.clone());
+            let conn = BackendConn::spawn(addr.clone(), proto, self.env.clone());
             list.push(conn.clone());
             return conn;
         }
@@ -78,13 +62,13 @@ impl Pool {
         let index = i % list.len();
         let slot = &mut list[index];
         if slot.is_closed() {
-            *slot = BackendConn::spawn(addr.clone(), proto, ctx.clone());
+            *slot = BackendConn::spawn(addr.clone(), proto, self.env.clone());
         }
         slot.clone()
     }
 
-    fn replace(&self, ctx: &Rc<WorkerCtx>, addr: &NodeAddr, proto: Protocol) -> BackendConn {
-        let conn = BackendConn::spawn(addr.clone(), proto, ctx.clone());
+    fn replace(&self, addr: &NodeAddr, proto: Protocol) -> BackendConn {
+        let conn = BackendConn::spawn(addr.clone(), proto, self.env.clone());
         let mut conns = self.conns.borrow_mut();
         let list = connections(&mut conns, addr, proto);
         list.retain(|c| !c.is_closed());
@@ -92,24 +76,9 @@ impl Pool {
         conn
     }
 
-    /// A connection to `addr` failed: back off before the next attempt.
-    pub fn failed(&self, addr: &NodeAddr) {
-        let mut health = self.health.borrow_mut();
-        let delay = health
-            .get(addr)
-            .map_or(FIRST_BACKOFF, |b| (b.delay * 2).min(MAX_BACKOFF));
-        health.insert(
-            addr.clone(),
-            Backoff {
-                delay,
-                retry_at: Instant::now() + delay,
-            },
-        );
-    }
-
-    /// A connection to `addr` works again.
-    pub fn connected(&self, addr: &NodeAddr) {
-        self.health.borrow_mut().remove(addr);
+    /// The worker's node environment (counters, back-off).
+    pub fn env(&self) -> &Rc<Env> {
+        &self.env
     }
 }
 

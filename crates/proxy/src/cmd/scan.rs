@@ -10,9 +10,10 @@ use std::rc::Rc;
 use bytes::{Bytes, BytesMut};
 use orthrus_resp::{Protocol, Request, encode};
 
-use crate::forward::{self, Sent, Target, error_reply, no_owner};
-use crate::session::{Done, Pending};
-use crate::split::array_elements;
+use crate::client::Pending;
+use crate::cmd::split::array_elements;
+use crate::node::Done;
+use crate::node::forward::{self, Sent, Target, error_reply, no_owner};
 use crate::worker::WorkerCtx;
 
 const NODE_BITS: u32 = 10;
@@ -42,12 +43,12 @@ pub fn dispatch(ctx: &Rc<WorkerCtx>, req: &Request, proto: Protocol) -> Pending 
         *arg = node_cursor.as_bytes();
     }
     let frame = Request::from_args(&args).into_frame();
-    let sent = forward::forward(ctx, frame, Target::Node(node.clone()), proto, true);
+    let sent = forward::forward(&ctx.pool, frame, Target::Node(node.clone()), proto, true);
     let count = masters.len();
     let ctx = ctx.clone();
     Pending::Future(Box::pin(async move {
         let done = match sent {
-            Sent::Remote(remote) => forward::resolve(&ctx, remote).await,
+            Sent::Remote(remote) => forward::resolve(&ctx.pool, remote).await,
             Sent::Refused(reply) => return Done::local(reply),
         };
         Done {

@@ -21,7 +21,7 @@ use std::time::Duration;
 use dashmap::DashMap;
 use orthrus_cluster::NodeAddr;
 
-use crate::command_kind::Family;
+use crate::route::kind::Family;
 
 /// Sub-buckets per power of two: 2^SUB_BITS.
 const SUB_BITS: u32 = 4;

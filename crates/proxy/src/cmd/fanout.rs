@@ -10,10 +10,11 @@ use bytes::{Bytes, BytesMut};
 use orthrus_cluster::NodeAddr;
 use orthrus_resp::{Protocol, Request, encode};
 
-use crate::command_kind::FanOut;
-use crate::forward::{self, Sent, Target, error_reply, no_owner};
-use crate::session::{Done, Pending};
-use crate::split::{array_elements, parse_integer};
+use crate::client::Pending;
+use crate::cmd::split::{array_elements, parse_integer};
+use crate::node::Done;
+use crate::node::forward::{self, Sent, Target, error_reply, no_owner};
+use crate::route::kind::FanOut;
 use crate::worker::WorkerCtx;
 
 /// Sends `req` to every master and merges the replies as `how` says.
@@ -38,7 +39,7 @@ pub fn dispatch(
     let sent = send_to_each(ctx, masters, &req.into_frame(), proto, readonly);
     let ctx = ctx.clone();
     Pending::Future(Box::pin(async move {
-        let (replies, backend) = forward::resolve_all(&ctx, sent).await;
+        let (replies, backend) = forward::resolve_all(&ctx.pool, sent).await;
         Done::from_nodes(merge(how, &replies), backend)
     }))
 }
@@ -54,7 +55,7 @@ pub fn send_to_each(
 ) -> Vec<Sent> {
     nodes
         .into_iter()
-        .map(|n| forward::forward(ctx, frame.clone(), Target::Node(n), proto, readonly))
+        .map(|n| forward::forward(&ctx.pool, frame.clone(), Target::Node(n), proto, readonly))
         .collect()
 }
 

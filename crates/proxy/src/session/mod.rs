@@ -8,12 +8,10 @@
 //! when it is full the reader stops reading, and TCP pushes back.
 
 use std::cell::Cell;
-use std::future::Future;
 use std::net::SocketAddr;
-use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
 use orthrus_resp::{Protocol, Request, RequestParser};
@@ -24,86 +22,25 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use crate::command_kind::Family;
-use crate::command_table::Route;
-use crate::forward::{self, Remote, Sent, Target, error_reply};
-use crate::pubsub::PubSub;
-use crate::stats::WorkerStats;
-use crate::transaction::{self, Multi, Watch};
+use crate::client::subscriptions::PubSub;
+use crate::client::{Client, Pending, PushSink, ReplyMode};
+use crate::cmd::transaction;
+use crate::cmd::{blocking, fanout, local, scan, split};
+use crate::node::Done;
+use crate::node::forward::{self, Sent, Target, error_reply};
+use crate::observe::stats::WorkerStats;
+use crate::route::kind::Family;
+use crate::route::table::Route;
 use crate::worker::WorkerCtx;
-use crate::{blocking, fanout, local, scan, split};
 
-mod push;
 mod writer;
 
-pub use push::PushSink;
 use writer::Writer;
 
 const READ_CHUNK: usize = 16 * 1024;
 /// What a client may pipeline behind a deferred command before orthrus
 /// stops reading it until that command is done.
 const DEFERRED_BUFFER: usize = 1024 * 1024;
-
-/// The reply to one request, in request order.
-pub enum Pending {
-    /// Known already (local commands, errors).
-    Ready(Bytes),
-    /// Known already; the connection closes after it (QUIT, protocol error).
-    Last(Bytes),
-    /// Coming from the cluster (boxed: queue entries stay small, and are
-    /// moved several times on their way).
-    Remote(Box<Remote>),
-    /// Coming from several requests, or needing more than one step; its
-    /// requests were sent when it was read.
-    Future(Pin<Box<dyn Future<Output = Done>>>),
-    /// A command that starts only when every earlier reply is written
-    /// (it needs a connection of its own, or a state that earlier commands
-    /// change): the requests after it wait until it is done, so that a
-    /// client's commands still take effect in order.
-    Deferred(
-        Pin<Box<dyn Future<Output = Done>>>,
-        Option<oneshot::Sender<()>>,
-    ),
-}
-
-impl Pending {
-    pub fn deferred(future: Pin<Box<dyn Future<Output = Done>>>) -> Pending {
-        Pending::Deferred(future, None)
-    }
-}
-
-/// A finished request's reply, and how long of its time was spent waiting
-/// for nodes (for the latency figures and the SLOWLOG).
-pub struct Done {
-    pub reply: Bytes,
-    /// `None` when not measured.
-    pub backend: Option<Duration>,
-}
-
-impl Done {
-    /// A reply orthrus made without asking a node.
-    pub fn local(reply: Bytes) -> Done {
-        Done {
-            reply,
-            backend: Some(Duration::ZERO),
-        }
-    }
-
-    pub fn from_nodes(reply: Bytes, backend: Duration) -> Done {
-        Done {
-            reply,
-            backend: Some(backend),
-        }
-    }
-
-    /// A reply whose backend time orthrus does not measure.
-    pub fn unmeasured(reply: Bytes) -> Done {
-        Done {
-            reply,
-            backend: None,
-        }
-    }
-}
 
 /// What the writer needs to account for a request once its reply is ready.
 pub struct Stamp {
@@ -112,41 +49,6 @@ pub struct Stamp {
     family: Family,
     /// The request, for the SLOWLOG; `None` if it was refused before it ran.
     frame: Option<Bytes>,
-}
-
-/// Per-connection state the commands can change.
-pub struct Client {
-    pub id: u64,
-    pub peer: SocketAddr,
-    pub local_addr: Option<SocketAddr>,
-    pub proto: Protocol,
-    pub name: Option<Bytes>,
-    pub lib_name: Option<Bytes>,
-    pub lib_ver: Option<Bytes>,
-    pub created: std::time::Instant,
-    /// Cancelled when the client disconnects (ends blocking commands).
-    pub gone: CancellationToken,
-    /// Between MULTI and EXEC.
-    pub multi: Option<Multi>,
-    /// After WATCH, until EXEC, DISCARD, UNWATCH or RESET.
-    pub watch: Option<Watch>,
-    /// Subscriptions, from the first (S|P)SUBSCRIBE on.
-    pub pubsub: Option<PubSub>,
-    /// False until AUTH succeeds when a client password is configured.
-    pub authenticated: bool,
-    /// Requests read whose replies are not written yet.
-    pub unanswered: Rc<Cell<usize>>,
-    /// CLIENT REPLY.
-    pub reply: ReplyMode,
-}
-
-/// CLIENT REPLY ON|OFF|SKIP.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ReplyMode {
-    On,
-    Off,
-    /// The next command's reply is not sent.
-    SkipNext,
 }
 
 /// Serves one client until it disconnects.
@@ -176,7 +78,7 @@ pub async fn serve(stream: TcpStream, peer: SocketAddr, ctx: Rc<WorkerCtx>) {
         reply: ReplyMode::On,
     };
     let id = client.id;
-    ctx.shared.clients.update(&client, ctx.index);
+    ctx.shared.clients.update(client.entry(ctx.index));
     let span = tracing::debug_span!("client", client.addr = %peer, session.id = client.id);
     async {
         tracing::debug!("connected");
@@ -396,7 +298,7 @@ fn silence(pending: Pending, ctx: &Rc<WorkerCtx>) -> Pending {
         Pending::Remote(remote) => {
             let ctx = ctx.clone();
             Pending::Future(Box::pin(async move {
-                let done = forward::resolve(&ctx, *remote).await;
+                let done = forward::resolve(&ctx.pool, *remote).await;
                 Done {
                     reply: Bytes::new(),
                     ..done
@@ -443,7 +345,7 @@ fn run(client: &mut Client, req: Request, sink: &PushSink, ctx: &Rc<WorkerCtx>) 
     // whatever a client sends in subscriber mode or inside MULTI.
     let subscribed = client.pubsub.as_ref().is_some_and(PubSub::active);
     if family == Family::PubSub || subscribed {
-        if let Some(pending) = pubsub_command(client, &req, sink, ctx) {
+        if let Some(pending) = crate::cmd::pubsub::command(client, &req, sink, ctx) {
             return Started::ran(pending, Family::PubSub);
         }
     }
@@ -480,11 +382,11 @@ fn run(client: &mut Client, req: Request, sink: &PushSink, ctx: &Rc<WorkerCtx>) 
     // PUBLISH goes where this orthrus keeps its subscriptions, so that its
     // count of receivers includes them.
     let (target, readonly) = if matches!(target, Target::Any) && is_publish(&req) {
-        (crate::pubsub::publish_target(), false)
+        (crate::client::subscriptions::publish_target(), false)
     } else {
         (target, readonly)
     };
-    let pending = match forward::forward(ctx, req.into_frame(), target, proto, readonly) {
+    let pending = match forward::forward(&ctx.pool, req.into_frame(), target, proto, readonly) {
         Sent::Remote(remote) => Pending::Remote(Box::new(remote)),
         Sent::Refused(reply) => Pending::Ready(reply),
     };
@@ -521,59 +423,4 @@ fn allowed_before_auth(req: &Request) -> bool {
     [&b"auth"[..], b"hello", b"quit"]
         .iter()
         .any(|n| name.eq_ignore_ascii_case(n))
-}
-
-/// Pub/sub commands, and what subscriber mode allows in RESP2.
-fn pubsub_command(
-    client: &mut Client,
-    req: &Request,
-    sink: &PushSink,
-    ctx: &Rc<WorkerCtx>,
-) -> Option<Pending> {
-    const COMMANDS: [&str; 6] = [
-        "subscribe",
-        "psubscribe",
-        "ssubscribe",
-        "unsubscribe",
-        "punsubscribe",
-        "sunsubscribe",
-    ];
-    let name = req.arg(0)?;
-    let command = COMMANDS
-        .iter()
-        .find(|c| name.eq_ignore_ascii_case(c.as_bytes()));
-    let subscribed = client.pubsub.as_ref().is_some_and(PubSub::active);
-    match command {
-        Some(cmd) => {
-            let needs_args = matches!(*cmd, "subscribe" | "psubscribe" | "ssubscribe");
-            if needs_args && req.arg_count() < 2 {
-                return Some(Pending::Ready(error_reply(&format!(
-                    "ERR wrong number of arguments for '{cmd}' command"
-                ))));
-            }
-            if client.multi.is_some() {
-                return Some(Pending::Ready(error_reply(&format!(
-                    "ERR orthrus: {} cannot be used inside MULTI",
-                    cmd.to_ascii_uppercase()
-                ))));
-            }
-            let pubsub = client
-                .pubsub
-                .get_or_insert_with(|| PubSub::new(ctx.clone(), client.proto, sink.clone()));
-            Some(pubsub.command(cmd, req))
-        }
-        None if subscribed && client.proto == Protocol::Resp2 => {
-            if name.eq_ignore_ascii_case(b"ping") {
-                return client.pubsub.as_ref().and_then(|p| p.ping(req));
-            }
-            if name.eq_ignore_ascii_case(b"quit") || name.eq_ignore_ascii_case(b"reset") {
-                return None;
-            }
-            let shown = String::from_utf8_lossy(name).to_ascii_lowercase();
-            Some(Pending::Ready(error_reply(&format!(
-                "ERR Can't execute '{shown}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context"
-            ))))
-        }
-        None => None,
-    }
 }

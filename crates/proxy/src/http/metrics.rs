@@ -6,10 +6,10 @@ use std::fmt::{Display, Write as _};
 
 use orthrus_cluster::{Health, Role};
 
-use crate::command_kind::Family;
-use crate::latency::{self, Part, Summary};
-use crate::shared::Shared;
-use crate::stats;
+use crate::observe::latency::{self, Part, Summary};
+use crate::observe::stats;
+use crate::process::Shared;
+use crate::route::kind::Family;
 
 /// The Prometheus text exposition (format 0.0.4).
 pub fn exposition(shared: &Shared) -> String {
@@ -220,7 +220,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::stats::WorkerStats;
+    use crate::observe::stats::WorkerStats;
 
     #[test]
     fn metrics_are_well_formed() {

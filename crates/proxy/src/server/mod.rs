@@ -11,8 +11,11 @@ use anyhow::Context as _;
 use socket2::{Domain, Protocol, Socket, Type};
 
 use crate::config::Settings;
-use crate::shared::Shared;
-use crate::{admin, topology, worker};
+use crate::http as admin;
+use crate::node::topology;
+use crate::process::Shared;
+
+mod thread;
 
 /// Pending connections the kernel queues per listener.
 const BACKLOG: i32 = 1024;
@@ -71,7 +74,7 @@ pub async fn run(
         let handle = std::thread::Builder::new()
             .name(format!("orthrus-worker-{index}"))
             .spawn(move || {
-                if let Err(e) = worker::run(index, listener, shared) {
+                if let Err(e) = thread::run(index, listener, shared) {
                     tracing::error!(worker = index, error = %e, "worker stopped");
                 }
             })?;
@@ -121,12 +124,12 @@ async fn watch_memory(shared: Arc<Shared>) {
 
 /// Samples the command counter for INFO's `instantaneous_ops_per_sec`.
 async fn sample_ops(shared: Arc<Shared>) {
-    let mut tick = tokio::time::interval(crate::stats::OpsMeter::INTERVAL);
+    let mut tick = tokio::time::interval(crate::observe::stats::OpsMeter::INTERVAL);
     loop {
         tick.tick().await;
         shared
             .ops
-            .sample(crate::stats::totals(&shared.stats).commands);
+            .sample(crate::observe::stats::totals(&shared.stats).commands);
     }
 }
 

@@ -12,12 +12,12 @@ use orthrus_cluster::{NodeAddr, RedirectPolicy, Slot, SlotMap};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use crate::clients::Registry;
-use crate::command_table::CommandTable;
 use crate::config::{Config, Settings};
-use crate::latency;
-use crate::slowlog::SlowLog;
-use crate::stats::{OpsMeter, WorkerStats};
+use crate::observe::clients::Registry;
+use crate::observe::latency;
+use crate::observe::slowlog::SlowLog;
+use crate::observe::stats::{OpsMeter, WorkerStats};
+use crate::route::table::CommandTable;
 
 /// The settings a reload applies at once (read from `Shared::live` where
 /// they are used); any other setting that changes needs a restart.

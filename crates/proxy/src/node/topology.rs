@@ -14,10 +14,10 @@ use std::time::Duration;
 use orthrus_cluster::{NodeAddr, SlotMap};
 use orthrus_resp::Value;
 
-use crate::command_table::CommandTable;
 use crate::config::BackendConfig;
-use crate::node_client::NodeClient;
-use crate::shared::Shared;
+use crate::node::client::NodeClient;
+use crate::process::Shared;
+use crate::route::table::CommandTable;
 
 /// Wait after a trigger, so that a burst of MOVEDs makes one refresh.
 const DEBOUNCE: Duration = Duration::from_millis(20);

@@ -25,9 +25,10 @@ use orthrus_resp::{Limits, Protocol, ReplyScanner, Request, Value, encode};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::backend;
-use crate::forward::error_reply;
-use crate::session::{Done, Pending, PushSink};
+use crate::client::{Pending, PushSink};
+use crate::node::Done;
+use crate::node::conn;
+use crate::node::forward::error_reply;
 use crate::worker::WorkerCtx;
 
 /// SUBSCRIBE/PSUBSCRIBE go to the master of this slot, and so does
@@ -39,8 +40,8 @@ const CLASSIC_SLOT: Slot = match Slot::new(0) {
 };
 
 /// Where PUBLISH is sent.
-pub fn publish_target() -> crate::forward::Target {
-    crate::forward::Target::Slot(CLASSIC_SLOT)
+pub fn publish_target() -> crate::node::forward::Target {
+    crate::node::forward::Target::Slot(CLASSIC_SLOT)
 }
 
 /// A client's subscriptions. Shared with the connection tasks.
@@ -243,7 +244,7 @@ impl Inner {
                 };
                 let map = this.borrow().ctx.shared.slots.load_full();
                 let Some(addr) = map.master(slot).cloned() else {
-                    return crate::forward::no_owner(&map);
+                    return crate::node::forward::no_owner(&map);
                 };
                 match Inner::conn(this, Kind::Shard, Some(&addr)) {
                     Ok(tx) => {
@@ -304,7 +305,7 @@ impl Inner {
                 let map = inner.ctx.shared.slots.load_full();
                 map.master(CLASSIC_SLOT)
                     .cloned()
-                    .ok_or_else(|| crate::forward::no_owner(&map))?
+                    .ok_or_else(|| crate::node::forward::no_owner(&map))?
             }
         };
         let (tx, rx) = mpsc::unbounded_channel();
@@ -526,7 +527,7 @@ async fn run(
     ctx: Rc<WorkerCtx>,
     mut rx: mpsc::UnboundedReceiver<Bytes>,
 ) {
-    let stream = match backend::connect(&addr, proto, &ctx).await {
+    let stream = match conn::connect(&addr, proto, &ctx.shared).await {
         Ok(s) => s,
         Err(e) => {
             tracing::warn!(node = %addr, error = %e, "cannot open a subscription connection");

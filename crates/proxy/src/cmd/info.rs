@@ -6,15 +6,16 @@ use std::rc::Rc;
 
 use orthrus_resp::{Protocol, Request};
 
-use crate::forward;
-use crate::session::{Done, Pending};
+use crate::client::Pending;
+use crate::node::Done;
+use crate::node::forward;
 
-use crate::command_kind::Family;
-use crate::fanout;
-use crate::latency::Part;
-use crate::local::verbatim;
-use crate::session::Client;
-use crate::stats;
+use crate::client::Client;
+use crate::cmd::fanout;
+use crate::cmd::local::verbatim;
+use crate::observe::latency::Part;
+use crate::observe::stats;
+use crate::route::kind::Family;
 use crate::worker::WorkerCtx;
 
 type Section = fn(&mut String, &WorkerCtx);
@@ -60,7 +61,7 @@ pub fn reply(req: &Request, client: &Client, ctx: &Rc<WorkerCtx>) -> Pending {
     let ctx = ctx.clone();
     Pending::Future(Box::pin(async move {
         let (mut keys, mut expires) = (0u64, 0u64);
-        let (replies, backend) = forward::resolve_all(&ctx, sent).await;
+        let (replies, backend) = forward::resolve_all(&ctx.pool, sent).await;
         for reply in replies {
             if let Some((k, e)) = db0_counts(&reply) {
                 keys += k;

@@ -16,8 +16,7 @@ use orthrus_resp::{Protocol, ReplyScanner};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::backend;
-use crate::worker::WorkerCtx;
+use super::{Env, conn};
 
 /// Idle connections kept per node and protocol.
 const MAX_IDLE: usize = 8;
@@ -42,6 +41,7 @@ pub enum TakeError {
 
 /// A worker's dedicated connections.
 pub struct DedicatedPool {
+    env: Rc<Env>,
     max_per_node: usize,
     idle: RefCell<HashMap<(NodeAddr, Protocol), Vec<Dedicated>>>,
     busy: RefCell<HashMap<NodeAddr, usize>>,
@@ -51,14 +51,15 @@ pub struct DedicatedPool {
 /// dropping the lease closes the connection.
 pub struct Lease {
     conn: Option<Dedicated>,
-    ctx: Rc<WorkerCtx>,
+    pool: Rc<DedicatedPool>,
 }
 
 // === impl DedicatedPool ===
 
 impl DedicatedPool {
-    pub fn new(max_per_node: usize) -> DedicatedPool {
+    pub fn new(env: Rc<Env>, max_per_node: usize) -> DedicatedPool {
         DedicatedPool {
+            env,
             max_per_node,
             idle: RefCell::new(HashMap::new()),
             busy: RefCell::new(HashMap::new()),
@@ -67,11 +68,10 @@ impl DedicatedPool {
 
     /// Takes an idle connection to `addr` or opens one, within the bound.
     pub async fn take(
-        ctx: &Rc<WorkerCtx>,
+        pool: &Rc<DedicatedPool>,
         addr: &NodeAddr,
         proto: Protocol,
     ) -> Result<Lease, TakeError> {
-        let pool = &ctx.dedicated;
         {
             let mut busy = pool.busy.borrow_mut();
             let n = busy.entry(addr.clone()).or_insert(0);
@@ -87,7 +87,7 @@ impl DedicatedPool {
             .and_then(Vec::pop);
         let conn = match idle {
             Some(conn) => conn,
-            None => match backend::connect(addr, proto, ctx).await {
+            None => match conn::connect(addr, proto, &pool.env.shared).await {
                 Ok(stream) => Dedicated {
                     stream,
                     buf: BytesMut::with_capacity(4096),
@@ -103,7 +103,7 @@ impl DedicatedPool {
         };
         Ok(Lease {
             conn: Some(conn),
-            ctx: ctx.clone(),
+            pool: pool.clone(),
         })
     }
 
@@ -141,7 +141,7 @@ impl Lease {
     /// Gives the connection back for reuse: only when no reply is pending.
     pub fn release(mut self) {
         if let Some(conn) = self.conn.take() {
-            let pool = &self.ctx.dedicated;
+            let pool = &self.pool;
             pool.forget(&conn.addr);
             let mut idle = pool.idle.borrow_mut();
             let list = idle.entry((conn.addr.clone(), conn.proto)).or_default();
@@ -155,7 +155,7 @@ impl Lease {
 impl Drop for Lease {
     fn drop(&mut self) {
         if let Some(conn) = self.conn.take() {
-            self.ctx.dedicated.forget(&conn.addr);
+            self.pool.forget(&conn.addr);
         }
     }
 }

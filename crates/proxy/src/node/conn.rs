@@ -19,9 +19,9 @@ use tokio::net::TcpStream;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::latency::NodeLatency;
-use crate::node_client;
-use crate::worker::WorkerCtx;
+use super::{Env, client};
+use crate::observe::latency::NodeLatency;
+use crate::process::Shared;
 
 /// Frames at least this large are written on their own instead of being
 /// copied into the batch buffer.
@@ -89,9 +89,9 @@ enum Inflight {
 
 impl BackendConn {
     /// Starts the connection task on the current worker.
-    pub fn spawn(addr: NodeAddr, proto: Protocol, ctx: Rc<WorkerCtx>) -> BackendConn {
+    pub fn spawn(addr: NodeAddr, proto: Protocol, env: Rc<Env>) -> BackendConn {
         let (tx, rx) = mpsc::unbounded_channel();
-        tokio::task::spawn_local(run(addr, proto, ctx, rx));
+        tokio::task::spawn_local(run(addr, proto, env, rx));
         BackendConn { tx }
     }
 
@@ -105,21 +105,16 @@ impl BackendConn {
     }
 }
 
-async fn run(
-    addr: NodeAddr,
-    proto: Protocol,
-    ctx: Rc<WorkerCtx>,
-    mut rx: mpsc::UnboundedReceiver<Job>,
-) {
-    let stream = match connect(&addr, proto, &ctx).await {
+async fn run(addr: NodeAddr, proto: Protocol, env: Rc<Env>, mut rx: mpsc::UnboundedReceiver<Job>) {
+    let stream = match connect(&addr, proto, &env.shared).await {
         Ok(stream) => {
-            ctx.pool.connected(&addr);
+            env.connected(&addr);
             stream
         }
         Err(e) => {
             tracing::warn!(node = %addr, error = %e, "cannot connect to node");
-            ctx.pool.failed(&addr);
-            ctx.shared.request_refresh();
+            env.failed(&addr);
+            env.shared.request_refresh();
             fail_queued(&mut rx);
             return;
         }
@@ -127,10 +122,10 @@ async fn run(
     tracing::debug!(node = %addr, ?proto, "backend connected");
     let (rd, wr) = stream.into_split();
     let inflight = RefCell::new(VecDeque::new());
-    let latency = ctx.shared.node_latency.get(&addr, ctx.shared.stats.len());
+    let latency = env.shared.node_latency.get(&addr, env.shared.stats.len());
     let result = tokio::select! {
         r = write_loop(wr, &mut rx, &inflight) => r,
-        r = read_loop(rd, &inflight, &ctx, &latency) => r,
+        r = read_loop(rd, &inflight, &env, &latency) => r,
     };
     let lost = inflight.borrow().len();
     for slot in inflight.borrow_mut().drain(..) {
@@ -143,16 +138,16 @@ async fn run(
         Ok(()) => tracing::debug!(node = %addr, "backend connection closed"),
         Err(e) => {
             tracing::warn!(node = %addr, error = %e, in_flight = lost, "backend connection lost");
-            ctx.pool.failed(&addr);
-            ctx.shared.request_refresh();
+            env.failed(&addr);
+            env.shared.request_refresh();
         }
     }
 }
 
 /// Opens a connection to a node with the live timeout and credentials.
-pub async fn connect(addr: &NodeAddr, proto: Protocol, ctx: &WorkerCtx) -> io::Result<TcpStream> {
-    let live = ctx.shared.live.load_full();
-    node_client::connect(addr, proto, ctx.shared.connect_timeout(), &live.backend).await
+pub async fn connect(addr: &NodeAddr, proto: Protocol, shared: &Shared) -> io::Result<TcpStream> {
+    let live = shared.live.load_full();
+    client::connect(addr, proto, shared.connect_timeout(), &live.backend).await
 }
 
 /// Refuses every job still queued: none of them was written.
@@ -212,11 +207,11 @@ async fn write_loop(
 async fn read_loop(
     mut rd: OwnedReadHalf,
     inflight: &RefCell<VecDeque<Inflight>>,
-    ctx: &WorkerCtx,
+    env: &Env,
     latency: &NodeLatency,
 ) -> io::Result<()> {
     let mut scan = ScanState::default();
-    let timeout = ctx.shared.request_timeout();
+    let timeout = env.shared.request_timeout();
     let mut buf = BytesMut::with_capacity(READ_CHUNK);
     loop {
         if buf.capacity() - buf.len() < READ_CHUNK / 4 {
@@ -236,7 +231,7 @@ async fn read_loop(
         let arrived = Arrival {
             at: Instant::now(),
             latency,
-            worker: ctx.index,
+            worker: env.worker,
         };
         deliver(&mut buf, inflight, &mut scan, &arrived)?;
     }

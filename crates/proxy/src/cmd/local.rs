@@ -7,13 +7,13 @@ use std::rc::Rc;
 use bytes::{Bytes, BytesMut};
 use orthrus_resp::{Protocol, Request, encode};
 
-use crate::clients::{ClientEntry, KillReply};
-use crate::command_kind::Local;
-use crate::forward::error_reply;
-use crate::session::ReplyMode;
-use crate::session::{Client, Pending};
+use crate::client::ReplyMode;
+use crate::client::{Client, Pending};
+use crate::cmd::{cluster as cluster_cmd, info};
+use crate::node::forward::error_reply;
+use crate::observe::clients::KillReply;
+use crate::route::kind::Local;
 use crate::worker::WorkerCtx;
-use crate::{cluster_cmd, info};
 
 const NO_PASSWORD: &str = "ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?";
 const WRONGPASS: &str = "WRONGPASS invalid username-password pair or user is disabled.";
@@ -53,15 +53,15 @@ pub fn execute(cmd: Local, req: &Request, client: &mut Client, ctx: &Rc<WorkerCt
             shared
                 .stats
                 .iter()
-                .for_each(crate::stats::WorkerStats::reset);
+                .for_each(crate::observe::stats::WorkerStats::reset);
             shared.latency.reset();
             shared.node_latency.reset();
             simple("OK")
         }
-        Local::SlowLog => crate::slowlog::command(&ctx.shared.slowlog, req),
+        Local::SlowLog => crate::observe::slowlog::command(&ctx.shared.slowlog, req),
     };
     if matches!(cmd, Local::Hello | Local::Client | Local::Reset) {
-        ctx.shared.clients.update(client, ctx.index);
+        ctx.shared.clients.update(client.entry(ctx.index));
     }
     Pending::Ready(reply)
 }
@@ -247,7 +247,7 @@ fn client_command(req: &Request, client: &mut Client, ctx: &WorkerCtx) -> Bytes 
         }
         b"info" => arity(
             argc == 2,
-            verbatim(&ClientEntry::of(client, ctx.index).line(), client.proto),
+            verbatim(&client.entry(ctx.index).line(), client.proto),
         ),
         b"no-evict" | b"no-touch" if argc == 3 => {
             let v = req.arg(2).unwrap_or_default();

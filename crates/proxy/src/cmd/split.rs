@@ -10,9 +10,10 @@ use bytes::{Bytes, BytesMut};
 use orthrus_cluster::Slot;
 use orthrus_resp::{Limits, Protocol, Request, encode, scan_reply};
 
-use crate::command_kind::Merge;
-use crate::forward::{self, Target, error_reply};
-use crate::session::{Done, Pending};
+use crate::client::Pending;
+use crate::node::Done;
+use crate::node::forward::{self, Target, error_reply};
+use crate::route::kind::Merge;
 use crate::worker::WorkerCtx;
 
 /// One sub-command: its slot and which of the caller's keys it carries.
@@ -63,7 +64,7 @@ pub fn dispatch(
         }
         let frame = Request::from_args(&args).into_frame();
         sent.push(forward::forward(
-            ctx,
+            &ctx.pool,
             frame,
             Target::Slot(part.slot),
             proto,
@@ -72,7 +73,7 @@ pub fn dispatch(
     }
     let ctx = ctx.clone();
     Pending::Future(Box::pin(async move {
-        let (replies, backend) = forward::resolve_all(&ctx, sent).await;
+        let (replies, backend) = forward::resolve_all(&ctx.pool, sent).await;
         let keys: Vec<Vec<usize>> = parts.into_iter().map(|p| p.keys).collect();
         Done::from_nodes(merge_replies(merge, &keys, key_count, &replies), backend)
     }))

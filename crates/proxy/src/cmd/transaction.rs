@@ -18,34 +18,21 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
-use orthrus_cluster::{Action, Slot, decide};
+use orthrus_cluster::{Action, decide};
 use orthrus_resp::{Limits, Request, scan_reply};
 
-use crate::backend::BackendError;
-use crate::command_kind::Local;
-use crate::command_table::{CommandTable, Route};
-use crate::dedicated::{DedicatedPool, Lease};
-use crate::forward::{Target, error_reply, no_owner, owner, send_frames};
-use crate::local::simple;
-use crate::session::{Client, Done, Pending};
+use crate::client::transaction::{Multi, Watch};
+use crate::client::{Client, Pending};
+use crate::cmd::local::simple;
+use crate::node::Done;
+use crate::node::conn::BackendError;
+use crate::node::dedicated::DedicatedPool;
+use crate::node::forward::{Target, error_reply, no_owner, owner, send_frames};
+use crate::route::kind::Local;
+use crate::route::table::{CommandTable, Route};
 use crate::worker::WorkerCtx;
 
 const EXECABORT: &str = "EXECABORT Transaction discarded because of previous errors.";
-
-/// A MULTI in progress.
-#[derive(Default)]
-pub struct Multi {
-    queued: Vec<Bytes>,
-    slot: Option<Slot>,
-    aborted: bool,
-}
-
-/// A WATCH in progress: its slot and, once the WATCH reached the node, the
-/// dedicated connection that carries it.
-pub struct Watch {
-    slot: Slot,
-    lease: Rc<RefCell<Option<Lease>>>,
-}
 
 /// Handles `req` if it is a transaction command or the client is inside
 /// MULTI; `None` lets the session route it as usual.
@@ -217,7 +204,7 @@ fn watch(client: &mut Client, req: &Request, table: &CommandTable, ctx: &Rc<Work
                 let Some(addr) = map.master(slot).cloned() else {
                     return Done::local(no_owner(&map));
                 };
-                match DedicatedPool::take(&ctx, &addr, proto).await {
+                match DedicatedPool::take(&ctx.dedicated, &addr, proto).await {
                     Ok(conn) => conn,
                     Err(e) => {
                         let msg = format!("ERR orthrus: cannot WATCH now: {e}");
@@ -310,7 +297,7 @@ async fn run(
             Some(addr) => addr,
             None => return no_owner(&map),
         };
-        let reply = send_frames(ctx, &addr, &frame, proto, false, count + 2)
+        let reply = send_frames(&ctx.pool, &addr, &frame, proto, false, count + 2)
             .await
             .unwrap_or(Err(BackendError::Lost));
         let replies = match reply {
@@ -337,7 +324,7 @@ async fn run(
             }
         });
         if let Some(action) = &redirect {
-            crate::forward::note(ctx, action);
+            crate::node::forward::note(ctx.pool.env(), action);
         }
         match redirect {
             None | Some(Action::Done) => {

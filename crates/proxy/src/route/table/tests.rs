@@ -1,5 +1,5 @@
 use super::*;
-use crate::command_kind::{Family, FanOut, Local, Merge};
+use crate::route::kind::{Family, FanOut, Local, Merge};
 
 fn req(args: &[&str]) -> Request {
     Request::from_args(args)

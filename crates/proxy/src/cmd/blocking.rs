@@ -14,11 +14,12 @@ use orthrus_cluster::{Action, Slot, decide};
 use orthrus_resp::{Protocol, Request};
 use tokio_util::sync::CancellationToken;
 
-use crate::backend::ASKING;
-use crate::dedicated::{DedicatedPool, TakeError};
-use crate::forward::{self, error_reply, no_owner};
-use crate::session::{Done, Pending};
-use crate::stats::{GaugeGuard, WorkerStats};
+use crate::client::Pending;
+use crate::node::Done;
+use crate::node::conn::ASKING;
+use crate::node::dedicated::{DedicatedPool, TakeError};
+use crate::node::forward::{self, error_reply, no_owner};
+use crate::observe::stats::{GaugeGuard, WorkerStats};
 use crate::worker::WorkerCtx;
 
 /// Starts a blocking command for the master of `slot`.
@@ -60,7 +61,7 @@ async fn run(
     let mut asking = false;
     let mut attempt = 0;
     loop {
-        let mut lease = match DedicatedPool::take(ctx, &addr, proto).await {
+        let mut lease = match DedicatedPool::take(&ctx.dedicated, &addr, proto).await {
             Ok(lease) => lease,
             Err(e @ TakeError::Exhausted(_)) => {
                 return error_reply(&format!(
@@ -102,7 +103,7 @@ async fn run(
             }
         };
         let action = decide(&reply, attempt, &ctx.shared.policy).with_origin(&addr);
-        forward::note(ctx, &action);
+        forward::note(ctx.pool.env(), &action);
         match action {
             Action::Moved { addr: to, .. } => {
                 addr = to;

@@ -11,8 +11,6 @@ use dashmap::DashMap;
 use orthrus_resp::Protocol;
 use tokio_util::sync::CancellationToken;
 
-use crate::session::Client;
-
 /// What CLIENT LIST shows of one client, and how to close it.
 #[derive(Clone, Debug)]
 pub struct ClientEntry {
@@ -26,7 +24,7 @@ pub struct ClientEntry {
     pub proto: Protocol,
     pub subscribed: bool,
     pub worker: usize,
-    gone: CancellationToken,
+    pub gone: CancellationToken,
 }
 
 /// Every connected client.
@@ -45,10 +43,9 @@ struct Filter {
 }
 
 impl Registry {
-    /// Records `client` as it is now (on connect and after a change).
-    pub fn update(&self, client: &Client, worker: usize) {
-        self.clients
-            .insert(client.id, ClientEntry::of(client, worker));
+    /// Records a client as it is now (on connect and after a change).
+    pub fn update(&self, entry: ClientEntry) {
+        self.clients.insert(entry.id, entry);
     }
 
     /// The name a client gave itself (CLIENT SETNAME, HELLO SETNAME).
@@ -141,26 +138,6 @@ pub enum KillReply {
 }
 
 impl ClientEntry {
-    /// What `client` looks like now.
-    pub fn of(client: &Client, worker: usize) -> ClientEntry {
-        ClientEntry {
-            id: client.id,
-            peer: client.peer,
-            local: client.local_addr,
-            created: client.created,
-            name: client.name.clone(),
-            lib_name: client.lib_name.clone(),
-            lib_ver: client.lib_ver.clone(),
-            proto: client.proto,
-            subscribed: client
-                .pubsub
-                .as_ref()
-                .is_some_and(crate::pubsub::PubSub::active),
-            worker,
-            gone: client.gone.clone(),
-        }
-    }
-
     /// One line in the format of Redis's CLIENT LIST and CLIENT INFO.
     pub fn line(&self) -> String {
         let show = |b: &Option<Bytes>| {

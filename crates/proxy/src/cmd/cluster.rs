@@ -10,9 +10,9 @@ use bytes::{Bytes, BytesMut};
 use orthrus_cluster::Slot;
 use orthrus_resp::{Protocol, Request, encode};
 
-use crate::forward::{self, Sent, Target, error_reply};
-use crate::local::{integer, verbatim};
-use crate::session::{Client, Pending};
+use crate::client::{Client, Pending};
+use crate::cmd::local::{integer, verbatim};
+use crate::node::forward::{self, Sent, Target, error_reply};
 use crate::worker::WorkerCtx;
 
 /// The address orthrus describes itself at.
@@ -71,7 +71,7 @@ fn forward_to_owner(req: &Request, client: &Client, ctx: &Rc<WorkerCtx>) -> Pend
         return Pending::Ready(error_reply("ERR Invalid slot"));
     };
     match forward::forward(
-        ctx,
+        &ctx.pool,
         req.frame().clone(),
         Target::Slot(slot),
         client.proto,
@@ -161,5 +161,5 @@ fn shards(me: &Me, proto: Protocol) -> Bytes {
 }
 
 fn bulk(b: &[u8]) -> Bytes {
-    crate::local::bulk(b)
+    crate::cmd::local::bulk(b)
 }

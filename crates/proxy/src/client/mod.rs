@@ -1,0 +1,111 @@
+//! A client's state: what the commands can change on its connection
+//! (protocol, name, authentication, CLIENT REPLY), its per-feature parts
+//! (transaction, subscriptions, push queue), and the entry of its reply
+//! queue. The session owns it; the command handlers read and change it.
+
+use std::cell::Cell;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::rc::Rc;
+
+use bytes::Bytes;
+use orthrus_resp::Protocol;
+use tokio::sync::oneshot;
+use tokio_util::sync::CancellationToken;
+
+use crate::node::Done;
+use crate::node::forward::Remote;
+use crate::observe::clients::ClientEntry;
+
+pub mod push;
+pub mod subscriptions;
+pub mod transaction;
+
+pub use push::PushSink;
+use subscriptions::PubSub;
+use transaction::{Multi, Watch};
+
+/// The reply to one request, in request order.
+pub enum Pending {
+    /// Known already (local commands, errors).
+    Ready(Bytes),
+    /// Known already; the connection closes after it (QUIT, protocol error).
+    Last(Bytes),
+    /// Coming from the cluster (boxed: queue entries stay small, and are
+    /// moved several times on their way).
+    Remote(Box<Remote>),
+    /// Coming from several requests, or needing more than one step; its
+    /// requests were sent when it was read.
+    Future(Pin<Box<dyn Future<Output = Done>>>),
+    /// A command that starts only when every earlier reply is written
+    /// (it needs a connection of its own, or a state that earlier commands
+    /// change): the requests after it wait until it is done, so that a
+    /// client's commands still take effect in order.
+    Deferred(
+        Pin<Box<dyn Future<Output = Done>>>,
+        Option<oneshot::Sender<()>>,
+    ),
+}
+
+impl Pending {
+    pub fn deferred(future: Pin<Box<dyn Future<Output = Done>>>) -> Pending {
+        Pending::Deferred(future, None)
+    }
+}
+
+/// Per-connection state the commands can change.
+pub struct Client {
+    pub id: u64,
+    pub peer: SocketAddr,
+    pub local_addr: Option<SocketAddr>,
+    pub proto: Protocol,
+    pub name: Option<Bytes>,
+    pub lib_name: Option<Bytes>,
+    pub lib_ver: Option<Bytes>,
+    pub created: std::time::Instant,
+    /// Cancelled when the client disconnects (ends blocking commands).
+    pub gone: CancellationToken,
+    /// Between MULTI and EXEC.
+    pub multi: Option<Multi>,
+    /// After WATCH, until EXEC, DISCARD, UNWATCH or RESET.
+    pub watch: Option<Watch>,
+    /// Subscriptions, from the first (S|P)SUBSCRIBE on.
+    pub pubsub: Option<PubSub>,
+    /// False until AUTH succeeds when a client password is configured.
+    pub authenticated: bool,
+    /// Requests read whose replies are not written yet.
+    pub unanswered: Rc<Cell<usize>>,
+    /// CLIENT REPLY.
+    pub reply: ReplyMode,
+}
+
+/// CLIENT REPLY ON|OFF|SKIP.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReplyMode {
+    On,
+    Off,
+    /// The next command's reply is not sent.
+    SkipNext,
+}
+
+// === impl Client ===
+
+impl Client {
+    /// What CLIENT LIST shows of this client now.
+    pub fn entry(&self, worker: usize) -> ClientEntry {
+        ClientEntry {
+            id: self.id,
+            peer: self.peer,
+            local: self.local_addr,
+            created: self.created,
+            name: self.name.clone(),
+            lib_name: self.lib_name.clone(),
+            lib_ver: self.lib_ver.clone(),
+            proto: self.proto,
+            subscribed: self.pubsub.as_ref().is_some_and(PubSub::active),
+            worker,
+            gone: self.gone.clone(),
+        }
+    }
+}

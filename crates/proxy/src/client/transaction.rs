@@ -1,0 +1,25 @@
+//! A client's transaction state: the commands queued since MULTI, and the
+//! WATCH it holds. The commands themselves are run by `cmd::transaction`.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use bytes::Bytes;
+use orthrus_cluster::Slot;
+
+use crate::node::dedicated::Lease;
+
+/// A MULTI in progress.
+#[derive(Default)]
+pub struct Multi {
+    pub queued: Vec<Bytes>,
+    pub slot: Option<Slot>,
+    pub aborted: bool,
+}
+
+/// A WATCH in progress: its slot and, once the WATCH reached the node, the
+/// dedicated connection that carries it.
+pub struct Watch {
+    pub slot: Slot,
+    pub lease: Rc<RefCell<Option<Lease>>>,
+}

@@ -1,0 +1,24 @@
+//! The command handlers: what orthrus does with each kind of route the
+//! command table gives. None of them knows the session; each takes the
+//! request, the client's state and the worker's context, and returns the
+//! reply to come as a [`Pending`](crate::client::Pending).
+//!
+//! - [`local`] — commands answered by orthrus itself (the handshake, CLIENT,
+//!   SELECT, SLOWLOG, ...), with [`info`] (INFO) and [`cluster`] (CLUSTER as
+//!   a one-node cluster at orthrus's own address).
+//! - [`split`] — cross-slot multi-key commands split per slot and merged.
+//! - [`fanout`] — keyspace-wide commands sent to every master and merged.
+//! - [`scan`] — SCAN across the masters, the cursor naming the master.
+//! - [`blocking`] — blocking commands on a dedicated connection.
+//! - [`pubsub`] — the (un)subscribe commands and RESP2 subscriber mode.
+//! - [`transaction`] — MULTI/EXEC/DISCARD/WATCH/UNWATCH.
+
+pub mod blocking;
+pub mod cluster;
+pub mod fanout;
+pub mod info;
+pub mod local;
+pub mod pubsub;
+pub mod scan;
+pub mod split;
+pub mod transaction;

@@ -1,0 +1,131 @@
+//! The way to the cluster's nodes. Everything here carries frames and
+//! replies and knows nothing of clients.
+//!
+//! - [`conn`] — one multiplexed, pipelined connection shared by every client
+//!   of a worker (requests queued, written together, replies matched FIFO).
+//! - [`pool`] — a worker's shared connections, per node and protocol, with a
+//!   back-off after failures.
+//! - [`dedicated`] — connections lent to one client at a time (blocking
+//!   commands, WATCH ... EXEC), from a bounded per-node pool.
+//! - [`forward`] — sending a request to the node that owns its slot and
+//!   following MOVED, ASK, TRYAGAIN and CLUSTERDOWN until there is a reply.
+//! - [`client`] — a small one-request-at-a-time client (handshakes, topology
+//!   queries).
+//! - [`topology`] — discovery and refresh of the slot map, on its own thread.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use orthrus_cluster::NodeAddr;
+
+use crate::observe::stats::WorkerStats;
+use crate::process::Shared;
+
+pub mod client;
+pub mod conn;
+pub mod dedicated;
+pub mod forward;
+pub mod pool;
+pub mod topology;
+
+const FIRST_BACKOFF: Duration = Duration::from_millis(50);
+const MAX_BACKOFF: Duration = Duration::from_secs(1);
+
+/// What one worker's node connections share: the process-wide state, the
+/// worker's index (whose counters they bump) and which nodes are in
+/// back-off after a failed connection.
+pub struct Env {
+    pub shared: Arc<Shared>,
+    pub worker: usize,
+    backoff: RefCell<HashMap<NodeAddr, Backoff>>,
+}
+
+/// After a failure, connecting to the node again waits until `retry_at`.
+#[derive(Clone, Copy)]
+struct Backoff {
+    delay: Duration,
+    retry_at: Instant,
+}
+
+/// A finished request's reply, and how long of its time was spent waiting
+/// for nodes (for the latency figures and the SLOWLOG).
+pub struct Done {
+    pub reply: Bytes,
+    /// `None` when not measured.
+    pub backend: Option<Duration>,
+}
+
+// === impl Env ===
+
+impl Env {
+    pub fn new(shared: Arc<Shared>, worker: usize) -> Env {
+        Env {
+            shared,
+            worker,
+            backoff: RefCell::new(HashMap::new()),
+        }
+    }
+
+    pub fn stats(&self) -> &WorkerStats {
+        // `Shared::new` makes one entry per worker.
+        &self.shared.stats[self.worker % self.shared.stats.len()]
+    }
+
+    /// Whether connecting to `addr` must wait (it failed a moment ago).
+    pub fn backing_off(&self, addr: &NodeAddr) -> bool {
+        self.backoff
+            .borrow()
+            .get(addr)
+            .is_some_and(|b| Instant::now() < b.retry_at)
+    }
+
+    /// A connection to `addr` failed: back off before the next attempt.
+    pub fn failed(&self, addr: &NodeAddr) {
+        let mut backoff = self.backoff.borrow_mut();
+        let delay = backoff
+            .get(addr)
+            .map_or(FIRST_BACKOFF, |b| (b.delay * 2).min(MAX_BACKOFF));
+        backoff.insert(
+            addr.clone(),
+            Backoff {
+                delay,
+                retry_at: Instant::now() + delay,
+            },
+        );
+    }
+
+    /// A connection to `addr` works again.
+    pub fn connected(&self, addr: &NodeAddr) {
+        self.backoff.borrow_mut().remove(addr);
+    }
+}
+
+// === impl Done ===
+
+impl Done {
+    /// A reply orthrus made without asking a node.
+    pub fn local(reply: Bytes) -> Done {
+        Done {
+            reply,
+            backend: Some(Duration::ZERO),
+        }
+    }
+
+    pub fn from_nodes(reply: Bytes, backend: Duration) -> Done {
+        Done {
+            reply,
+            backend: Some(backend),
+        }
+    }
+
+    /// A reply whose backend time orthrus does not measure.
+    pub fn unmeasured(reply: Bytes) -> Done {
+        Done {
+            reply,
+            backend: None,
+        }
+    }
+}

@@ -1,0 +1,14 @@
+//! What orthrus counts and records about itself: per-worker counters,
+//! latency histograms, the SLOWLOG and the registry of connected clients.
+//! Written on the request path without locks (each worker its own entry),
+//! read by INFO, CLIENT LIST and the Prometheus endpoint.
+//!
+//! - [`stats`] — per-worker counters and instantaneous ops/sec.
+//! - [`latency`] — per-family and per-node latency histograms.
+//! - [`slowlog`] — the SLOWLOG.
+//! - [`clients`] — every connected client, for CLIENT LIST/INFO/KILL.
+
+pub mod clients;
+pub mod latency;
+pub mod slowlog;
+pub mod stats;

@@ -1,0 +1,10 @@
+//! Routing: where each command's keys are and how orthrus handles it. Pure
+//! data, no I/O.
+//!
+//! - [`kind`] — the built-in rules, per command name: its kind (local,
+//!   split, fan-out, blocking, refused, ...) and its family.
+//! - [`table`] — the command table built from those rules and the cluster's
+//!   own `COMMAND` reply, and the route of one request.
+
+pub mod kind;
+pub mod table;
