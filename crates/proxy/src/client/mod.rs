@@ -3,15 +3,12 @@
 //! (transaction, subscriptions, push queue), and the entry of its reply
 //! queue. The session owns it; the command handlers read and change it.
 
-use std::cell::Cell;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::rc::Rc;
 
 use bytes::Bytes;
 use orthrus_resp::Protocol;
-use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use crate::node::Done;
@@ -42,15 +39,12 @@ pub enum Pending {
     /// (it needs a connection of its own, or a state that earlier commands
     /// change): the requests after it wait until it is done, so that a
     /// client's commands still take effect in order.
-    Deferred(
-        Pin<Box<dyn Future<Output = Done>>>,
-        Option<oneshot::Sender<()>>,
-    ),
+    Deferred(Pin<Box<dyn Future<Output = Done>>>),
 }
 
 impl Pending {
     pub fn deferred(future: Pin<Box<dyn Future<Output = Done>>>) -> Pending {
-        Pending::Deferred(future, None)
+        Pending::Deferred(future)
     }
 }
 
@@ -74,8 +68,6 @@ pub struct Client {
     pub pubsub: Option<PubSub>,
     /// False until AUTH succeeds when a client password is configured.
     pub authenticated: bool,
-    /// Requests read whose replies are not written yet.
-    pub unanswered: Rc<Cell<usize>>,
     /// CLIENT REPLY.
     pub reply: ReplyMode,
 }

@@ -5,6 +5,7 @@
 use std::rc::Rc;
 
 use orthrus_resp::{Protocol, Request};
+use tokio_util::sync::CancellationToken;
 
 use crate::client::subscriptions::PubSub;
 use crate::client::{Client, Pending, PushSink};
@@ -15,7 +16,7 @@ use crate::worker::WorkerCtx;
 pub fn command(
     client: &mut Client,
     req: &Request,
-    sink: &PushSink,
+    sink: impl FnOnce(&CancellationToken) -> PushSink,
     ctx: &Rc<WorkerCtx>,
 ) -> Option<Pending> {
     const COMMANDS: [&str; 6] = [
@@ -47,7 +48,7 @@ pub fn command(
             }
             let pubsub = client
                 .pubsub
-                .get_or_insert_with(|| PubSub::new(ctx.clone(), client.proto, sink.clone()));
+                .get_or_insert_with(|| PubSub::new(ctx.clone(), client.proto, sink(&client.gone)));
             Some(pubsub.command(cmd, req))
         }
         None if subscribed && client.proto == Protocol::Resp2 => {

@@ -6,7 +6,10 @@
 //! map on MOVED, send `ASKING` with the command on ASK, wait and resend on
 //! TRYAGAIN and CLUSTERDOWN, and resend requests that never reached a node.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::Ordering;
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
@@ -58,18 +61,24 @@ pub enum Sent {
 // === impl Remote ===
 
 impl Remote {
-    /// Whether the reply has arrived (and no redirect is needed to know).
-    pub fn is_ready(&mut self) -> bool {
+    /// Polls for the reply without following anything: `Some` when the
+    /// reply is the client's as it is (no error to look at), `None` when
+    /// it must go through [`resolve`] (a redirect, a retry, a failure),
+    /// `Pending` until it arrives.
+    pub fn poll_done(&mut self, cx: &mut Context<'_>) -> Poll<Option<Done>> {
         if self.early.is_none() {
-            match self.rx.try_recv() {
-                Ok(reply) => self.early = Some(reply),
-                Err(oneshot::error::TryRecvError::Empty) => return false,
-                Err(oneshot::error::TryRecvError::Closed) => {
-                    self.early = Some(Err(BackendError::Lost))
-                }
+            let reply = std::task::ready!(Pin::new(&mut self.rx).poll(cx));
+            self.early = Some(reply.unwrap_or(Err(BackendError::Lost)));
+        }
+        match self.early.take() {
+            Some(Ok(delivered)) if delivered.frame.first() != Some(&b'-') => Poll::Ready(Some(
+                Done::from_nodes(delivered.frame, self.backend + delivered.took),
+            )),
+            other => {
+                self.early = other;
+                Poll::Ready(None)
             }
         }
-        true
     }
 }
 

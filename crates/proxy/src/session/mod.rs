@@ -1,54 +1,125 @@
-//! A client connection: two tasks joined by a bounded queue.
+//! A client connection: one task that reads requests, starts them, and
+//! writes their replies in request order.
 //!
-//! The reader parses every complete request in its buffer (any pipeline
-//! depth), answers local commands at once and sends the rest to the
-//! cluster, and queues one [`Pending`] reply per request, in request order.
-//! The writer takes the queue in order and writes every reply that is
-//! ready in one write. The queue's bound is the client's pipelining limit:
-//! when it is full the reader stops reading, and TCP pushes back.
+//! Each time the task runs it reads what the socket has, parses every
+//! complete request in it (any pipeline depth) and starts each one through
+//! [`dispatch`] (local answers at once; the rest queued on the worker's node
+//! connections), queuing one [`Pending`] reply per request. Then it takes
+//! every reply at the head of that queue that is ready, and writes them in
+//! one write. It sleeps until the socket, the reply at the head, a push or
+//! a signal wakes it.
+//!
+//! Limits: at most `client.max_pending` replies queued, and no more taken
+//! into the output once it holds [`OUTPUT_BATCH`] bytes the client has not
+//! read; past either, orthrus stops reading the client and TCP pushes back.
+//! An idle client holds no read buffer and at most a small write buffer.
 
-use std::cell::Cell;
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::future::Future;
+use std::io;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
-use std::time::Instant;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
-use orthrus_resp::{Protocol, Request, RequestParser};
-use tokio::io::AsyncReadExt;
+use orthrus_resp::{Protocol, RequestParser};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
-use tokio::net::tcp::OwnedReadHalf;
-use tokio::sync::{mpsc, oneshot};
-use tokio_util::sync::CancellationToken;
+use tokio::sync::mpsc;
+use tokio::time::Sleep;
+use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 use tracing::Instrument;
 
 use crate::client::subscriptions::PubSub;
 use crate::client::{Client, Pending, PushSink, ReplyMode};
-use crate::cmd::transaction;
-use crate::cmd::{blocking, fanout, local, scan, split};
 use crate::node::Done;
-use crate::node::forward::{self, Sent, Target, error_reply};
+use crate::node::forward::{self, error_reply};
+use crate::observe::slowlog::Finished;
 use crate::observe::stats::WorkerStats;
 use crate::route::kind::Family;
-use crate::route::table::Route;
 use crate::worker::WorkerCtx;
 
-mod writer;
+mod dispatch;
+mod output;
 
-use writer::Writer;
+use dispatch::dispatch;
+use output::Output;
 
+/// Bytes read at a time.
 const READ_CHUNK: usize = 16 * 1024;
+/// Replies are not taken into the output past this many unwritten bytes.
+const OUTPUT_BATCH: usize = 64 * 1024;
 /// What a client may pipeline behind a deferred command before orthrus
 /// stops reading it until that command is done.
 const DEFERRED_BUFFER: usize = 1024 * 1024;
 
-/// What the writer needs to account for a request once its reply is ready.
-pub struct Stamp {
+thread_local! {
+    /// Every session of a worker reads into this buffer and keeps only what
+    /// it read: an idle connection holds no read buffer of its own.
+    static SCRATCH: RefCell<Vec<u8>> = RefCell::new(vec![0; READ_CHUNK]);
+}
+
+/// What the session needs to account for a request once its reply is
+/// ready.
+struct Stamp {
     /// When the request was read.
     read: Instant,
     family: Family,
     /// The request, for the SLOWLOG; `None` if it was refused before it ran.
     frame: Option<Bytes>,
+}
+
+/// One request's place in the reply queue.
+struct Entry {
+    pending: Pending,
+    /// `None` for a protocol error (never timed).
+    stamp: Option<Stamp>,
+}
+
+/// The client's push queue (pub/sub), made on its first subscription.
+struct Pushes {
+    sink: PushSink,
+    rx: mpsc::UnboundedReceiver<Bytes>,
+}
+
+/// A connected client and everything its task keeps.
+struct Session {
+    ctx: Rc<WorkerCtx>,
+    stream: TcpStream,
+    client: Client,
+    parser: RequestParser,
+    /// Bytes read and not parsed yet (an incomplete request); empty, and
+    /// without a buffer, between requests.
+    input: BytesMut,
+    queue: VecDeque<Entry>,
+    output: Output,
+    pushes: Option<Pushes>,
+    /// When the requests being parsed were read: one clock read per read.
+    read_at: Instant,
+    /// The last queued request is deferred: later requests wait for it.
+    deferred: bool,
+    /// A reply after which the connection closes is queued (QUIT, a
+    /// protocol error): nothing more is read.
+    closing: bool,
+    /// Shutting down: nothing more is read; the queue is finished.
+    draining: bool,
+    /// Cancelled when orthrus closes this client (CLIENT KILL, a
+    /// subscriber too slow to read).
+    gone: Pin<Box<WaitForCancellationFutureOwned>>,
+    shutdown: Pin<Box<WaitForCancellationFutureOwned>>,
+    idle: Option<Pin<Box<Sleep>>>,
+}
+
+/// How a session ended.
+enum End {
+    /// The client went away or was closed: nothing more to write.
+    Gone,
+    /// Every reply is written (QUIT, protocol error, shutdown).
+    Finished,
 }
 
 /// Serves one client until it disconnects.
@@ -57,7 +128,32 @@ pub async fn serve(stream: TcpStream, peer: SocketAddr, ctx: Rc<WorkerCtx>) {
     let stats = ctx.stats();
     WorkerStats::bump(&stats.connections_received);
     stats.connected_clients.fetch_add(1, Ordering::Relaxed);
-    let client = Client {
+    let client = new_client(&stream, peer, &ctx);
+    let id = client.id;
+    ctx.shared.clients.update(client.entry(ctx.index));
+    let span = tracing::debug_span!("client", client.addr = %peer, session.id = id);
+    async {
+        tracing::debug!("connected");
+        let mut session = Session::new(stream, client, ctx.clone());
+        let end = std::future::poll_fn(|cx| session.poll(cx)).await;
+        if matches!(end, End::Finished) {
+            let _ =
+                std::future::poll_fn(|cx| Pin::new(&mut session.stream).poll_shutdown(cx)).await;
+        }
+        session.client.gone.cancel();
+        tracing::debug!("disconnected");
+    }
+    .instrument(span)
+    .await;
+    ctx.shared.clients.remove(id);
+    ctx.stats()
+        .connected_clients
+        .fetch_sub(1, Ordering::Relaxed);
+}
+
+fn new_client(stream: &TcpStream, peer: SocketAddr, ctx: &WorkerCtx) -> Client {
+    let live = ctx.shared.live.load();
+    Client {
         id: ctx.shared.next_client_id(),
         peer,
         local_addr: stream.local_addr().ok(),
@@ -65,362 +161,314 @@ pub async fn serve(stream: TcpStream, peer: SocketAddr, ctx: Rc<WorkerCtx>) {
         name: None,
         lib_name: None,
         lib_ver: None,
-        created: std::time::Instant::now(),
+        created: Instant::now(),
         gone: CancellationToken::new(),
         multi: None,
         watch: None,
         pubsub: None,
-        authenticated: {
-            let live = ctx.shared.live.load();
-            live.client.password.is_none() && live.client.users.is_empty()
-        },
-        unanswered: Rc::new(Cell::new(0)),
+        authenticated: live.client.password.is_none() && live.client.users.is_empty(),
         reply: ReplyMode::On,
-    };
-    let id = client.id;
-    ctx.shared.clients.update(client.entry(ctx.index));
-    let span = tracing::debug_span!("client", client.addr = %peer, session.id = client.id);
-    async {
-        tracing::debug!("connected");
-        let (rd, wr) = stream.into_split();
-        let (tx, rx) = mpsc::channel(ctx.shared.settings.raw.client.max_pending);
-        let (sink, pushes) = PushSink::new(
-            ctx.shared.settings.raw.client.max_push_bytes,
-            client.gone.clone(),
-        );
-        let writer = Writer {
-            wr,
-            out: BytesMut::with_capacity(4096),
-            pushes,
-            sink: sink.clone(),
-            gone: client.gone.clone(),
-            unanswered: client.unanswered.clone(),
-            peer,
-            id: client.id,
-        };
-        let writer = tokio::task::spawn_local(
-            writer::write_replies(writer, rx, ctx.clone()).in_current_span(),
-        );
-        read_requests(rd, tx, client, sink, &ctx).await;
-        let _ = writer.await;
-        ctx.shared.clients.remove(id);
-        tracing::debug!("disconnected");
     }
-    .instrument(span)
-    .await;
-    ctx.stats()
-        .connected_clients
-        .fetch_sub(1, Ordering::Relaxed);
 }
 
-async fn read_requests(
-    mut rd: OwnedReadHalf,
-    tx: mpsc::Sender<(Pending, Option<Stamp>)>,
-    mut client: Client,
-    sink: PushSink,
-    ctx: &Rc<WorkerCtx>,
-) {
-    let mut parser = RequestParser::new(ctx.shared.settings.limits());
-    let mut buf = BytesMut::new();
-    // One clock read per read: the requests in it arrived together.
-    let mut read_at = Instant::now();
-    loop {
+// === impl Session ===
+
+impl Session {
+    fn new(stream: TcpStream, client: Client, ctx: Rc<WorkerCtx>) -> Session {
+        Session {
+            parser: RequestParser::new(ctx.shared.settings.limits()),
+            gone: Box::pin(client.gone.clone().cancelled_owned()),
+            shutdown: Box::pin(ctx.shared.shutdown.clone().cancelled_owned()),
+            idle: None,
+            input: BytesMut::new(),
+            queue: VecDeque::new(),
+            output: Output::default(),
+            pushes: None,
+            read_at: Instant::now(),
+            deferred: false,
+            closing: false,
+            draining: false,
+            stream,
+            client,
+            ctx,
+        }
+        .with_idle_timer()
+    }
+
+    fn poll(&mut self, cx: &mut Context<'_>) -> Poll<End> {
+        if self.gone.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(End::Gone);
+        }
+        if !self.draining && self.shutdown.as_mut().poll(cx).is_ready() {
+            self.draining = true;
+        }
         loop {
-            let (pending, stamp) = match parser.parse(&mut buf) {
+            let mut progress = false;
+            if self.wants_input() {
+                match self.poll_read(cx) {
+                    Poll::Ready(Ok(0) | Err(_)) => return Poll::Ready(End::Gone),
+                    Poll::Ready(Ok(_)) => {
+                        self.read_at = Instant::now();
+                        self.reset_idle_timer();
+                        progress = true;
+                    }
+                    Poll::Pending => {}
+                }
+            }
+            progress |= self.start_requests();
+            match self.take_replies(cx) {
+                Ok(took) => progress |= took,
+                Err(_) => return Poll::Ready(End::Gone),
+            }
+            if !self.output.is_empty() {
+                match self.output.poll_flush(&mut self.stream, cx) {
+                    Poll::Ready(Ok(())) => progress |= !self.queue.is_empty(),
+                    Poll::Ready(Err(_)) => return Poll::Ready(End::Gone),
+                    Poll::Pending => {}
+                }
+            }
+            if (self.closing || self.draining) && self.queue.is_empty() && self.output.is_empty() {
+                return Poll::Ready(End::Finished);
+            }
+            if !progress {
+                break;
+            }
+        }
+        self.poll_idle(cx)
+    }
+
+    /// Whether to read from the client now.
+    fn wants_input(&self) -> bool {
+        let max_pending = self.ctx.shared.settings.raw.client.max_pending;
+        !self.closing
+            && !self.draining
+            && self.queue.len() < max_pending
+            && (!self.deferred || self.input.len() < DEFERRED_BUFFER)
+    }
+
+    /// Reads what the socket has. With nothing buffered, reads into the
+    /// worker's scratch buffer and keeps a copy of just what arrived.
+    fn poll_read(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
+        let stream = Pin::new(&mut self.stream);
+        if self.input.is_empty() {
+            SCRATCH.with_borrow_mut(|scratch| {
+                let mut buf = ReadBuf::new(scratch.as_mut_slice());
+                std::task::ready!(stream.poll_read(cx, &mut buf))?;
+                self.input.extend_from_slice(buf.filled());
+                Poll::Ready(Ok(buf.filled().len()))
+            })
+        } else {
+            if self.input.capacity() - self.input.len() < READ_CHUNK / 4 {
+                self.input.reserve(READ_CHUNK);
+            }
+            tokio_util::io::poll_read_buf(stream, cx, &mut self.input)
+        }
+    }
+
+    /// Parses and starts every complete request buffered, in order, until
+    /// one must finish before the next may start. True if any started.
+    fn start_requests(&mut self) -> bool {
+        let max_pending = self.ctx.shared.settings.raw.client.max_pending;
+        let mut started = false;
+        while !self.deferred && !self.closing && self.queue.len() < max_pending {
+            let entry = match self.parser.parse(&mut self.input) {
                 Ok(Some(req)) => {
                     let frame = req.frame().clone();
-                    let started = dispatch(&mut client, req, &sink, ctx);
-                    let stamp = Stamp {
-                        read: read_at,
-                        family: started.family,
-                        frame: started.ran.then_some(frame),
-                    };
-                    (started.pending, Some(stamp))
+                    let pushes = &mut self.pushes;
+                    let limit = self.ctx.shared.settings.raw.client.max_push_bytes;
+                    let sink = |gone: &CancellationToken| push_sink(pushes, limit, gone);
+                    let run = dispatch(&mut self.client, req, sink, &self.ctx);
+                    Entry {
+                        pending: run.pending,
+                        stamp: Some(Stamp {
+                            read: self.read_at,
+                            family: run.family,
+                            frame: run.ran.then_some(frame),
+                        }),
+                    }
                 }
                 Ok(None) => break,
                 Err(e) => {
-                    WorkerStats::bump(&ctx.stats().protocol_errors);
+                    WorkerStats::bump(&self.ctx.stats().protocol_errors);
                     tracing::debug!(error = %e, "protocol error");
-                    (Pending::Last(error_reply(&format!("ERR {e}"))), None)
+                    Entry {
+                        pending: Pending::Last(error_reply(&format!("ERR {e}"))),
+                        stamp: None,
+                    }
                 }
             };
-            let last = matches!(pending, Pending::Last(_));
-            client.unanswered.set(client.unanswered.get() + 1);
-            let (pending, done) = match pending {
-                Pending::Deferred(future, _) => {
-                    let (done_tx, done_rx) = oneshot::channel();
-                    (Pending::Deferred(future, Some(done_tx)), Some(done_rx))
-                }
-                other => (other, None),
-            };
-            if tx.send((pending, stamp)).await.is_err() || last {
-                return;
-            }
-            if let Some(done) = done {
-                if !wait_deferred(done, &mut rd, &mut buf, &client).await {
-                    return;
-                }
-                // What the client pipelined behind it waited by design (its
-                // commands take effect in order): timed from now on.
-                read_at = Instant::now();
-            }
+            self.deferred = matches!(entry.pending, Pending::Deferred(_));
+            self.closing = matches!(entry.pending, Pending::Last(_));
+            self.queue.push_back(entry);
+            started = true;
         }
-        if buf.capacity() - buf.len() < READ_CHUNK / 4 {
-            buf.reserve(READ_CHUNK);
+        if self.input.is_empty() && self.input.capacity() > 0 {
+            self.input = BytesMut::new();
         }
-        let idle = idle_timeout(&client, ctx);
-        let read = tokio::select! {
-            read = rd.read_buf(&mut buf) => read,
-            // Disconnected by orthrus (a subscriber too slow to read).
-            () = client.gone.cancelled() => return,
-            // Shutting down: no new requests; the writer finishes the rest.
-            () = ctx.shared.shutdown.cancelled() => return,
-            () = sleep_or_forever(idle) => {
-                if client.unanswered.get() > 0 {
-                    continue; // replies became due meanwhile: not idle
-                }
-                tracing::debug!("idle timeout");
-                client.gone.cancel();
-                return;
-            }
-        };
-        match read {
-            Ok(0) | Err(_) => {
-                client.gone.cancel();
-                return;
-            }
-            Ok(_) => read_at = Instant::now(),
+        if started {
+            self.reset_idle_timer();
         }
-    }
-}
-
-/// Waits until a deferred command is done, still noticing meanwhile that
-/// the client went away (which ends a blocked command) and buffering, up to
-/// a bound, what it pipelines after it. False when the session is over.
-async fn wait_deferred(
-    mut done: oneshot::Receiver<()>,
-    rd: &mut OwnedReadHalf,
-    buf: &mut BytesMut,
-    client: &Client,
-) -> bool {
-    loop {
-        let room = buf.len() < DEFERRED_BUFFER;
-        if room && buf.capacity() - buf.len() < READ_CHUNK / 4 {
-            buf.reserve(READ_CHUNK);
-        }
-        tokio::select! {
-            _ = &mut done => return true,
-            () = client.gone.cancelled() => return false,
-            read = rd.read_buf(buf), if room => {
-                if !matches!(read, Ok(n) if n > 0) {
-                    client.gone.cancel();
-                    return false;
-                }
-            }
-        }
-    }
-}
-
-/// How long this client may stay silent. Subscribers and clients in a
-/// WATCH are never timed out, nor (checked when the time is up) clients
-/// waiting for replies, blocked ones among them: as in Redis.
-fn idle_timeout(client: &Client, ctx: &WorkerCtx) -> Option<std::time::Duration> {
-    let secs = ctx.shared.live.load().client.idle_timeout_s;
-    let subscribed = client.pubsub.as_ref().is_some_and(PubSub::active);
-    (secs > 0 && !subscribed && client.watch.is_none())
-        .then(|| std::time::Duration::from_secs(secs))
-}
-
-async fn sleep_or_forever(limit: Option<std::time::Duration>) {
-    match limit {
-        Some(d) => tokio::time::sleep(d).await,
-        None => std::future::pending().await,
-    }
-}
-
-/// A request once started: its reply to come, its family, and whether it
-/// ran at all (one refused before running, as Redis refuses an unknown
-/// command or a NOAUTH, never goes to the SLOWLOG).
-struct Started {
-    pending: Pending,
-    family: Family,
-    ran: bool,
-}
-
-impl Started {
-    fn ran(pending: Pending, family: Family) -> Started {
-        Started {
-            pending,
-            family,
-            ran: true,
-        }
-    }
-
-    fn refused(pending: Pending, family: Family) -> Started {
-        Started {
-            pending,
-            family,
-            ran: false,
-        }
-    }
-}
-
-/// Decides what to do with one request and starts doing it.
-fn dispatch(client: &mut Client, req: Request, sink: &PushSink, ctx: &Rc<WorkerCtx>) -> Started {
-    // CLIENT REPLY OFF/SKIP: the command runs, its reply is not sent
-    // (CLIENT REPLY itself always answers).
-    let silent = client.reply != ReplyMode::On && !is_client_reply(&req);
-    if client.reply == ReplyMode::SkipNext && silent {
-        client.reply = ReplyMode::On;
-    }
-    let started = run(client, req, sink, ctx);
-    if silent {
-        Started {
-            pending: silence(started.pending, ctx),
-            ..started
-        }
-    } else {
         started
     }
-}
 
-fn is_client_reply(req: &Request) -> bool {
-    req.arg(0)
-        .is_some_and(|n| n.eq_ignore_ascii_case(b"client"))
-        && req.arg(1).is_some_and(|n| n.eq_ignore_ascii_case(b"reply"))
-}
-
-/// The same work, without a reply.
-fn silence(pending: Pending, ctx: &Rc<WorkerCtx>) -> Pending {
-    match pending {
-        Pending::Ready(_) => Pending::Ready(Bytes::new()),
-        Pending::Last(reply) => Pending::Last(reply),
-        Pending::Remote(remote) => {
-            let ctx = ctx.clone();
-            Pending::Future(Box::pin(async move {
-                let done = forward::resolve(&ctx.pool, *remote).await;
-                Done {
-                    reply: Bytes::new(),
-                    ..done
+    /// Takes every reply at the head of the queue that is ready into the
+    /// output, in order, with the pushes that arrived meanwhile. True if
+    /// any was taken; an error when the client is gone.
+    fn take_replies(&mut self, cx: &mut Context<'_>) -> io::Result<bool> {
+        let mut took = false;
+        self.take_pushes(cx);
+        while self.output.len() < OUTPUT_BATCH {
+            let Some(entry) = self.queue.front_mut() else {
+                break;
+            };
+            let done = match &mut entry.pending {
+                Pending::Ready(reply) | Pending::Last(reply) => Done::local(std::mem::take(reply)),
+                Pending::Remote(remote) => match remote.poll_done(cx) {
+                    Poll::Ready(Some(done)) => done,
+                    Poll::Ready(None) => {
+                        // A redirect or an error to look at: follow it.
+                        let ctx = self.ctx.clone();
+                        let remote =
+                            std::mem::replace(&mut entry.pending, Pending::Ready(Bytes::new()));
+                        if let Pending::Remote(remote) = remote {
+                            entry.pending = Pending::Future(Box::pin(async move {
+                                forward::resolve(&ctx.pool, *remote).await
+                            }));
+                        }
+                        continue;
+                    }
+                    Poll::Pending => break,
+                },
+                Pending::Future(future) => match future.as_mut().poll(cx) {
+                    Poll::Ready(done) => done,
+                    Poll::Pending => break,
+                },
+                Pending::Deferred(future) => {
+                    // It starts once every earlier reply is written.
+                    if !self.output.is_empty() {
+                        match self.output.poll_flush(&mut self.stream, cx) {
+                            Poll::Ready(result) => result?,
+                            Poll::Pending => break,
+                        }
+                    }
+                    match future.as_mut().poll(cx) {
+                        Poll::Ready(done) => {
+                            self.deferred = false;
+                            // What the client pipelined behind it waited by
+                            // design (its commands take effect in order):
+                            // timed from now on.
+                            self.read_at = Instant::now();
+                            done
+                        }
+                        Poll::Pending => break,
+                    }
                 }
-            }))
-        }
-        Pending::Future(future) => Pending::Future(Box::pin(async move {
-            Done {
-                reply: Bytes::new(),
-                ..future.await
+            };
+            if let Some(entry) = self.queue.pop_front() {
+                if let Some(stamp) = &entry.stamp {
+                    self.account(stamp, done.backend);
+                }
             }
-        })),
-        Pending::Deferred(future, done) => Pending::Deferred(
-            Box::pin(async move {
-                Done {
-                    reply: Bytes::new(),
-                    ..future.await
+            self.output.push(done.reply);
+            took = true;
+            self.take_pushes(cx);
+        }
+        if self.queue.is_empty() && self.queue.capacity() > 16 {
+            self.queue = VecDeque::new();
+        }
+        Ok(took)
+    }
+
+    /// Appends the pushes that are already there.
+    fn take_pushes(&mut self, cx: &mut Context<'_>) {
+        let Some(pushes) = &mut self.pushes else {
+            return;
+        };
+        while self.output.len() < OUTPUT_BATCH {
+            match pushes.rx.poll_recv(cx) {
+                Poll::Ready(Some(push)) => {
+                    pushes.sink.written(push.len());
+                    self.output.push(push);
                 }
-            }),
-            done,
-        ),
+                Poll::Ready(None) | Poll::Pending => break,
+            }
+        }
+    }
+
+    /// Counts a request whose reply is ready in the latency figures, and
+    /// in the SLOWLOG if it was slow.
+    fn account(&self, stamp: &Stamp, backend: Option<Duration>) {
+        let ctx = &self.ctx;
+        let total = stamp.read.elapsed();
+        ctx.latency().record(stamp.family, total, backend);
+        let Some(frame) = &stamp.frame else {
+            return; // refused before it ran
+        };
+        // A blocked command's wait for data is not slowness: like Redis,
+        // judge it by the rest of its time (orthrus's own).
+        let judged = match (stamp.family, backend) {
+            (Family::Blocking, Some(backend)) => total.saturating_sub(backend),
+            _ => total,
+        };
+        let slowlog = &ctx.shared.slowlog;
+        if slowlog.is_slow(judged) {
+            slowlog.push(Finished {
+                frame,
+                total,
+                backend,
+                peer: self.client.peer,
+                name: ctx.shared.clients.name(self.client.id),
+            });
+        }
+    }
+
+    fn with_idle_timer(mut self) -> Session {
+        self.reset_idle_timer();
+        self
+    }
+
+    /// How long this client may stay silent, from now. Subscribers and
+    /// clients in a WATCH are never timed out, nor (checked when the time
+    /// is up) clients waiting for replies, blocked ones among them: as in
+    /// Redis.
+    fn reset_idle_timer(&mut self) {
+        let secs = self.ctx.shared.live.load().client.idle_timeout_s;
+        let subscribed = self.client.pubsub.as_ref().is_some_and(PubSub::active);
+        if secs == 0 || subscribed || self.client.watch.is_some() {
+            self.idle = None;
+            return;
+        }
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
+        match &mut self.idle {
+            Some(sleep) => sleep.as_mut().reset(deadline),
+            None => self.idle = Some(Box::pin(tokio::time::sleep_until(deadline))),
+        }
+    }
+
+    fn poll_idle(&mut self, cx: &mut Context<'_>) -> Poll<End> {
+        let Some(sleep) = &mut self.idle else {
+            return Poll::Pending;
+        };
+        if sleep.as_mut().poll(cx).is_pending() {
+            return Poll::Pending;
+        }
+        if !self.queue.is_empty() {
+            // Replies became due meanwhile: not idle.
+            self.reset_idle_timer();
+            return self.poll_idle(cx);
+        }
+        tracing::debug!("idle timeout");
+        Poll::Ready(End::Gone)
     }
 }
 
-/// Routes one request and starts it.
-fn run(client: &mut Client, req: Request, sink: &PushSink, ctx: &Rc<WorkerCtx>) -> Started {
-    let stats = ctx.stats();
-    WorkerStats::bump(&stats.commands);
-    let table = ctx.shared.commands.load();
-    let (route, info) = table.route_info(&req);
-    let family = info.map_or(Family::Other, |info| info.family);
-    if !client.authenticated && !allowed_before_auth(&req) {
-        WorkerStats::bump(&stats.rejected_commands);
-        let reply = error_reply("NOAUTH Authentication required.");
-        return Started::refused(Pending::Ready(reply), family);
-    }
-    if ctx.shared.over_memory.load(Ordering::Relaxed) && !allowed_over_memory(&req) {
-        WorkerStats::bump(&stats.rejected_commands);
-        let reply = error_reply("OOM orthrus: memory use is over memory_limit_mb; request refused");
-        return Started::refused(Pending::Ready(reply), family);
-    }
-    // orthrus runs pub/sub and transactions itself: their commands (known
-    // by their family, so other commands pay no name comparisons), and
-    // whatever a client sends in subscriber mode or inside MULTI.
-    let subscribed = client.pubsub.as_ref().is_some_and(PubSub::active);
-    if family == Family::PubSub || subscribed {
-        if let Some(pending) = crate::cmd::pubsub::command(client, &req, sink, ctx) {
-            return Started::ran(pending, Family::PubSub);
-        }
-    }
-    if family == Family::Transaction || client.multi.is_some() {
-        if let Some(pending) = transaction::intercept(client, &req, &table, ctx) {
-            return Started::ran(pending, Family::Transaction);
-        }
-    }
-    let readonly = info.is_some_and(|info| info.readonly);
-    let proto = client.proto;
-    let target = match route {
-        Route::Local(cmd) => return Started::ran(local::execute(cmd, &req, client, ctx), family),
-        Route::Slot(slot) => Target::Slot(slot),
-        Route::AnyNode => Target::Any,
-        Route::Split(merge) => {
-            let pending = split::dispatch(ctx, &req, merge, proto, readonly);
-            return Started::ran(pending, family);
-        }
-        Route::FanOut(how) => {
-            return Started::ran(fanout::dispatch(ctx, req, how, proto, readonly), family);
-        }
-        Route::Scan => return Started::ran(scan::dispatch(ctx, &req, proto), family),
-        Route::Blocking(slot) => {
-            let gone = client.gone.clone();
-            let pending = blocking::dispatch(ctx, &req, slot, proto, gone);
-            return Started::ran(pending, Family::Blocking);
-        }
-        Route::Reject(rejection) => {
-            WorkerStats::bump(&stats.rejected_commands);
-            let reply = error_reply(&rejection.message(&req));
-            return Started::refused(Pending::Ready(reply), family);
-        }
-    };
-    // PUBLISH goes where this orthrus keeps its subscriptions, so that its
-    // count of receivers includes them.
-    let (target, readonly) = if matches!(target, Target::Any) && is_publish(&req) {
-        (crate::client::subscriptions::publish_target(), false)
-    } else {
-        (target, readonly)
-    };
-    let pending = match forward::forward(&ctx.pool, req.into_frame(), target, proto, readonly) {
-        Sent::Remote(remote) => Pending::Remote(Box::new(remote)),
-        Sent::Refused(reply) => Pending::Ready(reply),
-    };
-    Started::ran(pending, family)
-}
-
-fn is_publish(req: &Request) -> bool {
-    req.arg(0)
-        .is_some_and(|n| n.eq_ignore_ascii_case(b"publish"))
-}
-
-/// What still runs while orthrus is over its memory limit: commands that
-/// hold nothing (so that clients and operators can look, and leave).
-fn allowed_over_memory(req: &Request) -> bool {
-    let name = req.arg(0).unwrap_or_default();
-    [
-        &b"ping"[..],
-        b"echo",
-        b"quit",
-        b"reset",
-        b"auth",
-        b"hello",
-        b"info",
-        b"client",
-        b"select",
-    ]
-    .iter()
-    .any(|n| name.eq_ignore_ascii_case(n))
-}
-
-/// What Redis lets a client run before it has authenticated.
-fn allowed_before_auth(req: &Request) -> bool {
-    let name = req.arg(0).unwrap_or_default();
-    [&b"auth"[..], b"hello", b"quit"]
-        .iter()
-        .any(|n| name.eq_ignore_ascii_case(n))
+/// The client's push queue, made on first use.
+fn push_sink(pushes: &mut Option<Pushes>, limit: usize, gone: &CancellationToken) -> PushSink {
+    pushes
+        .get_or_insert_with(|| {
+            let (sink, rx) = PushSink::new(limit, gone.clone());
+            Pushes { sink, rx }
+        })
+        .sink
+        .clone()
 }

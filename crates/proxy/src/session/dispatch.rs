@@ -1,0 +1,216 @@
+//! Starting one request: the checks every request passes (authentication,
+//! the memory limit, CLIENT REPLY), then one lookup in the command table
+//! and the handler for its route. Pub/sub and transaction commands, and
+//! whatever a subscriber or a client inside MULTI sends, go to their
+//! handlers first.
+
+use std::rc::Rc;
+use std::sync::atomic::Ordering;
+
+use bytes::Bytes;
+use orthrus_resp::Request;
+use tokio_util::sync::CancellationToken;
+
+use crate::client::subscriptions::PubSub;
+use crate::client::{Client, Pending, PushSink, ReplyMode};
+use crate::cmd::{blocking, fanout, local, pubsub, scan, split, transaction};
+use crate::node::Done;
+use crate::node::forward::{self, Sent, Target, error_reply};
+use crate::observe::stats::WorkerStats;
+use crate::route::kind::Family;
+use crate::route::table::Route;
+use crate::worker::WorkerCtx;
+
+/// A request once started: its reply to come, its family, and whether it
+/// ran at all (one refused before running, as Redis refuses an unknown
+/// command or a NOAUTH, never goes to the SLOWLOG).
+pub struct Started {
+    pub pending: Pending,
+    pub family: Family,
+    pub ran: bool,
+}
+
+impl Started {
+    fn ran(pending: Pending, family: Family) -> Started {
+        Started {
+            pending,
+            family,
+            ran: true,
+        }
+    }
+
+    fn refused(pending: Pending, family: Family) -> Started {
+        Started {
+            pending,
+            family,
+            ran: false,
+        }
+    }
+}
+
+/// Decides what to do with one request and starts doing it.
+pub fn dispatch(
+    client: &mut Client,
+    req: Request,
+    sink: impl FnOnce(&CancellationToken) -> PushSink,
+    ctx: &Rc<WorkerCtx>,
+) -> Started {
+    // CLIENT REPLY OFF/SKIP: the command runs, its reply is not sent
+    // (CLIENT REPLY itself always answers).
+    let silent = client.reply != ReplyMode::On && !is_client_reply(&req);
+    if client.reply == ReplyMode::SkipNext && silent {
+        client.reply = ReplyMode::On;
+    }
+    let started = run(client, req, sink, ctx);
+    if silent {
+        Started {
+            pending: silence(started.pending, ctx),
+            ..started
+        }
+    } else {
+        started
+    }
+}
+
+fn is_client_reply(req: &Request) -> bool {
+    req.arg(0)
+        .is_some_and(|n| n.eq_ignore_ascii_case(b"client"))
+        && req.arg(1).is_some_and(|n| n.eq_ignore_ascii_case(b"reply"))
+}
+
+/// The same work, without a reply.
+fn silence(pending: Pending, ctx: &Rc<WorkerCtx>) -> Pending {
+    match pending {
+        Pending::Ready(_) => Pending::Ready(Bytes::new()),
+        Pending::Last(reply) => Pending::Last(reply),
+        Pending::Remote(remote) => {
+            let ctx = ctx.clone();
+            Pending::Future(Box::pin(async move {
+                let done = forward::resolve(&ctx.pool, *remote).await;
+                Done {
+                    reply: Bytes::new(),
+                    ..done
+                }
+            }))
+        }
+        Pending::Future(future) => Pending::Future(Box::pin(async move {
+            Done {
+                reply: Bytes::new(),
+                ..future.await
+            }
+        })),
+        Pending::Deferred(future) => Pending::Deferred(Box::pin(async move {
+            Done {
+                reply: Bytes::new(),
+                ..future.await
+            }
+        })),
+    }
+}
+
+/// Routes one request and starts it.
+fn run(
+    client: &mut Client,
+    req: Request,
+    sink: impl FnOnce(&CancellationToken) -> PushSink,
+    ctx: &Rc<WorkerCtx>,
+) -> Started {
+    let stats = ctx.stats();
+    WorkerStats::bump(&stats.commands);
+    let table = ctx.shared.commands.load();
+    let (route, info) = table.route_info(&req);
+    let family = info.map_or(Family::Other, |info| info.family);
+    if !client.authenticated && !allowed_before_auth(&req) {
+        WorkerStats::bump(&stats.rejected_commands);
+        let reply = error_reply("NOAUTH Authentication required.");
+        return Started::refused(Pending::Ready(reply), family);
+    }
+    if ctx.shared.over_memory.load(Ordering::Relaxed) && !allowed_over_memory(&req) {
+        WorkerStats::bump(&stats.rejected_commands);
+        let reply = error_reply("OOM orthrus: memory use is over memory_limit_mb; request refused");
+        return Started::refused(Pending::Ready(reply), family);
+    }
+    // orthrus runs pub/sub and transactions itself: their commands (known
+    // by their family, so other commands pay no name comparisons), and
+    // whatever a client sends in subscriber mode or inside MULTI.
+    let subscribed = client.pubsub.as_ref().is_some_and(PubSub::active);
+    if family == Family::PubSub || subscribed {
+        if let Some(pending) = pubsub::command(client, &req, sink, ctx) {
+            return Started::ran(pending, Family::PubSub);
+        }
+    }
+    if family == Family::Transaction || client.multi.is_some() {
+        if let Some(pending) = transaction::intercept(client, &req, &table, ctx) {
+            return Started::ran(pending, Family::Transaction);
+        }
+    }
+    let readonly = info.is_some_and(|info| info.readonly);
+    let proto = client.proto;
+    let target = match route {
+        Route::Local(cmd) => return Started::ran(local::execute(cmd, &req, client, ctx), family),
+        Route::Slot(slot) => Target::Slot(slot),
+        Route::AnyNode => Target::Any,
+        Route::Split(merge) => {
+            let pending = split::dispatch(ctx, &req, merge, proto, readonly);
+            return Started::ran(pending, family);
+        }
+        Route::FanOut(how) => {
+            return Started::ran(fanout::dispatch(ctx, req, how, proto, readonly), family);
+        }
+        Route::Scan => return Started::ran(scan::dispatch(ctx, &req, proto), family),
+        Route::Blocking(slot) => {
+            let gone = client.gone.clone();
+            let pending = blocking::dispatch(ctx, &req, slot, proto, gone);
+            return Started::ran(pending, Family::Blocking);
+        }
+        Route::Reject(rejection) => {
+            WorkerStats::bump(&stats.rejected_commands);
+            let reply = error_reply(&rejection.message(&req));
+            return Started::refused(Pending::Ready(reply), family);
+        }
+    };
+    // PUBLISH goes where this orthrus keeps its subscriptions, so that its
+    // count of receivers includes them.
+    let (target, readonly) = if matches!(target, Target::Any) && is_publish(&req) {
+        (crate::client::subscriptions::publish_target(), false)
+    } else {
+        (target, readonly)
+    };
+    let pending = match forward::forward(&ctx.pool, req.into_frame(), target, proto, readonly) {
+        Sent::Remote(remote) => Pending::Remote(Box::new(remote)),
+        Sent::Refused(reply) => Pending::Ready(reply),
+    };
+    Started::ran(pending, family)
+}
+
+fn is_publish(req: &Request) -> bool {
+    req.arg(0)
+        .is_some_and(|n| n.eq_ignore_ascii_case(b"publish"))
+}
+
+/// What still runs while orthrus is over its memory limit: commands that
+/// hold nothing (so that clients and operators can look, and leave).
+fn allowed_over_memory(req: &Request) -> bool {
+    let name = req.arg(0).unwrap_or_default();
+    [
+        &b"ping"[..],
+        b"echo",
+        b"quit",
+        b"reset",
+        b"auth",
+        b"hello",
+        b"info",
+        b"client",
+        b"select",
+    ]
+    .iter()
+    .any(|n| name.eq_ignore_ascii_case(n))
+}
+
+/// What Redis lets a client run before it has authenticated.
+fn allowed_before_auth(req: &Request) -> bool {
+    let name = req.arg(0).unwrap_or_default();
+    [&b"auth"[..], b"hello", b"quit"]
+        .iter()
+        .any(|n| name.eq_ignore_ascii_case(n))
+}

@@ -1,0 +1,153 @@
+//! What a session has to write to its client: replies and pushes in the
+//! order they became due. Small ones are gathered into one buffer; a large
+//! one is kept as its own chunk (no copy), and everything due goes out in
+//! one vectored write. The buffer is given back once it is written, so an
+//! idle client holds no output memory.
+
+use std::collections::VecDeque;
+use std::io::{self, IoSlice};
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use bytes::{Buf, Bytes, BytesMut};
+use tokio::io::AsyncWrite;
+use tokio::net::TcpStream;
+
+/// A reply at least this large is written from its own buffer.
+const LARGE: usize = 16 * 1024;
+/// Output buffer kept between replies; a larger one is freed once written.
+const KEEP: usize = 512;
+/// Chunks handed to one `writev`.
+const MAX_SLICES: usize = 64;
+
+/// Bytes due to the client, oldest first: `chunks`, then `tail`.
+#[derive(Default)]
+pub struct Output {
+    chunks: VecDeque<Bytes>,
+    tail: BytesMut,
+    len: usize,
+}
+
+// === impl Output ===
+
+impl Output {
+    /// Bytes not yet written.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Queues `reply` after everything queued before it.
+    pub fn push(&mut self, reply: Bytes) {
+        if reply.is_empty() {
+            return;
+        }
+        self.len += reply.len();
+        if reply.len() >= LARGE {
+            if !self.tail.is_empty() {
+                self.chunks.push_back(self.tail.split().freeze());
+            }
+            self.chunks.push_back(reply);
+        } else {
+            self.tail.extend_from_slice(&reply);
+        }
+    }
+
+    /// Writes as much as the socket takes; `Ready(Ok(()))` once all is
+    /// written, `Pending` when the socket is full (the task is woken when
+    /// it has room).
+    pub fn poll_flush(
+        &mut self,
+        stream: &mut TcpStream,
+        cx: &mut Context<'_>,
+    ) -> Poll<io::Result<()>> {
+        while self.len > 0 {
+            let n = if self.chunks.is_empty() {
+                std::task::ready!(Pin::new(&mut *stream).poll_write(cx, &self.tail))?
+            } else {
+                let mut slices: Vec<IoSlice<'_>> = Vec::with_capacity(MAX_SLICES);
+                slices.extend(
+                    self.chunks
+                        .iter()
+                        .take(MAX_SLICES - 1)
+                        .map(|c| IoSlice::new(c)),
+                );
+                if !self.tail.is_empty() {
+                    slices.push(IoSlice::new(&self.tail));
+                }
+                std::task::ready!(Pin::new(&mut *stream).poll_write_vectored(cx, &slices))?
+            };
+            if n == 0 {
+                return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+            }
+            self.advance(n);
+        }
+        self.release();
+        Poll::Ready(Ok(()))
+    }
+
+    fn advance(&mut self, mut n: usize) {
+        self.len -= n;
+        while n > 0 {
+            match self.chunks.front_mut() {
+                Some(chunk) if chunk.len() <= n => {
+                    n -= chunk.len();
+                    self.chunks.pop_front();
+                }
+                Some(chunk) => {
+                    chunk.advance(n);
+                    return;
+                }
+                None => {
+                    self.tail.advance(n);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Everything is written: keep at most a small buffer for the next
+    /// reply, none after a burst.
+    fn release(&mut self) {
+        if self.tail.capacity() > KEEP {
+            self.tail = BytesMut::new();
+        } else {
+            self.tail.clear();
+        }
+        if self.chunks.capacity() > 0 {
+            self.chunks = VecDeque::new();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn order_is_kept_across_small_and_large_replies() {
+        let mut out = Output::default();
+        out.push(Bytes::from_static(b"+a\r\n"));
+        out.push(Bytes::from(vec![b'x'; LARGE]));
+        out.push(Bytes::from_static(b"+b\r\n"));
+        assert_eq!(out.len(), LARGE + 8);
+        out.advance(2);
+        out.advance(2 + LARGE);
+        assert_eq!(out.len(), 4);
+        assert_eq!(&out.tail[..], b"+b\r\n");
+        out.advance(4);
+        assert!(out.is_empty());
+    }
+
+    #[test]
+    fn a_partial_write_resumes_inside_a_chunk() {
+        let mut out = Output::default();
+        out.push(Bytes::from(vec![b'y'; LARGE + 10]));
+        out.advance(LARGE);
+        assert_eq!(out.len(), 10);
+        assert_eq!(out.chunks.front().map(Bytes::len), Some(10));
+    }
+}
