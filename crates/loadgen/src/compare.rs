@@ -12,11 +12,10 @@ use std::time::{Instant, SystemTime};
 
 use anyhow::{Context, Result, bail};
 
-use crate::cli::CompareArgs;
 use crate::driver::{self, RunSpec};
 use crate::interrupt::{Interrupt, Interrupted};
 use crate::machine::Machine;
-use crate::plan::Plan;
+use crate::plan::{CompareArgs, Plan};
 use crate::progress::Progress;
 use crate::proxy::ProxyOptions;
 use crate::report::{self, default_out_dir, utc_stamp};

@@ -16,8 +16,9 @@
 //!
 //! # Layout
 //!
-//! - [`cli`]: the flags of `compare` and `worker`, and the entry point.
-//! - [`plan`]: the flags of `compare` with their defaults, checked.
+//! - [`cli`]: the subcommands, the flags of `worker`, and the entry point.
+//! - [`plan`]: the flags of `compare`, and the plan they make once
+//!   defaults are applied and checked.
 //! - [`compare`]: the whole comparison: targets, levels, repeats, output.
 //! - [`driver`]: one run: spawn P workers, release them together, collect.
 //! - [`worker`]: the worker process and the JSON lines it speaks.
