@@ -86,10 +86,18 @@ pub struct CompareArgs {
     #[arg(long, default_value_t = 0)]
     pub replicas: usize,
 
-    /// Where to write results.json, report.md and ratio.svg
-    /// [default: bench/results/DATE-HOST/ under the workspace root].
+    /// Where to write results.json, report.md and ratio.svg [default, under
+    /// the workspace root: bench/results/START-HOST/ for a full run,
+    /// target/orthrus-bench/START-HOST/ with --quick; START is the UTC start
+    /// time to the second]. A directory that already holds files is refused
+    /// before anything starts, unless --overwrite.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+
+    /// Write into the output directory even if it already holds files
+    /// (replacing results.json, report.md and ratio.svg).
+    #[arg(long)]
+    pub overwrite: bool,
 
     /// Key prefix; worker keys are
     /// `<prefix>:p<P>:r<repeat>:<target>:w<worker>:<k|c|m|h|l>:...`
@@ -132,6 +140,8 @@ pub struct Plan {
     pub replicas: usize,
     /// `--out`.
     pub out: Option<PathBuf>,
+    /// `--overwrite`.
+    pub overwrite: bool,
     /// Key prefix of this comparison; workers add level, repeat, target and
     /// worker number.
     pub prefix: String,
@@ -215,6 +225,7 @@ impl Plan {
             orthrus_threads: args.orthrus_threads,
             replicas: args.replicas,
             out: args.out.clone(),
+            overwrite: args.overwrite,
             prefix,
             io_timeout: Duration::from_secs(args.io_timeout.max(1)),
             quiet: args.quiet,
