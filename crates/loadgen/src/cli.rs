@@ -8,6 +8,7 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::interrupt::{EXIT_INTERRUPTED, Interrupted};
 use crate::plan::CompareArgs;
+use crate::results::WorkloadKind;
 use crate::worker::{self, WorkerConfig};
 
 /// Load driver for orthrus: reproduces the Cerberus comparison of a single
@@ -45,6 +46,9 @@ pub struct WorkerArgs {
     /// Commands per set.
     #[arg(long)]
     pub ops: u64,
+    /// modern or classic.
+    #[arg(long, default_value = "modern")]
+    pub workload: WorkloadKind,
     /// Connect/read/write timeout, milliseconds.
     #[arg(long, default_value_t = 30_000)]
     pub io_timeout_ms: u64,
@@ -58,6 +62,7 @@ pub fn main() -> ExitCode {
             addr: args.addr,
             prefix: args.prefix,
             ops: args.ops,
+            workload: args.workload,
             io_timeout: Duration::from_millis(args.io_timeout_ms.max(1)),
         }),
         CliCommand::Compare(args) => match crate::compare::run(&args) {

@@ -78,6 +78,7 @@ pub fn compare(plan: &Plan, interrupt: &Interrupt) -> Result<()> {
             levels: plan.levels.clone(),
             repeats: plan.repeats.clone(),
             quick: plan.quick,
+            workload: plan.workload,
         },
         targets: targets.iter().map(|t| t.info.clone()).collect(),
         levels: Vec::new(),
@@ -170,6 +171,7 @@ fn run_once(
         prefix: &prefix,
         processes: level,
         ops: plan.ops,
+        workload: plan.workload,
         io_timeout: plan.io_timeout,
     };
     let times = driver::run(&spec, interrupt)?;

@@ -11,6 +11,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use anyhow::{Result, bail, ensure};
 use clap::Args;
 
+use crate::results::WorkloadKind;
 use crate::targets::{External, Topology};
 use crate::workload::Workload;
 
@@ -53,6 +54,13 @@ pub struct CompareArgs {
     /// A short smoke run: levels 1,2, one repeat, 300 commands per set.
     #[arg(long)]
     pub quick: bool,
+
+    /// The commands of the sets: `modern` (HSET of 10 fields, LPOP with a
+    /// count) or `classic` (only commands and forms Redis 3.2 knew: HMSET,
+    /// no count arguments; for proxies of that era). Both send as many
+    /// commands and check every reply.
+    #[arg(long, value_name = "modern|classic", default_value = "modern")]
+    pub workload: WorkloadKind,
 
     /// Targets to start on free loopback ports: `single` (one redis-server,
     /// the Ratio baseline) and `cluster<N>` (orthrus in front of an N-master
@@ -126,6 +134,8 @@ pub struct Plan {
     pub ops: u64,
     /// `--quick`.
     pub quick: bool,
+    /// `--workload`.
+    pub workload: WorkloadKind,
     /// Targets to start.
     pub topologies: Vec<Topology>,
     /// `--single`: the baseline, not started.
@@ -212,12 +222,13 @@ impl Plan {
             .map(|t| External::parse_named(t))
             .collect::<Result<Vec<_>>>()?;
         let prefix = args.prefix.clone().unwrap_or_else(default_prefix);
-        Workload::new(&prefix, ops)?;
+        Workload::new(&prefix, ops, args.workload)?;
         let plan = Plan {
             levels,
             repeats,
             ops,
             quick: args.quick,
+            workload: args.workload,
             topologies,
             single,
             externals,
@@ -322,6 +333,10 @@ mod tests {
         assert_eq!(p.names(), ["single", "cluster3", "cluster6"]);
         assert_eq!(p.total_units(), (4 * (1 + 5 + 20 + 40) + 3 * 80) * 3);
         assert!(p.prefix.starts_with("orthrus-bench:"));
+        assert_eq!(p.workload, WorkloadKind::Modern);
+        let p = plan(&["--workload", "classic"]).unwrap();
+        assert_eq!(p.workload, WorkloadKind::Classic);
+        assert!(plan(&["--workload", "ancient"]).is_err());
     }
 
     #[test]

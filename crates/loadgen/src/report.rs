@@ -51,9 +51,9 @@ pub fn header(report: &Report) -> String {
     );
     let _ = writeln!(
         out,
-        "workload: {} commands per set per process (keys {}, hash {}, list {}), \
+        "workload: {}, {} commands per set per process (keys {}, hash {}, list {}), \
          request/response, one connection per process",
-        s.ops, s.commands.keys, s.commands.hash, s.commands.list
+        s.workload, s.ops, s.commands.keys, s.commands.hash, s.commands.list
     );
     let levels: Vec<String> = s.levels.iter().map(usize::to_string).collect();
     let repeats: Vec<String> = s.repeats.iter().map(usize::to_string).collect();
@@ -106,8 +106,8 @@ pub fn markdown(report: &Report) -> String {
     );
     let _ = writeln!(
         out,
-        "- Workload: {} commands per set per process, request/response over one connection, every reply checked",
-        report.settings.ops
+        "- Workload: {}, {} commands per set per process, request/response over one connection, every reply checked",
+        report.settings.workload, report.settings.ops
     );
     let _ = writeln!(out, "- Duration: {:.0} s", report.duration_secs);
     for t in &report.targets {

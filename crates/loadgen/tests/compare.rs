@@ -16,7 +16,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use orthrus_devcluster::{NodeOptions, RedisNode};
-use orthrus_loadgen::results::{Report, SetName};
+use orthrus_loadgen::results::{Report, SetName, WorkloadKind};
 
 /// Any one comparison in these tests finishes well within this.
 const RUN_TIMEOUT: Duration = Duration::from_secs(120);
@@ -486,11 +486,13 @@ fn quick_runs_go_under_target_and_nothing_is_overwritten() {
         run_bounded(&mut cmd)
     };
 
-    let quick = compare(&["--quick"]);
+    let quick = compare(&["--quick", "--workload", "classic"]);
     assert!(quick.status.success(), "{quick:?}");
+    assert!(String::from_utf8_lossy(&quick.stdout).contains("workload: classic, "));
     let quick_dir = only_dir(&root.path().join("target/orthrus-bench"));
     let json = quick_dir.join("results.json");
-    assert!(json.is_file());
+    let report: Report = serde_json::from_str(&fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(report.settings.workload, WorkloadKind::Classic);
     assert!(
         !root.path().join("bench").exists(),
         "a quick run writes nothing under bench/"
