@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
+use crate::conn_memory::{self, ConnMemoryArgs};
 use crate::interrupt::{EXIT_INTERRUPTED, Interrupted};
 use crate::plan::CompareArgs;
 use crate::results::WorkloadKind;
@@ -29,6 +30,10 @@ pub enum CliCommand {
     /// the Min/Max/Avg/Ratio table and writes JSON, markdown and an SVG
     /// chart.
     Compare(CompareArgs),
+    /// Measure what idle client connections cost running servers or
+    /// proxies in memory: RSS (from /proc/PID/status) at idle, with N idle
+    /// connections, after one PING on each, and after they all closed.
+    ConnMemory(ConnMemoryArgs),
     /// One worker process (started by `compare`, not by hand).
     #[command(hide = true)]
     Worker(WorkerArgs),
@@ -73,6 +78,13 @@ pub fn main() -> ExitCode {
             }
             Err(e) => {
                 eprintln!("orthrus-bench: error: {e:#}");
+                ExitCode::FAILURE
+            }
+        },
+        CliCommand::ConnMemory(args) => match conn_memory::run(&args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("orthrus-bench conn-memory: error: {e:#}");
                 ExitCode::FAILURE
             }
         },
