@@ -1,4 +1,5 @@
-//! The command line: `orthrus-bench compare` and the hidden `worker`.
+//! The command line: `orthrus-bench compare`, `conn-memory` and the hidden
+//! `worker`.
 
 use std::net::SocketAddr;
 use std::process::ExitCode;
@@ -12,8 +13,17 @@ use crate::plan::CompareArgs;
 use crate::results::WorkloadKind;
 use crate::worker::{self, WorkerConfig};
 
-/// Load driver for orthrus: reproduces the Cerberus comparison of a single
-/// redis-server against a proxy in front of a Redis Cluster.
+/// Load driver for orthrus: the Cerberus comparison, and memory per client
+/// connection.
+///
+/// The Cerberus comparison is the benchmark published with Cerberus (a Redis
+/// Cluster proxy): 1 to 80 concurrent client processes, on an 8-core host,
+/// each ran the same keys, hash and list command sets request/response
+/// against a single redis-server and against the proxy in front of a
+/// 3-master and a 6-master cluster. Its Ratio, kept here, is the single
+/// server's average time for a set divided by the target's average time for
+/// the same set (over every process and repeat), in percent: above 100% the
+/// target was faster than one redis-server.
 #[derive(Parser, Debug)]
 #[command(name = "orthrus-bench", version)]
 pub struct Cli {
@@ -25,14 +35,17 @@ pub struct Cli {
 /// The subcommands.
 #[derive(Subcommand, Debug)]
 pub enum CliCommand {
-    /// Run the comparison: for each concurrency level P, P worker processes
-    /// each run the keys, hash and list sets against every target; prints
-    /// the Min/Max/Avg/Ratio table and writes JSON, markdown and an SVG
-    /// chart.
+    /// Run the Cerberus comparison (see `orthrus-bench --help`).
+    ///
+    /// For each concurrency level P, P worker processes each run the keys,
+    /// hash and list sets against every target; prints the Min/Max/Avg/Ratio
+    /// table and writes JSON, markdown and an SVG chart.
     Compare(CompareArgs),
-    /// Measure what idle client connections cost running servers or
-    /// proxies in memory: RSS (from /proc/PID/status) at idle, with N idle
-    /// connections, after one PING on each, and after they all closed.
+    /// Measure what client connections cost running servers or proxies in
+    /// memory.
+    ///
+    /// RSS (from /proc/PID/status) at idle, with N idle connections, after
+    /// one PING on each, and after they all closed.
     ConnMemory(ConnMemoryArgs),
     /// One worker process (started by `compare`, not by hand).
     #[command(hide = true)]
