@@ -1,17 +1,29 @@
-//! The command line: `orthrus-bench compare` and the hidden `worker`.
+//! The command line: `orthrus-bench compare`, `conn-memory` and the hidden
+//! `worker`.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
+use crate::conn_memory::{self, ConnMemoryArgs};
 use crate::interrupt::{EXIT_INTERRUPTED, Interrupted};
+use crate::plan::CompareArgs;
+use crate::results::WorkloadKind;
 use crate::worker::{self, WorkerConfig};
 
-/// Load driver for orthrus: reproduces the Cerberus comparison of a single
-/// redis-server against a proxy in front of a Redis Cluster.
+/// Load driver for orthrus: the Cerberus comparison, and memory per client
+/// connection.
+///
+/// The Cerberus comparison is the benchmark published with Cerberus (a Redis
+/// Cluster proxy): 1 to 80 concurrent client processes, on an 8-core host,
+/// each ran the same keys, hash and list command sets request/response
+/// against a single redis-server and against the proxy in front of a
+/// 3-master and a 6-master cluster. Its Ratio, kept here, is the single
+/// server's average time for a set divided by the target's average time for
+/// the same set (over every process and repeat), in percent: above 100% the
+/// target was faster than one redis-server.
 #[derive(Parser, Debug)]
 #[command(name = "orthrus-bench", version)]
 pub struct Cli {
@@ -23,90 +35,21 @@ pub struct Cli {
 /// The subcommands.
 #[derive(Subcommand, Debug)]
 pub enum CliCommand {
-    /// Run the comparison: for each concurrency level P, P worker processes
-    /// each run the keys, hash and list sets against every target; prints
-    /// the Min/Max/Avg/Ratio table and writes JSON, markdown and an SVG
-    /// chart.
+    /// Run the Cerberus comparison (see `orthrus-bench --help`).
+    ///
+    /// For each concurrency level P, P worker processes each run the keys,
+    /// hash and list sets against every target; prints the Min/Max/Avg/Ratio
+    /// table and writes JSON, markdown and an SVG chart.
     Compare(CompareArgs),
+    /// Measure what client connections cost running servers or proxies in
+    /// memory.
+    ///
+    /// RSS (from /proc/PID/status) at idle, with N idle connections, after
+    /// one PING on each, and after they all closed.
+    ConnMemory(ConnMemoryArgs),
     /// One worker process (started by `compare`, not by hand).
     #[command(hide = true)]
     Worker(WorkerArgs),
-}
-
-/// Flags of `compare`.
-#[derive(Args, Debug, Clone)]
-pub struct CompareArgs {
-    /// Concurrency levels: worker processes per run, comma-separated
-    /// [default: 1,5,20,40,80; with --quick: 1,2].
-    #[arg(long, value_delimiter = ',', value_name = "P,...")]
-    pub levels: Option<Vec<usize>>,
-
-    /// Runs per level and target [default: 4, and 3 at 80 and above, as the
-    /// original; with --quick: 1].
-    #[arg(long, value_name = "R")]
-    pub repeats: Option<usize>,
-
-    /// Commands per set per process, rounded up to whole rounds
-    /// [default: 20000, 1.2-1.7 s per set for one process against a single
-    /// redis-server on a 2-core machine; with --quick: 300].
-    #[arg(long, value_name = "N")]
-    pub ops: Option<u64>,
-
-    /// A short smoke run: levels 1,2, one repeat, 300 commands per set.
-    #[arg(long)]
-    pub quick: bool,
-
-    /// Targets to start on free loopback ports: `single` (one redis-server,
-    /// the Ratio baseline) and `cluster<N>` (orthrus in front of an N-master
-    /// cluster); `none` starts nothing.
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "single,cluster3,cluster6"
-    )]
-    pub topologies: Vec<String>,
-
-    /// Use this running server as the single baseline instead of starting
-    /// one. It is not flushed; workers delete the keys they write.
-    #[arg(long, value_name = "HOST:PORT")]
-    pub single: Option<String>,
-
-    /// Also measure a running target (any deployment or other proxy), shown
-    /// as its own column group. Repeatable. Not flushed.
-    #[arg(long = "target", value_name = "NAME=HOST:PORT")]
-    pub targets: Vec<String>,
-
-    /// The orthrus binary [default: `orthrus` next to this executable].
-    #[arg(long, value_name = "PATH")]
-    pub orthrus: Option<PathBuf>,
-
-    /// Passed to orthrus as `--threads`.
-    #[arg(long, value_name = "N")]
-    pub orthrus_threads: Option<usize>,
-
-    /// Replicas per master in the started clusters.
-    #[arg(long, default_value_t = 0)]
-    pub replicas: usize,
-
-    /// Where to write results.json, report.md and ratio.svg
-    /// [default: bench/results/DATE-HOST/ under the workspace root].
-    #[arg(long, value_name = "DIR")]
-    pub out: Option<PathBuf>,
-
-    /// Key prefix; worker keys are
-    /// `<prefix>:p<P>:r<repeat>:<target>:w<worker>:<k|c|m|h|l>:...`
-    /// [default: orthrus-bench:RUNID]. No braces (hash tags).
-    #[arg(long, value_name = "PREFIX")]
-    pub prefix: Option<String>,
-
-    /// Seconds a worker waits for a connect or a reply before failing.
-    #[arg(long, value_name = "SECS", default_value_t = 30)]
-    pub io_timeout: u64,
-
-    /// No progress bar and no notes on stderr (the report still goes to
-    /// stdout).
-    #[arg(long, short)]
-    pub quiet: bool,
 }
 
 /// Flags of the hidden `worker`.
@@ -121,6 +64,9 @@ pub struct WorkerArgs {
     /// Commands per set.
     #[arg(long)]
     pub ops: u64,
+    /// modern or classic.
+    #[arg(long, default_value = "modern")]
+    pub workload: WorkloadKind,
     /// Connect/read/write timeout, milliseconds.
     #[arg(long, default_value_t = 30_000)]
     pub io_timeout_ms: u64,
@@ -134,6 +80,7 @@ pub fn main() -> ExitCode {
             addr: args.addr,
             prefix: args.prefix,
             ops: args.ops,
+            workload: args.workload,
             io_timeout: Duration::from_millis(args.io_timeout_ms.max(1)),
         }),
         CliCommand::Compare(args) => match crate::compare::run(&args) {
@@ -144,6 +91,13 @@ pub fn main() -> ExitCode {
             }
             Err(e) => {
                 eprintln!("orthrus-bench: error: {e:#}");
+                ExitCode::FAILURE
+            }
+        },
+        CliCommand::ConnMemory(args) => match conn_memory::run(&args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("orthrus-bench conn-memory: error: {e:#}");
                 ExitCode::FAILURE
             }
         },

@@ -12,14 +12,14 @@ use std::time::{Instant, SystemTime};
 
 use anyhow::{Context, Result, bail};
 
-use crate::cli::CompareArgs;
 use crate::driver::{self, RunSpec};
 use crate::interrupt::{Interrupt, Interrupted};
+use crate::machine;
 use crate::machine::Machine;
-use crate::plan::Plan;
+use crate::plan::{CompareArgs, Plan};
 use crate::progress::Progress;
 use crate::proxy::ProxyOptions;
-use crate::report::{self, default_out_dir, utc_stamp};
+use crate::report::{self, default_out_dir, dir_stamp, utc_stamp};
 use crate::results::{LevelResult, PerSet, Report, SCHEMA_VERSION, Settings, TargetResult};
 use crate::table;
 use crate::targets::{Target, Topology, orthrus_binary};
@@ -41,7 +41,15 @@ pub fn run(args: &CompareArgs) -> Result<()> {
 /// The comparison, with an interrupt flag of the caller's.
 pub fn compare(plan: &Plan, interrupt: &Interrupt) -> Result<()> {
     let began = Instant::now();
-    let (date, started) = utc_stamp(SystemTime::now());
+    let now = SystemTime::now();
+    let (_, started) = utc_stamp(now);
+    // Decided and checked before anything starts: a long run must not end
+    // by refusing to write, nor by replacing figures already recorded.
+    let dir = plan
+        .out
+        .clone()
+        .unwrap_or_else(|| default_out_dir(plan.quick, &dir_stamp(now), &machine::hostname()));
+    report::check_out_dir(&dir, plan.overwrite)?;
     let proxy = if plan
         .topologies
         .iter()
@@ -70,6 +78,7 @@ pub fn compare(plan: &Plan, interrupt: &Interrupt) -> Result<()> {
             levels: plan.levels.clone(),
             repeats: plan.repeats.clone(),
             quick: plan.quick,
+            workload: plan.workload,
         },
         targets: targets.iter().map(|t| t.info.clone()).collect(),
         levels: Vec::new(),
@@ -107,11 +116,7 @@ pub fn compare(plan: &Plan, interrupt: &Interrupt) -> Result<()> {
     progress.note("stopping the targets");
     drop(targets);
 
-    let dir = plan
-        .out
-        .clone()
-        .unwrap_or_else(|| default_out_dir(&date, &report.machine.hostname));
-    let written = report::write_files(&report, &dir)?;
+    let written = report::write_files(&report, &dir, plan.overwrite)?;
     progress.note(&format!(
         "wrote {}, {} and {} ({:.0} s in all)",
         written.markdown.display(),
@@ -166,6 +171,7 @@ fn run_once(
         prefix: &prefix,
         processes: level,
         ops: plan.ops,
+        workload: plan.workload,
         io_timeout: plan.io_timeout,
     };
     let times = driver::run(&spec, interrupt)?;

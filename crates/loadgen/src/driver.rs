@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, anyhow, bail};
 
 use crate::interrupt::Interrupt;
+use crate::results::WorkloadKind;
 use crate::worker::{GO, WorkerMessage, WorkerTimes};
 
 /// How often a wait looks at the interrupt flag.
@@ -47,6 +48,8 @@ pub struct RunSpec<'a> {
     pub processes: usize,
     /// Commands per set per process.
     pub ops: u64,
+    /// Which commands.
+    pub workload: WorkloadKind,
     /// Each worker's connect/read/write timeout.
     pub io_timeout: Duration,
 }
@@ -115,6 +118,8 @@ impl Workers {
                 .arg(format!("{}:w{w}", spec.prefix))
                 .arg("--ops")
                 .arg(spec.ops.to_string())
+                .arg("--workload")
+                .arg(spec.workload.as_str())
                 .arg("--io-timeout-ms")
                 .arg(spec.io_timeout.as_millis().to_string())
                 .stdin(Stdio::piped())

@@ -16,9 +16,12 @@
 //!
 //! # Layout
 //!
-//! - [`cli`]: the flags of `compare` and `worker`, and the entry point.
-//! - [`plan`]: the flags of `compare` with their defaults, checked.
+//! - [`cli`]: the subcommands, the flags of `worker`, and the entry point.
+//! - [`plan`]: the flags of `compare`, and the plan they make once
+//!   defaults are applied and checked.
 //! - [`compare`]: the whole comparison: targets, levels, repeats, output.
+//! - [`conn_memory`]: `conn-memory`, RSS per idle and per used client
+//!   connection of running servers and proxies.
 //! - [`driver`]: one run: spawn P workers, release them together, collect.
 //! - [`worker`]: the worker process and the JSON lines it speaks.
 //! - [`workload`]: the keys/hash/list command sets and their reply checks.
@@ -38,6 +41,7 @@
 pub mod cli;
 pub mod compare;
 pub mod conn;
+pub mod conn_memory;
 pub mod driver;
 pub mod interrupt;
 pub mod machine;

@@ -1,12 +1,17 @@
-//! The plan of a comparison: the flags of `compare` with their defaults
-//! applied (and `--quick`'s), checked before anything is started.
+//! The plan of a comparison: the flags of `compare` ([`CompareArgs`]), and
+//! the [`Plan`] they make with their defaults applied (and `--quick`'s),
+//! checked before anything is started.
+//!
+//! The flags live here rather than in `cli`, so that the comparison depends
+//! on its plan and the command line on both, never the other way round.
 
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Result, bail, ensure};
+use clap::Args;
 
-use crate::cli::CompareArgs;
+use crate::results::WorkloadKind;
 use crate::targets::{External, Topology};
 use crate::workload::Workload;
 
@@ -27,6 +32,97 @@ pub const REPEATS_AT_80: usize = 3;
 /// The most worker processes one run may start.
 pub const MAX_PROCESSES: usize = 1000;
 
+/// Flags of `compare`.
+#[derive(Args, Debug, Clone)]
+pub struct CompareArgs {
+    /// Concurrency levels: worker processes per run, comma-separated
+    /// [default: 1,5,20,40,80; with --quick: 1,2].
+    #[arg(long, value_delimiter = ',', value_name = "P,...")]
+    pub levels: Option<Vec<usize>>,
+
+    /// Runs per level and target [default: 4, and 3 at 80 and above, as the
+    /// original; with --quick: 1].
+    #[arg(long, value_name = "R")]
+    pub repeats: Option<usize>,
+
+    /// Commands per set per process, rounded up to whole rounds
+    /// [default: 20000, 1.2-1.7 s per set for one process against a single
+    /// redis-server on a 2-core machine; with --quick: 300].
+    #[arg(long, value_name = "N")]
+    pub ops: Option<u64>,
+
+    /// A short smoke run: levels 1,2, one repeat, 300 commands per set.
+    #[arg(long)]
+    pub quick: bool,
+
+    /// The commands of the sets: `modern` (HSET of 10 fields, LPOP with a
+    /// count) or `classic` (only commands and forms Redis 3.2 knew: HMSET,
+    /// no count arguments; for proxies of that era). Both send as many
+    /// commands and check every reply.
+    #[arg(long, value_name = "modern|classic", default_value = "modern")]
+    pub workload: WorkloadKind,
+
+    /// Targets to start on free loopback ports: `single` (one redis-server,
+    /// the Ratio baseline) and `cluster<N>` (orthrus in front of an N-master
+    /// cluster); `none` starts nothing.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "single,cluster3,cluster6"
+    )]
+    pub topologies: Vec<String>,
+
+    /// Use this running server as the single baseline instead of starting
+    /// one. It is not flushed; workers delete the keys they write.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub single: Option<String>,
+
+    /// Also measure a running target (any deployment or other proxy), shown
+    /// as its own column group. Repeatable. Not flushed.
+    #[arg(long = "target", value_name = "NAME=HOST:PORT")]
+    pub targets: Vec<String>,
+
+    /// The orthrus binary [default: `orthrus` next to this executable].
+    #[arg(long, value_name = "PATH")]
+    pub orthrus: Option<PathBuf>,
+
+    /// Passed to orthrus as `--threads`.
+    #[arg(long, value_name = "N")]
+    pub orthrus_threads: Option<usize>,
+
+    /// Replicas per master in the started clusters.
+    #[arg(long, default_value_t = 0)]
+    pub replicas: usize,
+
+    /// Where to write results.json, report.md and ratio.svg [default, under
+    /// the workspace root: bench/results/START-HOST/ for a full run,
+    /// target/orthrus-bench/START-HOST/ with --quick; START is the UTC start
+    /// time to the second]. A directory that already holds files is refused
+    /// before anything starts, unless --overwrite.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+
+    /// Write into the output directory even if it already holds files
+    /// (replacing results.json, report.md and ratio.svg).
+    #[arg(long)]
+    pub overwrite: bool,
+
+    /// Key prefix; worker keys are
+    /// `<prefix>:p<P>:r<repeat>:<target>:w<worker>:<k|c|m|h|l>:...`
+    /// [default: orthrus-bench:RUNID]. No braces (hash tags).
+    #[arg(long, value_name = "PREFIX")]
+    pub prefix: Option<String>,
+
+    /// Seconds a worker waits for a connect or a reply before failing.
+    #[arg(long, value_name = "SECS", default_value_t = 30)]
+    pub io_timeout: u64,
+
+    /// No progress bar and no notes on stderr (the report still goes to
+    /// stdout).
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
 /// Everything the flags decide, checked.
 #[derive(Debug, Clone)]
 pub struct Plan {
@@ -38,6 +134,8 @@ pub struct Plan {
     pub ops: u64,
     /// `--quick`.
     pub quick: bool,
+    /// `--workload`.
+    pub workload: WorkloadKind,
     /// Targets to start.
     pub topologies: Vec<Topology>,
     /// `--single`: the baseline, not started.
@@ -52,6 +150,8 @@ pub struct Plan {
     pub replicas: usize,
     /// `--out`.
     pub out: Option<PathBuf>,
+    /// `--overwrite`.
+    pub overwrite: bool,
     /// Key prefix of this comparison; workers add level, repeat, target and
     /// worker number.
     pub prefix: String,
@@ -122,12 +222,13 @@ impl Plan {
             .map(|t| External::parse_named(t))
             .collect::<Result<Vec<_>>>()?;
         let prefix = args.prefix.clone().unwrap_or_else(default_prefix);
-        Workload::new(&prefix, ops)?;
+        Workload::new(&prefix, ops, args.workload)?;
         let plan = Plan {
             levels,
             repeats,
             ops,
             quick: args.quick,
+            workload: args.workload,
             topologies,
             single,
             externals,
@@ -135,6 +236,7 @@ impl Plan {
             orthrus_threads: args.orthrus_threads,
             replicas: args.replicas,
             out: args.out.clone(),
+            overwrite: args.overwrite,
             prefix,
             io_timeout: Duration::from_secs(args.io_timeout.max(1)),
             quiet: args.quiet,
@@ -207,12 +309,15 @@ mod tests {
     use super::*;
     use clap::Parser;
 
+    #[derive(Parser)]
+    struct Flags {
+        #[command(flatten)]
+        compare: CompareArgs,
+    }
+
     fn plan(args: &[&str]) -> Result<Plan> {
-        let cli = crate::cli::Cli::try_parse_from(["orthrus-bench", "compare"].iter().chain(args))?;
-        match cli.command {
-            crate::cli::CliCommand::Compare(a) => Plan::from_args(&a),
-            crate::cli::CliCommand::Worker(_) => unreachable!(),
-        }
+        let flags = Flags::try_parse_from(["compare"].iter().chain(args))?;
+        Plan::from_args(&flags.compare)
     }
 
     #[test]
@@ -228,6 +333,10 @@ mod tests {
         assert_eq!(p.names(), ["single", "cluster3", "cluster6"]);
         assert_eq!(p.total_units(), (4 * (1 + 5 + 20 + 40) + 3 * 80) * 3);
         assert!(p.prefix.starts_with("orthrus-bench:"));
+        assert_eq!(p.workload, WorkloadKind::Modern);
+        let p = plan(&["--workload", "classic"]).unwrap();
+        assert_eq!(p.workload, WorkloadKind::Classic);
+        assert!(plan(&["--workload", "ancient"]).is_err());
     }
 
     #[test]

@@ -3,17 +3,21 @@
 //!
 //! `results.json` is the whole [`Report`]; `report.md` is the header, a
 //! markdown table per level and the plain-text table as printed;
-//! `ratio.svg` is the chart. By default they go to
-//! `bench/results/<date>-<host>/` under the workspace root (found by walking
-//! up from the current directory), or under the current directory when it
-//! is not inside the workspace.
+//! `ratio.svg` is the chart. Without `--out`, a full run writes them to
+//! `bench/results/<start time>-<host>/` under the workspace root (found by
+//! walking up from the current directory; the current directory outside a
+//! workspace), where they are meant to be committed, and a `--quick` run to
+//! `target/orthrus-bench/<start time>-<host>/`, out of version control. The
+//! start time is to the second, and a directory that already holds files is
+//! never written into unless `--overwrite` says so: a run never replaces
+//! recorded figures by accident.
 
 use std::fmt::Write as _;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 
 use crate::results::{Report, SetName};
 use crate::table::{self, percent, seconds};
@@ -47,9 +51,9 @@ pub fn header(report: &Report) -> String {
     );
     let _ = writeln!(
         out,
-        "workload: {} commands per set per process (keys {}, hash {}, list {}), \
+        "workload: {}, {} commands per set per process (keys {}, hash {}, list {}), \
          request/response, one connection per process",
-        s.ops, s.commands.keys, s.commands.hash, s.commands.list
+        s.workload, s.ops, s.commands.keys, s.commands.hash, s.commands.list
     );
     let levels: Vec<String> = s.levels.iter().map(usize::to_string).collect();
     let repeats: Vec<String> = s.repeats.iter().map(usize::to_string).collect();
@@ -102,8 +106,8 @@ pub fn markdown(report: &Report) -> String {
     );
     let _ = writeln!(
         out,
-        "- Workload: {} commands per set per process, request/response over one connection, every reply checked",
-        report.settings.ops
+        "- Workload: {}, {} commands per set per process, request/response over one connection, every reply checked",
+        report.settings.workload, report.settings.ops
     );
     let _ = writeln!(out, "- Duration: {:.0} s", report.duration_secs);
     for t in &report.targets {
@@ -159,8 +163,10 @@ pub fn markdown(report: &Report) -> String {
     out
 }
 
-/// Writes `results.json`, `report.md` and `ratio.svg` into `dir`.
-pub fn write_files(report: &Report, dir: &Path) -> Result<Written> {
+/// Writes `results.json`, `report.md` and `ratio.svg` into `dir`, which
+/// must be missing or empty unless `overwrite`.
+pub fn write_files(report: &Report, dir: &Path, overwrite: bool) -> Result<Written> {
+    check_out_dir(dir, overwrite)?;
     fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let written = Written {
         json: dir.join("results.json"),
@@ -180,14 +186,48 @@ pub fn write_files(report: &Report, dir: &Path) -> Result<Written> {
     Ok(written)
 }
 
-/// `bench/results/<date>-<host>` under the workspace root, or under the
-/// current directory outside a workspace.
-pub fn default_out_dir(date: &str, host: &str) -> PathBuf {
+/// Where a run writes without `--out`: `bench/results/<stamp>-<host>` for a
+/// full run, `target/orthrus-bench/<stamp>-<host>` for a `--quick` one,
+/// under the workspace root (or the current directory outside a
+/// workspace). `stamp` is [`dir_stamp`]'s.
+pub fn default_out_dir(quick: bool, stamp: &str, host: &str) -> PathBuf {
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
     let root = workspace_root(&cwd).unwrap_or(cwd);
-    root.join("bench")
-        .join("results")
-        .join(format!("{date}-{host}"))
+    out_dir_under(&root, quick, stamp, host)
+}
+
+fn out_dir_under(root: &Path, quick: bool, stamp: &str, host: &str) -> PathBuf {
+    let parent = if quick {
+        root.join("target").join("orthrus-bench")
+    } else {
+        root.join("bench").join("results")
+    };
+    parent.join(format!("{stamp}-{host}"))
+}
+
+/// `Ok` when `dir` is missing or empty, or when `overwrite`; otherwise an
+/// error naming it. Checked before a run starts and again before writing.
+pub fn check_out_dir(dir: &Path, overwrite: bool) -> Result<()> {
+    if overwrite {
+        return Ok(());
+    }
+    let occupied = match fs::read_dir(dir) {
+        Ok(mut entries) => entries.next().is_some(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+        Err(e) => return Err(e).with_context(|| format!("reading {}", dir.display())),
+    };
+    if occupied {
+        bail!(
+            "{} already holds files: pass --out with another directory, or --overwrite to replace them",
+            dir.display()
+        );
+    }
+    Ok(())
+}
+
+/// A start time as a directory name: `2026-12-01T064018Z` (UTC, no colons).
+pub fn dir_stamp(time: SystemTime) -> String {
+    utc_stamp(time).1.replace(':', "")
 }
 
 /// The nearest ancestor of `start` whose Cargo.toml has a `[workspace]`.
@@ -264,7 +304,7 @@ mod tests {
         );
         assert!(md.contains(&text), "the printed text is in report.md");
         let dir = tempfile::tempdir().unwrap();
-        let written = write_files(&report, &dir.path().join("nested")).unwrap();
+        let written = write_files(&report, &dir.path().join("nested"), false).unwrap();
         let back: Report =
             serde_json::from_str(&fs::read_to_string(written.json).unwrap()).unwrap();
         assert_eq!(back, report);
@@ -292,7 +332,54 @@ mod tests {
         let here = Path::new(env!("CARGO_MANIFEST_DIR"));
         let root = workspace_root(here).unwrap();
         assert!(root.join("crates").is_dir());
-        let out = default_out_dir("2026-01-02", "box");
-        assert!(out.ends_with("bench/results/2026-01-02-box"));
+        let out = default_out_dir(false, "2026-01-02T030405Z", "box");
+        assert_eq!(out, root.join("bench/results/2026-01-02T030405Z-box"));
+        let out = default_out_dir(true, "2026-01-02T030405Z", "box");
+        assert_eq!(
+            out,
+            root.join("target/orthrus-bench/2026-01-02T030405Z-box")
+        );
+    }
+
+    #[test]
+    fn stamps_name_directories_to_the_second() {
+        let t = UNIX_EPOCH + Duration::from_secs(1_798_675_200 + 3661); // 2026-12-31
+        assert_eq!(dir_stamp(t), "2026-12-31T010101Z");
+        assert_ne!(dir_stamp(t), dir_stamp(t + Duration::from_secs(1)));
+    }
+
+    #[test]
+    fn results_are_never_overwritten_without_the_flag() {
+        let report = crate::results::sample_report();
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("run");
+        check_out_dir(&dir, false).unwrap();
+        let written = write_files(&report, &dir, false).unwrap();
+        let before = fs::read_to_string(&written.json).unwrap();
+
+        let mut other = report.clone();
+        other.started = "2027-01-01T00:00:00Z".into();
+        let err = write_files(&other, &dir, false).unwrap_err().to_string();
+        assert!(
+            err.contains("already holds files") && err.contains("--overwrite"),
+            "{err}"
+        );
+        assert!(check_out_dir(&dir, false).is_err());
+        assert_eq!(
+            fs::read_to_string(&written.json).unwrap(),
+            before,
+            "untouched"
+        );
+
+        write_files(&other, &dir, true).unwrap();
+        assert!(
+            fs::read_to_string(&written.json)
+                .unwrap()
+                .contains("2027-01-01")
+        );
+
+        let empty = tmp.path().join("empty");
+        fs::create_dir(&empty).unwrap();
+        check_out_dir(&empty, false).unwrap();
     }
 }

@@ -25,6 +25,20 @@ pub enum SetName {
     Proc,
 }
 
+/// Which commands the sets are made of: both kinds send the same number of
+/// commands per round and check every reply exactly.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WorkloadKind {
+    /// Today's commands: `HSET` of several fields and `LPOP key count`
+    /// (Redis 4.0 and 6.2).
+    #[default]
+    Modern,
+    /// Only what Redis 3.2 understood, for proxies of that era: `HMSET`
+    /// instead of a multi-field `HSET`, and no count arguments.
+    Classic,
+}
+
 /// A value for each of the table's rows: keys, hash, list and proc.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PerSet<T> {
@@ -122,6 +136,10 @@ pub struct Settings {
     pub repeats: Vec<usize>,
     /// Whether `--quick` was given.
     pub quick: bool,
+    /// The commands of the sets; `modern` in reports written before there
+    /// was a choice.
+    #[serde(default)]
+    pub workload: WorkloadKind,
 }
 
 /// Everything `results.json` holds.
@@ -141,6 +159,38 @@ pub struct Report {
     pub targets: Vec<TargetInfo>,
     /// One entry per concurrency level.
     pub levels: Vec<LevelResult>,
+}
+
+// === impl WorkloadKind ===
+
+impl WorkloadKind {
+    /// Its name on the command line and in the JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WorkloadKind::Modern => "modern",
+            WorkloadKind::Classic => "classic",
+        }
+    }
+}
+
+impl std::str::FromStr for WorkloadKind {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<WorkloadKind, String> {
+        match s {
+            "modern" => Ok(WorkloadKind::Modern),
+            "classic" => Ok(WorkloadKind::Classic),
+            _ => Err(format!(
+                "unknown workload {s:?}: expected modern or classic"
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for WorkloadKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 // === impl SetName ===
@@ -319,6 +369,7 @@ pub(crate) fn sample_report() -> Report {
             levels: vec![1, 5],
             repeats: vec![1, 1],
             quick: false,
+            workload: WorkloadKind::Modern,
         },
         targets: vec![
             info("single", true),

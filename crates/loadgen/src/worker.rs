@@ -21,7 +21,7 @@ use orthrus_resp::Value;
 use serde::{Deserialize, Serialize};
 
 use crate::conn::{Conn, reply_text};
-use crate::results::{PerSet, SetName};
+use crate::results::{PerSet, SetName, WorkloadKind};
 use crate::workload::Workload;
 
 /// The line the driver writes to release a worker.
@@ -60,6 +60,8 @@ pub struct WorkerConfig {
     pub prefix: String,
     /// Commands per set.
     pub ops: u64,
+    /// Which commands.
+    pub workload: WorkloadKind,
     /// Connect, read and write timeout.
     pub io_timeout: Duration,
 }
@@ -87,7 +89,7 @@ pub fn serve(
     input: &mut impl BufRead,
     output: &mut impl Write,
 ) -> Result<()> {
-    let workload = Workload::new(&config.prefix, config.ops)?;
+    let workload = Workload::new(&config.prefix, config.ops, config.workload)?;
     let mut conn = Conn::connect(config.addr, config.io_timeout)?;
     let pong = conn.call(&["PING"])?;
     if !matches!(&pong, Value::Simple(s) if &s[..] == b"PONG") {
@@ -147,6 +149,7 @@ mod tests {
             addr: node.addr(),
             prefix: prefix.into(),
             ops: 60,
+            workload: WorkloadKind::Modern,
             io_timeout: Duration::from_secs(10),
         }
     }

@@ -11,6 +11,13 @@
 //! - list (9): LPUSH, RPUSH, LLEN, LRANGE 0 9, LINDEX, LSET, LPOP, RPOP,
 //!   LPOP of the remaining 8.
 //!
+//! The `classic` workload ([`WorkloadKind::Classic`]) keeps to commands
+//! Redis 3.2 knew, for proxies of that era that refuse newer forms: its
+//! hash round sends HMSET instead of a 10-field HSET (and expects +OK), and
+//! its list round ends LSET, LINDEX of the element just set, LPOP, RPOP,
+//! DEL of the rest, instead of a counted LPOP. Rounds are as long as the
+//! modern ones, so both send the same number of commands.
+//!
 //! Every key starts with the process's prefix and contains no `{`, so keys
 //! spread over all slots. Every reply is compared with what the command must
 //! answer — a GET returns what was SET, counters count, lengths match — and
@@ -21,7 +28,7 @@ use anyhow::{Result, bail, ensure};
 use orthrus_resp::Value;
 
 use crate::conn::{Conn, command_text, reply_text};
-use crate::results::{PerSet, SetName};
+use crate::results::{PerSet, SetName, WorkloadKind};
 
 /// Commands in one round of each set.
 pub const ROUND_LEN: PerSet<u64> = PerSet {
@@ -47,6 +54,7 @@ const APPENDED: &[u8] = b"-tail";
 pub struct Workload {
     prefix: String,
     ops: u64,
+    kind: WorkloadKind,
     /// Three keys in three different slots, per MSET/MGET pair.
     triples: Vec<[String; 3]>,
 }
@@ -65,9 +73,10 @@ enum Expect<'a> {
 // === impl Workload ===
 
 impl Workload {
-    /// A workload whose keys all start with `prefix:`. A `{` or `}` in the
-    /// prefix is refused: a hash tag would pin every key to one slot.
-    pub fn new(prefix: &str, ops: u64) -> Result<Workload> {
+    /// A workload of `kind` whose keys all start with `prefix:`. A `{` or
+    /// `}` in the prefix is refused: a hash tag would pin every key to one
+    /// slot.
+    pub fn new(prefix: &str, ops: u64, kind: WorkloadKind) -> Result<Workload> {
         ensure!(
             !prefix.contains(['{', '}']),
             "key prefix {prefix:?} contains a brace: a hash tag would put every key in one slot"
@@ -77,6 +86,7 @@ impl Workload {
         Ok(Workload {
             prefix: prefix.to_owned(),
             ops,
+            kind,
             triples,
         })
     }
@@ -190,11 +200,15 @@ impl Workload {
         let field = |n: usize| fields[n].as_bytes();
         let value = |n: usize| values[n].as_bytes();
 
-        let mut hset: Vec<&[u8]> = vec![b"HSET", h];
+        let (set, set_reply): (&[u8], _) = match self.kind {
+            WorkloadKind::Modern => (b"HSET", Expect::Int(HASH_FIELDS as i64)),
+            WorkloadKind::Classic => (b"HMSET", Expect::Ok),
+        };
+        let mut hset: Vec<&[u8]> = vec![set, h];
         for n in 0..HASH_FIELDS {
             hset.extend([field(n), value(n)]);
         }
-        call(conn, &hset, Expect::Int(HASH_FIELDS as i64))?;
+        call(conn, &hset, set_reply)?;
         call(conn, &[b"HGET", h, field(3)], Expect::Bulk(value(3)))?;
         let hmget = [b"HMGET".as_slice(), h, field(1), field(5), field(9)];
         call(
@@ -231,6 +245,19 @@ impl Workload {
         call(conn, &[b"LLEN", l], Expect::Int(LIST_LEN as i64))?;
         let all: Vec<&[u8]> = (0..LIST_LEN).map(e).collect();
         call(conn, &[b"LRANGE", l, b"0", b"9"], Expect::Bulks(all))?;
+        if self.kind == WorkloadKind::Classic {
+            // LINDEX after LSET, so that what LSET did is still checked
+            // once the counted LPOP is gone.
+            call(conn, &[b"LSET", l, b"4", replaced.as_bytes()], Expect::Ok)?;
+            call(
+                conn,
+                &[b"LINDEX", l, b"4"],
+                Expect::Bulk(replaced.as_bytes()),
+            )?;
+            call(conn, &[b"LPOP", l], Expect::Bulk(e(0)))?;
+            call(conn, &[b"RPOP", l], Expect::Bulk(e(LIST_LEN - 1)))?;
+            return call(conn, &[b"DEL", l], Expect::Int(1));
+        }
         call(conn, &[b"LINDEX", l, b"4"], Expect::Bulk(e(4)))?;
         call(conn, &[b"LSET", l, b"4", replaced.as_bytes()], Expect::Ok)?;
         call(conn, &[b"LPOP", l], Expect::Bulk(e(0)))?;

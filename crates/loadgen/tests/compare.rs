@@ -16,7 +16,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use orthrus_devcluster::{NodeOptions, RedisNode};
-use orthrus_loadgen::results::{Report, SetName};
+use orthrus_loadgen::results::{Report, SetName, WorkloadKind};
 
 /// Any one comparison in these tests finishes well within this.
 const RUN_TIMEOUT: Duration = Duration::from_secs(120);
@@ -454,4 +454,75 @@ fn sigint_mid_run_leaves_no_process_behind() {
         .collect();
     assert!(left.is_empty(), "still running after SIGINT: {left:?}");
     assert!(!out.path().join("results.json").exists());
+}
+
+/// The one directory under `parent`, which must exist.
+fn only_dir(parent: &Path) -> PathBuf {
+    let dirs: Vec<PathBuf> = fs::read_dir(parent)
+        .unwrap_or_else(|e| panic!("{}: {e}", parent.display()))
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(dirs.len(), 1, "{dirs:?}");
+    dirs[0].clone()
+}
+
+#[test]
+fn quick_runs_go_under_target_and_nothing_is_overwritten() {
+    // A throwaway workspace root, so that default directories land in it.
+    let root = tempfile::tempdir().unwrap();
+    fs::write(root.path().join("Cargo.toml"), "[workspace]\n").unwrap();
+    let a = RedisNode::start(NodeOptions::default()).unwrap();
+    let b = RedisNode::start(NodeOptions::default()).unwrap();
+    let compare = |extra: &[&str]| {
+        let mut cmd = bench();
+        cmd.current_dir(root.path())
+            .args(["compare", "--topologies", "none", "--levels", "1"])
+            .args(["--repeats", "1", "--ops", "30", "--quiet"])
+            .arg("--single")
+            .arg(a.addr().to_string())
+            .arg("--target")
+            .arg(format!("b={}", b.addr()))
+            .args(extra);
+        run_bounded(&mut cmd)
+    };
+
+    let quick = compare(&["--quick", "--workload", "classic"]);
+    assert!(quick.status.success(), "{quick:?}");
+    assert!(String::from_utf8_lossy(&quick.stdout).contains("workload: classic, "));
+    let quick_dir = only_dir(&root.path().join("target/orthrus-bench"));
+    let json = quick_dir.join("results.json");
+    let report: Report = serde_json::from_str(&fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(report.settings.workload, WorkloadKind::Classic);
+    assert!(
+        !root.path().join("bench").exists(),
+        "a quick run writes nothing under bench/"
+    );
+
+    let full = compare(&[]);
+    assert!(full.status.success(), "{full:?}");
+    let full_dir = only_dir(&root.path().join("bench/results"));
+    let name = full_dir.file_name().unwrap().to_str().unwrap().to_owned();
+    // <YYYY-MM-DD>T<HHMMSS>Z-<host>
+    assert_eq!(name.as_bytes()[10], b'T', "{name}");
+    assert_eq!(name.as_bytes()[17], b'Z', "{name}");
+
+    // An occupied --out is refused before anything runs, and left alone.
+    let before = fs::read(&json).unwrap();
+    let refused = compare(&["--quick", "--out", quick_dir.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("already holds files") && stderr.contains("--overwrite"),
+        "{stderr}"
+    );
+    assert_eq!(fs::read(&json).unwrap(), before);
+
+    let replaced = compare(&[
+        "--quick",
+        "--overwrite",
+        "--out",
+        quick_dir.to_str().unwrap(),
+    ]);
+    assert!(replaced.status.success(), "{replaced:?}");
+    assert_ne!(fs::read(&json).unwrap(), before, "--overwrite replaces");
 }
