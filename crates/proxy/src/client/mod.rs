@@ -6,6 +6,7 @@
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
+use std::sync::Arc;
 
 use bytes::Bytes;
 use orthrus_resp::Protocol;
@@ -13,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::node::Done;
 use crate::node::forward::Remote;
-use crate::observe::clients::ClientEntry;
+use crate::observe::clients::{ClientEntry, Closer, Names, Signal};
 
 pub mod push;
 pub mod subscriptions;
@@ -54,12 +55,13 @@ pub struct Client {
     pub peer: SocketAddr,
     pub local_addr: Option<SocketAddr>,
     pub proto: Protocol,
-    pub name: Option<Bytes>,
-    pub lib_name: Option<Bytes>,
-    pub lib_ver: Option<Bytes>,
+    /// CLIENT SETNAME and SETINFO; `None` until the client names itself.
+    pub names: Option<Box<Names>>,
     pub created: std::time::Instant,
     /// Cancelled when the client disconnects (ends blocking commands).
     pub gone: CancellationToken,
+    /// Wakes the client's task when orthrus closes it or shuts down.
+    pub signal: Arc<Signal>,
     /// Between MULTI and EXEC.
     pub multi: Option<Multi>,
     /// After WATCH, until EXEC, DISCARD, UNWATCH or RESET.
@@ -84,6 +86,18 @@ pub enum ReplyMode {
 // === impl Client ===
 
 impl Client {
+    pub fn names_mut(&mut self) -> &mut Names {
+        self.names.get_or_insert_with(Box::default)
+    }
+
+    /// What closes this client from anywhere.
+    pub fn closer(&self) -> Closer {
+        Closer {
+            token: self.gone.clone(),
+            signal: self.signal.clone(),
+        }
+    }
+
     /// What CLIENT LIST shows of this client now.
     pub fn entry(&self, worker: usize) -> ClientEntry {
         ClientEntry {
@@ -91,13 +105,11 @@ impl Client {
             peer: self.peer,
             local: self.local_addr,
             created: self.created,
-            name: self.name.clone(),
-            lib_name: self.lib_name.clone(),
-            lib_ver: self.lib_ver.clone(),
+            names: self.names.clone(),
             proto: self.proto,
             subscribed: self.pubsub.as_ref().is_some_and(PubSub::active),
             worker,
-            gone: self.gone.clone(),
+            closer: self.closer(),
         }
     }
 }

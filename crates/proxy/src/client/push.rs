@@ -5,9 +5,9 @@
 use std::cell::Cell;
 use std::rc::Rc;
 
+use crate::observe::clients::Closer;
 use bytes::Bytes;
 use tokio::sync::mpsc;
-use tokio_util::sync::CancellationToken;
 
 /// Where pushes for one client go; bounded by bytes not yet written.
 #[derive(Clone)]
@@ -15,16 +15,13 @@ pub struct PushSink {
     tx: mpsc::UnboundedSender<Bytes>,
     queued: Rc<Cell<usize>>,
     limit: usize,
-    gone: CancellationToken,
+    gone: Closer,
 }
 
 // === impl PushSink ===
 
 impl PushSink {
-    pub fn new(
-        limit: usize,
-        gone: CancellationToken,
-    ) -> (PushSink, mpsc::UnboundedReceiver<Bytes>) {
+    pub fn new(limit: usize, gone: Closer) -> (PushSink, mpsc::UnboundedReceiver<Bytes>) {
         let (tx, rx) = mpsc::unbounded_channel();
         let sink = PushSink {
             tx,
@@ -39,13 +36,13 @@ impl PushSink {
     pub fn push(&self, frame: Bytes) {
         let queued = self.queued.get() + frame.len();
         if queued > self.limit {
-            if !self.gone.is_cancelled() {
+            if !self.gone.token.is_cancelled() {
                 tracing::warn!(
                     queued,
                     limit = self.limit,
                     "subscriber too slow: disconnecting it"
                 );
-                self.gone.cancel();
+                self.gone.close();
             }
             return;
         }

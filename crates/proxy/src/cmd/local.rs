@@ -30,7 +30,7 @@ pub fn execute(cmd: Local, req: &Request, client: &mut Client, ctx: &Rc<WorkerCt
         Local::ReadOnly | Local::ReadWrite => simple("OK"),
         Local::Reset => {
             client.proto = Protocol::Resp2;
-            client.name = None;
+            client.names = None;
             client.multi = None;
             client.watch = None;
             client.pubsub = None;
@@ -38,8 +38,6 @@ pub fn execute(cmd: Local, req: &Request, client: &mut Client, ctx: &Rc<WorkerCt
             let cfg = &live.client;
             client.authenticated = cfg.password.is_none() && cfg.users.is_empty();
             client.reply = ReplyMode::On;
-            client.lib_name = None;
-            client.lib_ver = None;
             simple("RESET")
         }
         Local::Auth if req.arg_count() > 3 => error_reply("ERR syntax error"),
@@ -173,7 +171,7 @@ fn hello(req: &Request, client: &mut Client, ctx: &WorkerCtx) -> Bytes {
     }
     client.proto = proto;
     if let Some(name) = name {
-        client.name = (!name.is_empty()).then_some(name);
+        client.names_mut().name = (!name.is_empty()).then_some(name);
     }
     let mut out = BytesMut::with_capacity(160);
     encode::map_header(&mut out, 7, proto);
@@ -213,12 +211,12 @@ fn client_command(req: &Request, client: &mut Client, ctx: &WorkerCtx) -> Bytes 
             if !valid_name(&name) {
                 return error_reply(BAD_NAME);
             }
-            client.name = (!name.is_empty()).then_some(name);
+            client.names_mut().name = (!name.is_empty()).then_some(name);
             simple("OK")
         }
         b"getname" => arity(
             argc == 2,
-            match &client.name {
+            match client.names.as_ref().and_then(|n| n.name.as_ref()) {
                 Some(name) => bulk(name),
                 None => null(client.proto),
             },
@@ -236,9 +234,9 @@ fn client_command(req: &Request, client: &mut Client, ctx: &WorkerCtx) -> Bytes 
                         "ERR lib-name cannot contain spaces, newlines or special characters.",
                     );
                 }
-                client.lib_name = Some(value);
+                client.names_mut().lib_name = Some(value);
             } else if attr.eq_ignore_ascii_case(b"lib-ver") {
-                client.lib_ver = Some(value);
+                client.names_mut().lib_ver = Some(value);
             } else {
                 let attr = String::from_utf8_lossy(attr);
                 return error_reply(&format!("ERR Unrecognized option '{attr}'"));

@@ -4,8 +4,8 @@
 
 use std::rc::Rc;
 
+use crate::observe::clients::Closer;
 use orthrus_resp::{Protocol, Request};
-use tokio_util::sync::CancellationToken;
 
 use crate::client::subscriptions::PubSub;
 use crate::client::{Client, Pending, PushSink};
@@ -16,7 +16,7 @@ use crate::worker::WorkerCtx;
 pub fn command(
     client: &mut Client,
     req: &Request,
-    sink: impl FnOnce(&CancellationToken) -> PushSink,
+    sink: impl FnOnce(Closer) -> PushSink,
     ctx: &Rc<WorkerCtx>,
 ) -> Option<Pending> {
     const COMMANDS: [&str; 6] = [
@@ -46,9 +46,11 @@ pub fn command(
                     cmd.to_ascii_uppercase()
                 ))));
             }
-            let pubsub = client
-                .pubsub
-                .get_or_insert_with(|| PubSub::new(ctx.clone(), client.proto, sink(&client.gone)));
+            if client.pubsub.is_none() {
+                let push = sink(client.closer());
+                client.pubsub = Some(PubSub::new(ctx.clone(), client.proto, push));
+            }
+            let pubsub = client.pubsub.as_ref()?;
             Some(pubsub.command(cmd, req))
         }
         None if subscribed && client.proto == Protocol::Resp2 => {

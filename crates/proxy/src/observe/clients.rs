@@ -9,6 +9,11 @@ use std::time::Instant;
 use bytes::Bytes;
 use dashmap::DashMap;
 use orthrus_resp::Protocol;
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::task::Waker;
+
 use tokio_util::sync::CancellationToken;
 
 /// What CLIENT LIST shows of one client, and how to close it.
@@ -18,19 +23,44 @@ pub struct ClientEntry {
     pub peer: SocketAddr,
     pub local: Option<SocketAddr>,
     pub created: Instant,
-    pub name: Option<Bytes>,
-    pub lib_name: Option<Bytes>,
-    pub lib_ver: Option<Bytes>,
+    /// `None` until the client names itself (most never do).
+    pub names: Option<Box<Names>>,
     pub proto: Protocol,
     pub subscribed: bool,
     pub worker: usize,
-    pub gone: CancellationToken,
+    pub closer: Closer,
 }
 
 /// Every connected client.
 #[derive(Default)]
 pub struct Registry {
     clients: DashMap<u64, ClientEntry>,
+}
+
+/// What a client calls itself: CLIENT SETNAME (or HELLO SETNAME) and
+/// CLIENT SETINFO.
+#[derive(Clone, Debug, Default)]
+pub struct Names {
+    pub name: Option<Bytes>,
+    pub lib_name: Option<Bytes>,
+    pub lib_ver: Option<Bytes>,
+}
+
+/// Tells a client's task, from any thread, that orthrus closes it or is
+/// shutting down: raising a bit wakes the task, which reads the bits each
+/// time it runs (one atomic load, no lock).
+#[derive(Debug, Default)]
+pub struct Signal {
+    bits: AtomicU8,
+    waker: Mutex<Option<Waker>>,
+}
+
+/// Closes a client from anywhere: cancels its token (which ends what waits
+/// on it, a blocked command) and wakes its task.
+#[derive(Clone, Debug)]
+pub struct Closer {
+    pub token: CancellationToken,
+    pub signal: Arc<Signal>,
 }
 
 /// Which clients CLIENT KILL closes.
@@ -42,7 +72,55 @@ struct Filter {
     skip_me: bool,
 }
 
+// === impl Signal ===
+
+impl Signal {
+    /// orthrus closes the client.
+    pub const CLOSE: u8 = 1;
+    /// orthrus is shutting down: read nothing more, finish what is queued.
+    pub const DRAIN: u8 = 2;
+
+    pub fn raise(&self, bit: u8) {
+        self.bits.fetch_or(bit, Ordering::AcqRel);
+        let waker = self.waker.lock().ok().and_then(|mut w| w.take());
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+    }
+
+    pub fn bits(&self) -> u8 {
+        self.bits.load(Ordering::Acquire)
+    }
+
+    /// The task to wake on the next raise.
+    pub fn register(&self, waker: &Waker) {
+        if let Ok(mut slot) = self.waker.lock() {
+            if !slot.as_ref().is_some_and(|w| w.will_wake(waker)) {
+                *slot = Some(waker.clone());
+            }
+        }
+    }
+}
+
+// === impl Closer ===
+
+impl Closer {
+    pub fn close(&self) {
+        self.token.cancel();
+        self.signal.raise(Signal::CLOSE);
+    }
+}
+
+// === impl Registry ===
+
 impl Registry {
+    /// Tells every client's task that orthrus is shutting down.
+    pub fn drain_all(&self) {
+        for e in self.clients.iter() {
+            e.closer.signal.raise(Signal::DRAIN);
+        }
+    }
+
     /// Records a client as it is now (on connect and after a change).
     pub fn update(&self, entry: ClientEntry) {
         self.clients.insert(entry.id, entry);
@@ -50,7 +128,9 @@ impl Registry {
 
     /// The name a client gave itself (CLIENT SETNAME, HELLO SETNAME).
     pub fn name(&self, id: u64) -> Option<Bytes> {
-        self.clients.get(&id).and_then(|e| e.name.clone())
+        self.clients
+            .get(&id)
+            .and_then(|e| e.names.as_ref().and_then(|n| n.name.clone()))
     }
 
     pub fn remove(&self, id: u64) {
@@ -76,10 +156,10 @@ impl Registry {
                 .clients
                 .iter()
                 .find(|e| e.peer.to_string() == addr)
-                .map(|e| e.gone.clone());
+                .map(|e| e.closer.clone());
             return match found {
-                Some(gone) => {
-                    gone.cancel();
+                Some(closer) => {
+                    closer.close();
                     Ok(KillReply::Ok)
                 }
                 None => Err("ERR No such client"),
@@ -123,7 +203,7 @@ impl Registry {
                     .is_none_or(|a| e.local.is_some_and(|l| *a == l.to_string()))
                 && !(filter.skip_me && e.id == me);
             if matches {
-                e.gone.cancel();
+                e.closer.close();
                 killed += 1;
             }
         }
@@ -147,17 +227,18 @@ impl ClientEntry {
                 .into_owned()
         };
         let laddr = self.local.map(|a| a.to_string()).unwrap_or_default();
+        let names = self.names.as_deref().cloned().unwrap_or_default();
         let flags = if self.subscribed { "P" } else { "N" };
         format!(
             "id={} addr={} laddr={} fd=-1 name={} age={} idle=0 flags={flags} db=0 sub=0 psub=0 ssub=0 multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd=client user=default redir=-1 resp={} lib-name={} lib-ver={} worker={}\n",
             self.id,
             self.peer,
             laddr,
-            show(&self.name),
+            show(&names.name),
             self.created.elapsed().as_secs(),
             self.proto.version(),
-            show(&self.lib_name),
-            show(&self.lib_ver),
+            show(&names.lib_name),
+            show(&names.lib_ver),
             self.worker,
         )
     }

@@ -84,6 +84,7 @@ pub async fn run(
     let deadline = Duration::from_millis(shared.settings.raw.shutdown_timeout_ms);
     tracing::info!(deadline = ?deadline, "shutting down: no new clients, finishing in-flight requests");
     shared.shutdown.cancel();
+    shared.clients.drain_all();
     let drained = async {
         while !workers.iter().all(std::thread::JoinHandle::is_finished) {
             tokio::time::sleep(Duration::from_millis(10)).await;

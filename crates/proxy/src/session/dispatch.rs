@@ -9,13 +9,13 @@ use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
 use orthrus_resp::Request;
-use tokio_util::sync::CancellationToken;
 
 use crate::client::subscriptions::PubSub;
 use crate::client::{Client, Pending, PushSink, ReplyMode};
 use crate::cmd::{blocking, fanout, local, pubsub, scan, split, transaction};
 use crate::node::Done;
 use crate::node::forward::{self, Sent, Target, error_reply};
+use crate::observe::clients::Closer;
 use crate::observe::stats::WorkerStats;
 use crate::route::kind::Family;
 use crate::route::table::Route;
@@ -52,7 +52,7 @@ impl Started {
 pub fn dispatch(
     client: &mut Client,
     req: Request,
-    sink: impl FnOnce(&CancellationToken) -> PushSink,
+    sink: impl FnOnce(Closer) -> PushSink,
     ctx: &Rc<WorkerCtx>,
 ) -> Started {
     // CLIENT REPLY OFF/SKIP: the command runs, its reply is not sent
@@ -112,7 +112,7 @@ fn silence(pending: Pending, ctx: &Rc<WorkerCtx>) -> Pending {
 fn run(
     client: &mut Client,
     req: Request,
-    sink: impl FnOnce(&CancellationToken) -> PushSink,
+    sink: impl FnOnce(Closer) -> PushSink,
     ctx: &Rc<WorkerCtx>,
 ) -> Started {
     let stats = ctx.stats();

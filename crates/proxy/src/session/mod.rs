@@ -21,6 +21,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::rc::Rc;
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -31,13 +32,14 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use tokio::time::Sleep;
-use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
+use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::client::subscriptions::PubSub;
 use crate::client::{Client, Pending, PushSink, ReplyMode};
 use crate::node::Done;
 use crate::node::forward::{self, error_reply};
+use crate::observe::clients::{Closer, Signal};
 use crate::observe::slowlog::Finished;
 use crate::observe::stats::WorkerStats;
 use crate::route::kind::Family;
@@ -107,11 +109,21 @@ struct Session {
     closing: bool,
     /// Shutting down: nothing more is read; the queue is finished.
     draining: bool,
-    /// Cancelled when orthrus closes this client (CLIENT KILL, a
-    /// subscriber too slow to read).
-    gone: Pin<Box<WaitForCancellationFutureOwned>>,
-    shutdown: Pin<Box<WaitForCancellationFutureOwned>>,
     idle: Option<Pin<Box<Sleep>>>,
+}
+
+/// The client is gone or finished (or its worker stopped): tell whoever
+/// waits on it, and forget it.
+impl Drop for Session {
+    fn drop(&mut self) {
+        self.client.gone.cancel();
+        tracing::debug!("disconnected");
+        self.ctx.shared.clients.remove(self.client.id);
+        self.ctx
+            .stats()
+            .connected_clients
+            .fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// How a session ended.
@@ -122,33 +134,56 @@ enum End {
     Finished,
 }
 
-/// Serves one client until it disconnects.
-pub async fn serve(stream: TcpStream, peer: SocketAddr, ctx: Rc<WorkerCtx>) {
+/// Serves one client until it disconnects. The task's future is the
+/// session itself (no async state machine around it), so that an idle
+/// connection costs little more than its [`Session`].
+pub fn serve(stream: TcpStream, peer: SocketAddr, ctx: Rc<WorkerCtx>) -> impl Future<Output = ()> {
     let _ = stream.set_nodelay(true);
     let stats = ctx.stats();
     WorkerStats::bump(&stats.connections_received);
     stats.connected_clients.fetch_add(1, Ordering::Relaxed);
     let client = new_client(&stream, peer, &ctx);
-    let id = client.id;
     ctx.shared.clients.update(client.entry(ctx.index));
-    let span = tracing::debug_span!("client", client.addr = %peer, session.id = id);
-    async {
-        tracing::debug!("connected");
-        let mut session = Session::new(stream, client, ctx.clone());
-        let end = std::future::poll_fn(|cx| session.poll(cx)).await;
-        if matches!(end, End::Finished) {
-            let _ =
-                std::future::poll_fn(|cx| Pin::new(&mut session.stream).poll_shutdown(cx)).await;
-        }
-        session.client.gone.cancel();
-        tracing::debug!("disconnected");
+    let span = tracing::debug_span!("client", client.addr = %peer, session.id = client.id);
+    span.in_scope(|| tracing::debug!("connected"));
+    Task {
+        session: Session::new(stream, client, ctx),
+        ending: None,
     }
     .instrument(span)
-    .await;
-    ctx.shared.clients.remove(id);
-    ctx.stats()
-        .connected_clients
-        .fetch_sub(1, Ordering::Relaxed);
+}
+
+/// A session as a task: runs it, then closes the connection.
+struct Task {
+    session: Session,
+    /// Set once the session is over: what is left is closing.
+    ending: Option<End>,
+}
+
+impl Future for Task {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let task = self.get_mut();
+        let end = match task.ending.take() {
+            Some(end) => end,
+            None => match task.session.poll(cx) {
+                Poll::Ready(end) => end,
+                Poll::Pending => return Poll::Pending,
+            },
+        };
+        if matches!(end, End::Finished) {
+            // Every reply is written: say so with a FIN.
+            if Pin::new(&mut task.session.stream)
+                .poll_shutdown(cx)
+                .is_pending()
+            {
+                task.ending = Some(End::Finished);
+                return Poll::Pending;
+            }
+        }
+        Poll::Ready(())
+    }
 }
 
 fn new_client(stream: &TcpStream, peer: SocketAddr, ctx: &WorkerCtx) -> Client {
@@ -158,11 +193,10 @@ fn new_client(stream: &TcpStream, peer: SocketAddr, ctx: &WorkerCtx) -> Client {
         peer,
         local_addr: stream.local_addr().ok(),
         proto: Protocol::Resp2,
-        name: None,
-        lib_name: None,
-        lib_ver: None,
+        names: None,
         created: Instant::now(),
         gone: CancellationToken::new(),
+        signal: Arc::default(),
         multi: None,
         watch: None,
         pubsub: None,
@@ -177,8 +211,6 @@ impl Session {
     fn new(stream: TcpStream, client: Client, ctx: Rc<WorkerCtx>) -> Session {
         Session {
             parser: RequestParser::new(ctx.shared.settings.limits()),
-            gone: Box::pin(client.gone.clone().cancelled_owned()),
-            shutdown: Box::pin(ctx.shared.shutdown.clone().cancelled_owned()),
             idle: None,
             input: BytesMut::new(),
             queue: VecDeque::new(),
@@ -187,7 +219,7 @@ impl Session {
             read_at: Instant::now(),
             deferred: false,
             closing: false,
-            draining: false,
+            draining: ctx.shared.shutdown.is_cancelled(),
             stream,
             client,
             ctx,
@@ -196,12 +228,13 @@ impl Session {
     }
 
     fn poll(&mut self, cx: &mut Context<'_>) -> Poll<End> {
-        if self.gone.as_mut().poll(cx).is_ready() {
+        // Raised by CLIENT KILL, a subscriber's overflow or shutdown; read
+        // before the work below, registered before sleeping.
+        let signal = self.client.signal.bits();
+        if signal & Signal::CLOSE != 0 {
             return Poll::Ready(End::Gone);
         }
-        if !self.draining && self.shutdown.as_mut().poll(cx).is_ready() {
-            self.draining = true;
-        }
+        self.draining |= signal & Signal::DRAIN != 0;
         loop {
             let mut progress = false;
             if self.wants_input() {
@@ -233,6 +266,10 @@ impl Session {
             if !progress {
                 break;
             }
+        }
+        self.client.signal.register(cx.waker());
+        if self.client.signal.bits() != signal {
+            cx.waker().wake_by_ref(); // raised meanwhile
         }
         self.poll_idle(cx)
     }
@@ -276,7 +313,7 @@ impl Session {
                     let frame = req.frame().clone();
                     let pushes = &mut self.pushes;
                     let limit = self.ctx.shared.settings.raw.client.max_push_bytes;
-                    let sink = |gone: &CancellationToken| push_sink(pushes, limit, gone);
+                    let sink = |closer: Closer| push_sink(pushes, limit, closer);
                     let run = dispatch(&mut self.client, req, sink, &self.ctx);
                     Entry {
                         pending: run.pending,
@@ -373,7 +410,7 @@ impl Session {
             took = true;
             self.take_pushes(cx);
         }
-        if self.queue.is_empty() && self.queue.capacity() > 16 {
+        if self.queue.is_empty() && self.queue.capacity() > 0 {
             self.queue = VecDeque::new();
         }
         Ok(took)
@@ -463,10 +500,10 @@ impl Session {
 }
 
 /// The client's push queue, made on first use.
-fn push_sink(pushes: &mut Option<Pushes>, limit: usize, gone: &CancellationToken) -> PushSink {
+fn push_sink(pushes: &mut Option<Pushes>, limit: usize, closer: Closer) -> PushSink {
     pushes
         .get_or_insert_with(|| {
-            let (sink, rx) = PushSink::new(limit, gone.clone());
+            let (sink, rx) = PushSink::new(limit, closer);
             Pushes { sink, rx }
         })
         .sink
