@@ -11,6 +11,8 @@ use std::time::{Duration, Instant};
 
 use orthrus_devcluster::{Cluster, ClusterSpec, free_port};
 
+pub mod admin;
+
 /// A running orthrus process; killed on drop. Its log goes to a file that
 /// is printed if the test fails.
 pub struct Proxy {
