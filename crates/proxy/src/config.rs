@@ -14,6 +14,7 @@ const SETTINGS: &[&str] = &[
     "seeds",
     "threads",
     "announce",
+    "unix_socket_perm",
     "metrics",
     "shutdown_timeout_ms",
     "memory_limit_mb",
@@ -32,8 +33,13 @@ pub const EXIT_BAD_CONFIG: i32 = 64;
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
-    /// Address clients connect to. Default `127.0.0.1:7777`.
+    /// Address clients connect to: `ip:port`, or `unix:/path/to.sock` for
+    /// a Unix socket (a sidecar on the same host). Default `127.0.0.1:7777`.
     pub listen: String,
+    /// Permissions of the Unix socket file, in octal as for chmod (e.g.
+    /// `"770"`), like Redis's `unixsocketperm`. Default: none (the
+    /// process's umask decides).
+    pub unix_socket_perm: Option<String>,
     /// Cluster nodes to discover the topology from, `host:port` each; any
     /// one reachable seed is enough. Default: none (must be set).
     pub seeds: Vec<String>,
@@ -191,10 +197,22 @@ pub enum ConfigError {
     },
 }
 
+/// Where clients connect.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Listen {
+    Tcp(SocketAddr),
+    /// A Unix socket at this path, with these permissions (`None`: the
+    /// umask's).
+    Unix {
+        path: PathBuf,
+        perm: Option<u32>,
+    },
+}
+
 /// The validated form the proxy runs with.
 #[derive(Clone, Debug)]
 pub struct Settings {
-    pub listen: SocketAddr,
+    pub listen: Listen,
     pub seeds: Vec<NodeAddr>,
     pub threads: usize,
     pub announce: Option<SocketAddr>,
@@ -211,6 +229,7 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             listen: "127.0.0.1:7777".to_owned(),
+            unix_socket_perm: None,
             seeds: Vec::new(),
             threads: 0,
             announce: None,
@@ -343,12 +362,7 @@ impl Config {
 
     /// Checks every value and resolves what needs resolving.
     pub fn validate(self) -> Result<Settings, ConfigError> {
-        let listen = self.listen.parse::<SocketAddr>().map_err(|e| {
-            invalid(
-                "listen",
-                format!("{:?} is not an address: {e}", self.listen),
-            )
-        })?;
+        let listen = Listen::parse(&self.listen, self.unix_socket_perm.as_deref())?;
         let seeds = self
             .seeds
             .iter()
@@ -482,6 +496,64 @@ fn split_list(s: &str) -> Vec<String> {
         .filter(|s| !s.is_empty())
         .map(str::to_owned)
         .collect()
+}
+
+// === impl Listen ===
+
+impl Listen {
+    fn parse(listen: &str, perm: Option<&str>) -> Result<Listen, ConfigError> {
+        let perm = perm
+            .map(|p| {
+                u32::from_str_radix(p, 8)
+                    .ok()
+                    .filter(|&m| m <= 0o777)
+                    .ok_or_else(|| {
+                        invalid(
+                            "unix_socket_perm",
+                            format!("{p:?} is not an octal mode such as 770"),
+                        )
+                    })
+            })
+            .transpose()?;
+        if let Some(path) = listen.strip_prefix("unix:") {
+            if path.is_empty() {
+                return Err(invalid("listen", "unix: needs a path".to_owned()));
+            }
+            return Ok(Listen::Unix {
+                path: PathBuf::from(path),
+                perm,
+            });
+        }
+        if perm.is_some() {
+            return Err(invalid(
+                "unix_socket_perm",
+                "applies only with listen = \"unix:/path\"".to_owned(),
+            ));
+        }
+        listen.parse::<SocketAddr>().map(Listen::Tcp).map_err(|e| {
+            invalid(
+                "listen",
+                format!("{listen:?} is neither an ip:port nor unix:/path ({e})"),
+            )
+        })
+    }
+
+    /// The TCP address, if clients connect over TCP.
+    pub fn tcp(&self) -> Option<SocketAddr> {
+        match self {
+            Listen::Tcp(addr) => Some(*addr),
+            Listen::Unix { .. } => None,
+        }
+    }
+}
+
+impl std::fmt::Display for Listen {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Listen::Tcp(addr) => addr.fmt(f),
+            Listen::Unix { path, .. } => write!(f, "unix:{}", path.display()),
+        }
+    }
 }
 
 fn invalid(setting: &'static str, reason: String) -> ConfigError {

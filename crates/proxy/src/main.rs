@@ -79,17 +79,17 @@ fn main() -> ExitCode {
     }
     let log_filter = init_logging(&settings.raw.log);
 
-    let listeners = match orthrus_proxy::bind(settings.listen, settings.threads) {
+    let listeners = match orthrus_proxy::bind(&settings.listen, settings.threads) {
         Ok(l) => l,
         Err(e) => {
             eprintln!("orthrus: cannot listen on {}: {e}", settings.listen);
             return ExitCode::FAILURE;
         }
     };
-    let bound = listeners.first().and_then(|l| l.local_addr().ok());
+    let seeds: Vec<String> = settings.seeds.iter().map(ToString::to_string).collect();
     tracing::info!(
-        listen = ?bound,
-        seeds = ?settings.seeds.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        listen = %listeners.address(),
+        seeds = %seeds.join(","),
         threads = settings.threads,
         "orthrus {} listening",
         env!("CARGO_PKG_VERSION")

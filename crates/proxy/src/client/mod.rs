@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::node::Done;
 use crate::node::forward::Remote;
-use crate::observe::clients::{ClientEntry, Closer, Names, Signal};
+use crate::observe::clients::{ClientAddr, ClientEntry, Closer, Names, Signal};
 
 pub mod push;
 pub mod subscriptions;
@@ -52,7 +52,7 @@ impl Pending {
 /// Per-connection state the commands can change.
 pub struct Client {
     pub id: u64,
-    pub peer: SocketAddr,
+    pub peer: ClientAddr,
     pub local_addr: Option<SocketAddr>,
     pub proto: Protocol,
     /// CLIENT SETNAME and SETINFO; `None` until the client names itself.
@@ -102,7 +102,7 @@ impl Client {
     pub fn entry(&self, worker: usize) -> ClientEntry {
         ClientEntry {
             id: self.id,
-            peer: self.peer,
+            peer: self.peer.clone(),
             local: self.local_addr,
             created: self.created,
             names: self.names.clone(),

@@ -84,7 +84,13 @@ fn forward_to_owner(req: &Request, client: &Client, ctx: &Rc<WorkerCtx>) -> Pend
 
 fn me(client: &Client, ctx: &WorkerCtx) -> Me {
     let announced: Option<SocketAddr> = ctx.shared.settings.announce.or(client.local_addr);
-    let addr = announced.unwrap_or(ctx.shared.settings.listen);
+    // A client on the Unix socket has no address to give: the TCP one if
+    // orthrus has one, else a placeholder (cluster-aware clients need
+    // `announce` there).
+    let fallback = SocketAddr::from(([127, 0, 0, 1], 0));
+    let addr = announced
+        .or(ctx.shared.settings.listen.tcp())
+        .unwrap_or(fallback);
     let host = addr.ip().to_string();
     // A stable id for a given address, 40 hex digits like a node id.
     let mut id = String::with_capacity(40);

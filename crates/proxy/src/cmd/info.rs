@@ -94,7 +94,7 @@ fn db0_counts(reply: &[u8]) -> Option<(u64, u64)> {
 fn server(out: &mut String, ctx: &WorkerCtx) {
     let shared = &ctx.shared;
     let uptime = shared.started.elapsed().as_secs();
-    let port = shared.settings.listen.port();
+    let port = shared.settings.listen.tcp().map_or(0, |a| a.port());
     let _ = write!(
         out,
         "# Server\r\nredis_version:{}\r\northrus_version:{}\r\nredis_mode:standalone\r\nos:{} {}\r\narch_bits:{}\r\nmultiplexing_api:epoll\r\nprocess_id:{}\r\ntcp_port:{port}\r\nuptime_in_seconds:{uptime}\r\nuptime_in_days:{}\r\nexecutable:{}\r\nconfig_file:{}\r\nthreads:{}\r\n",

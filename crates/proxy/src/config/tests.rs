@@ -125,3 +125,42 @@ fn tempfile_dir() -> PathBuf {
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
+
+#[test]
+fn listen_takes_a_unix_socket_and_its_permissions() {
+    let load = |pairs: &[(&str, &str)]| {
+        let mut all = vec![("ORTHRUS_SEEDS", "127.0.0.1:1")];
+        all.extend_from_slice(pairs);
+        Config::load(None, env(&all), &Overrides::default())
+            .unwrap()
+            .validate()
+    };
+    let s = load(&[
+        ("ORTHRUS_LISTEN", "unix:/run/orthrus.sock"),
+        ("ORTHRUS_UNIX_SOCKET_PERM", "770"),
+    ])
+    .unwrap();
+    assert_eq!(
+        s.listen,
+        Listen::Unix {
+            path: PathBuf::from("/run/orthrus.sock"),
+            perm: Some(0o770)
+        }
+    );
+    assert_eq!(s.listen.to_string(), "unix:/run/orthrus.sock");
+    assert_eq!(s.listen.tcp(), None);
+    for (pairs, setting) in [
+        (vec![("ORTHRUS_LISTEN", "unix:")], "listen"),
+        (
+            vec![("ORTHRUS_LISTEN", "unix:/x"), ("ORTHRUS_UNIX_SOCKET_PERM", "999")],
+            "unix_socket_perm",
+        ),
+        (vec![("ORTHRUS_UNIX_SOCKET_PERM", "700")], "unix_socket_perm"),
+        (vec![("ORTHRUS_LISTEN", "nowhere")], "listen"),
+    ] {
+        match load(&pairs) {
+            Err(ConfigError::Invalid { setting: s, .. }) => assert_eq!(s, setting, "{pairs:?}"),
+            other => panic!("{pairs:?}: {other:?}"),
+        }
+    }
+}

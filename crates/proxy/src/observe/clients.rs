@@ -4,6 +4,7 @@
 //! HELLO, SETINFO, RESET) and removed when it leaves: never per request.
 
 use std::net::SocketAddr;
+use std::path::Path;
 use std::time::Instant;
 
 use bytes::Bytes;
@@ -20,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 #[derive(Clone, Debug)]
 pub struct ClientEntry {
     pub id: u64,
-    pub peer: SocketAddr,
+    pub peer: ClientAddr,
     pub local: Option<SocketAddr>,
     pub created: Instant,
     /// `None` until the client names itself (most never do).
@@ -35,6 +36,23 @@ pub struct ClientEntry {
 #[derive(Default)]
 pub struct Registry {
     clients: DashMap<u64, ClientEntry>,
+}
+
+/// Where a client connected from: an address, or orthrus's Unix socket
+/// (shown as Redis shows it: `/path/to.sock:0`).
+#[derive(Clone, Debug)]
+pub enum ClientAddr {
+    Tcp(SocketAddr),
+    Unix(Arc<Path>),
+}
+
+impl std::fmt::Display for ClientAddr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ClientAddr::Tcp(addr) => addr.fmt(f),
+            ClientAddr::Unix(path) => write!(f, "{}:0", path.display()),
+        }
+    }
 }
 
 /// What a client calls itself: CLIENT SETNAME (or HELLO SETNAME) and

@@ -8,13 +8,14 @@
 //! relaxed load.
 
 use std::collections::VecDeque;
-use std::net::SocketAddr;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::{Bytes, BytesMut};
 use orthrus_resp::{Request, encode};
+
+use super::clients::ClientAddr;
 
 /// Arguments kept per entry, and bytes per argument (Redis's limits).
 const MAX_ARGS: usize = 32;
@@ -48,7 +49,7 @@ pub struct Finished<'a> {
     pub frame: &'a Bytes,
     pub total: Duration,
     pub backend: Option<Duration>,
-    pub peer: SocketAddr,
+    pub peer: &'a ClientAddr,
     pub name: Option<Bytes>,
 }
 
@@ -317,7 +318,7 @@ mod tests {
     #[test]
     fn keeps_the_newest_and_never_passwords() {
         let log = SlowLog::new(0, 2);
-        let peer: SocketAddr = "127.0.0.1:5000".parse().unwrap();
+        let peer = ClientAddr::Tcp("127.0.0.1:5000".parse().unwrap());
         for name in [&b"GET"[..], b"AUTH", b"SET", b"DEL"] {
             let f = frame(&[name, b"secret"]);
             assert!(log.is_slow(Duration::ZERO));
@@ -325,7 +326,7 @@ mod tests {
                 frame: &f,
                 total: Duration::from_micros(5),
                 backend: Some(Duration::from_micros(3)),
-                peer,
+                peer: &peer,
                 name: None,
             });
         }

@@ -1,16 +1,17 @@
 //! Starting and stopping: the listeners (one per worker, SO_REUSEPORT on
-//! one address), the worker threads and the topology refresher.
+//! one address; or one Unix socket shared by the workers), the worker threads and the topology refresher.
 
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
 use socket2::{Domain, Protocol, Socket, Type};
 
-use crate::config::Settings;
+use crate::config::{Listen, Settings};
 use crate::http as admin;
 use crate::node::topology;
 use crate::process::Shared;
@@ -20,9 +21,30 @@ mod thread;
 /// Pending connections the kernel queues per listener.
 const BACKLOG: i32 = 1024;
 
+/// What orthrus listens on: one TCP listener per worker (SO_REUSEPORT on
+/// one address), or one Unix socket that every worker accepts from.
+pub enum Listeners {
+    Tcp(Vec<std::net::TcpListener>),
+    Unix {
+        listener: std::os::unix::net::UnixListener,
+        path: PathBuf,
+    },
+}
+
+/// Binds what `listen` says, for `count` workers.
+pub fn bind(listen: &Listen, count: usize) -> io::Result<Listeners> {
+    match listen {
+        Listen::Tcp(addr) => bind_tcp(*addr, count).map(Listeners::Tcp),
+        Listen::Unix { path, perm } => Ok(Listeners::Unix {
+            listener: bind_unix(path, *perm)?,
+            path: path.clone(),
+        }),
+    }
+}
+
 /// Binds `count` listeners on `addr` with SO_REUSEPORT. With port 0, the
 /// first one picks the port and the others share it.
-pub fn bind(addr: SocketAddr, count: usize) -> io::Result<Vec<std::net::TcpListener>> {
+fn bind_tcp(addr: SocketAddr, count: usize) -> io::Result<Vec<std::net::TcpListener>> {
     let mut listeners = Vec::with_capacity(count);
     let mut addr = addr;
     for _ in 0..count.max(1) {
@@ -39,12 +61,58 @@ pub fn bind(addr: SocketAddr, count: usize) -> io::Result<Vec<std::net::TcpListe
     Ok(listeners)
 }
 
+/// Binds a Unix socket at `path`. A file left there by a process that is
+/// gone is replaced; one that a live process still accepts on is not.
+fn bind_unix(path: &Path, perm: Option<u32>) -> io::Result<std::os::unix::net::UnixListener> {
+    use std::os::unix::fs::PermissionsExt as _;
+    if path.exists() {
+        if std::os::unix::net::UnixStream::connect(path).is_ok() {
+            return Err(io::Error::new(
+                io::ErrorKind::AddrInUse,
+                format!("{} is in use by a live process", path.display()),
+            ));
+        }
+        std::fs::remove_file(path)?;
+    }
+    let listener = std::os::unix::net::UnixListener::bind(path)?;
+    listener.set_nonblocking(true)?;
+    if let Some(mode) = perm {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))?;
+    }
+    Ok(listener)
+}
+
+// === impl Listeners ===
+
+impl Listeners {
+    /// Where clients connect, as an operator writes it.
+    pub fn address(&self) -> String {
+        match self {
+            Listeners::Tcp(list) => list
+                .first()
+                .and_then(|l| l.local_addr().ok())
+                .map_or_else(String::new, |a| a.to_string()),
+            Listeners::Unix { path, .. } => format!("unix:{}", path.display()),
+        }
+    }
+
+    /// One listener for each of `count` workers.
+    fn split(self, count: usize) -> io::Result<Vec<thread::Listener>> {
+        match self {
+            Listeners::Tcp(list) => Ok(list.into_iter().map(thread::Listener::Tcp).collect()),
+            Listeners::Unix { listener, .. } => (0..count.max(1))
+                .map(|_| listener.try_clone().map(thread::Listener::Unix))
+                .collect(),
+        }
+    }
+}
+
 /// Runs orthrus on `listeners` (one per worker) until `shutdown` resolves,
 /// then stops accepting, lets in-flight requests finish for up to
 /// `shutdown_timeout_ms`, and returns; `force` cuts that short.
 pub async fn run(
     settings: Settings,
-    listeners: Vec<std::net::TcpListener>,
+    listeners: Listeners,
     shutdown: impl Future<Output = ()>,
     force: impl Future<Output = ()>,
     mut reloads: tokio::sync::mpsc::UnboundedReceiver<crate::Config>,
@@ -68,6 +136,11 @@ pub async fn run(
         admin::spawn(listener, shared.clone()).context("cannot start the admin endpoint")?;
     }
     topology::spawn(shared.clone())?;
+    let socket_file = match &listeners {
+        Listeners::Unix { path, .. } => Some(path.clone()),
+        Listeners::Tcp(_) => None,
+    };
+    let listeners = listeners.split(shared.settings.threads)?;
     let mut workers = Vec::with_capacity(listeners.len());
     for (index, listener) in listeners.into_iter().enumerate() {
         let shared: Arc<Shared> = shared.clone();
@@ -90,6 +163,10 @@ pub async fn run(
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
     };
+    // No new client can connect once the workers stopped accepting.
+    if let Some(path) = socket_file {
+        let _ = std::fs::remove_file(path);
+    }
     tokio::select! {
         () = drained => tracing::info!("stopped"),
         () = tokio::time::sleep(deadline + Duration::from_millis(500)) => {

@@ -10,9 +10,12 @@ use std::time::Duration;
 
 use std::sync::atomic::Ordering;
 
-use tokio::io::AsyncWriteExt;
-use tokio::net::TcpListener;
+use std::path::Path;
 
+use tokio::io::{AsyncWrite, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
+
+use crate::observe::clients::ClientAddr;
 use crate::observe::stats::WorkerStats;
 use crate::process::Shared;
 use crate::session;
@@ -20,14 +23,14 @@ use crate::worker::WorkerCtx;
 
 /// Runs worker `index` on the calling thread until `Shared::shutdown` is
 /// cancelled and its clients are drained.
-pub fn run(index: usize, listener: std::net::TcpListener, shared: Arc<Shared>) -> io::Result<()> {
+pub fn run(index: usize, listener: Listener, shared: Arc<Shared>) -> io::Result<()> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
     let local = tokio::task::LocalSet::new();
     let ctx = Rc::new(WorkerCtx::new(shared, index));
     local.block_on(&runtime, async move {
-        let listener = TcpListener::from_std(listener)?;
+        let listener = Acceptor::new(listener)?;
         accept_loop(listener, ctx.clone()).await;
         drain(&ctx).await;
         Ok(())
@@ -45,7 +48,7 @@ fn connected(shared: &Shared) -> usize {
 }
 
 /// Over `client.max_clients`: say so, as Redis does, and close.
-async fn refuse(mut stream: tokio::net::TcpStream) {
+async fn refuse(mut stream: impl AsyncWrite + Unpin) {
     let _ = stream
         .write_all(b"-ERR max number of clients reached\r\n")
         .await;
@@ -64,16 +67,26 @@ async fn drain(ctx: &WorkerCtx) {
     }
 }
 
-async fn accept_loop(listener: TcpListener, ctx: Rc<WorkerCtx>) {
+async fn accept_loop(listener: Acceptor, ctx: Rc<WorkerCtx>) {
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((stream, peer)) => {
+                Ok(conn) => {
                     if connected(&ctx.shared) >= ctx.shared.live.load().client.max_clients {
                         WorkerStats::bump(&ctx.stats().rejected_connections);
-                        tokio::task::spawn_local(refuse(stream));
+                        match conn {
+                            Conn::Tcp(stream, _) => tokio::task::spawn_local(refuse(stream)),
+                            Conn::Unix(stream, _) => tokio::task::spawn_local(refuse(stream)),
+                        };
                     } else {
-                        tokio::task::spawn_local(session::serve(stream, peer, ctx.clone()));
+                        match conn {
+                            Conn::Tcp(stream, peer) => tokio::task::spawn_local(
+                                session::serve(stream, ClientAddr::Tcp(peer), ctx.clone()),
+                            ),
+                            Conn::Unix(stream, path) => tokio::task::spawn_local(
+                                session::serve(stream, ClientAddr::Unix(path), ctx.clone()),
+                            ),
+                        };
                     }
                 }
                 Err(e) => {
@@ -83,6 +96,49 @@ async fn accept_loop(listener: TcpListener, ctx: Rc<WorkerCtx>) {
                 }
             },
             () = ctx.shared.shutdown.cancelled() => return,
+        }
+    }
+}
+
+/// A worker's listener, as it is handed over from the binding thread.
+pub enum Listener {
+    Tcp(std::net::TcpListener),
+    Unix(std::os::unix::net::UnixListener),
+}
+
+/// The same, registered with the worker's runtime.
+enum Acceptor {
+    Tcp(TcpListener),
+    /// With the socket's path, that clients on it are shown with.
+    Unix(UnixListener, Arc<Path>),
+}
+
+/// An accepted client connection.
+enum Conn {
+    Tcp(TcpStream, std::net::SocketAddr),
+    Unix(UnixStream, Arc<Path>),
+}
+
+// === impl Acceptor ===
+
+impl Acceptor {
+    fn new(listener: Listener) -> io::Result<Acceptor> {
+        Ok(match listener {
+            Listener::Tcp(l) => Acceptor::Tcp(TcpListener::from_std(l)?),
+            Listener::Unix(l) => {
+                let path = l
+                    .local_addr()?
+                    .as_pathname()
+                    .map_or_else(|| Arc::from(Path::new("")), Arc::from);
+                Acceptor::Unix(UnixListener::from_std(l)?, path)
+            }
+        })
+    }
+
+    async fn accept(&self) -> io::Result<Conn> {
+        match self {
+            Acceptor::Tcp(l) => l.accept().await.map(|(s, peer)| Conn::Tcp(s, peer)),
+            Acceptor::Unix(l, path) => l.accept().await.map(|(s, _)| Conn::Unix(s, path.clone())),
         }
     }
 }

@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 use bytes::{Bytes, BytesMut};
 use orthrus_resp::{Protocol, RequestParser};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::TcpStream;
+use tokio::net::{TcpStream, UnixStream};
 use tokio::sync::mpsc;
 use tokio::time::Sleep;
 use tokio_util::sync::CancellationToken;
@@ -39,7 +39,7 @@ use crate::client::subscriptions::PubSub;
 use crate::client::{Client, Pending, PushSink, ReplyMode};
 use crate::node::Done;
 use crate::node::forward::{self, error_reply};
-use crate::observe::clients::{Closer, Signal};
+use crate::observe::clients::{ClientAddr, Closer, Signal};
 use crate::observe::slowlog::Finished;
 use crate::observe::stats::WorkerStats;
 use crate::route::kind::Family;
@@ -63,6 +63,32 @@ thread_local! {
     /// Every session of a worker reads into this buffer and keeps only what
     /// it read: an idle connection holds no read buffer of its own.
     static SCRATCH: RefCell<Vec<u8>> = RefCell::new(vec![0; READ_CHUNK]);
+}
+
+/// A client's connection: TCP or the Unix socket.
+pub trait Stream: AsyncRead + AsyncWrite + Unpin + 'static {
+    /// Readies a new connection (Nagle off for TCP).
+    fn prepare(&self);
+    /// orthrus's own address on it, for TCP.
+    fn local(&self) -> Option<SocketAddr>;
+}
+
+impl Stream for TcpStream {
+    fn prepare(&self) {
+        let _ = self.set_nodelay(true);
+    }
+
+    fn local(&self) -> Option<SocketAddr> {
+        self.local_addr().ok()
+    }
+}
+
+impl Stream for UnixStream {
+    fn prepare(&self) {}
+
+    fn local(&self) -> Option<SocketAddr> {
+        None
+    }
 }
 
 /// What the session needs to account for a request once its reply is
@@ -89,9 +115,9 @@ struct Pushes {
 }
 
 /// A connected client and everything its task keeps.
-struct Session {
+struct Session<S> {
     ctx: Rc<WorkerCtx>,
-    stream: TcpStream,
+    stream: S,
     client: Client,
     parser: RequestParser,
     /// Bytes read and not parsed yet (an incomplete request); empty, and
@@ -114,7 +140,7 @@ struct Session {
 
 /// The client is gone or finished (or its worker stopped): tell whoever
 /// waits on it, and forget it.
-impl Drop for Session {
+impl<S> Drop for Session<S> {
     fn drop(&mut self) {
         self.client.gone.cancel();
         tracing::debug!("disconnected");
@@ -137,14 +163,18 @@ enum End {
 /// Serves one client until it disconnects. The task's future is the
 /// session itself (no async state machine around it), so that an idle
 /// connection costs little more than its [`Session`].
-pub fn serve(stream: TcpStream, peer: SocketAddr, ctx: Rc<WorkerCtx>) -> impl Future<Output = ()> {
-    let _ = stream.set_nodelay(true);
+pub fn serve<S: Stream>(
+    stream: S,
+    peer: ClientAddr,
+    ctx: Rc<WorkerCtx>,
+) -> impl Future<Output = ()> {
+    stream.prepare();
     let stats = ctx.stats();
     WorkerStats::bump(&stats.connections_received);
     stats.connected_clients.fetch_add(1, Ordering::Relaxed);
     let client = new_client(&stream, peer, &ctx);
     ctx.shared.clients.update(client.entry(ctx.index));
-    let span = tracing::debug_span!("client", client.addr = %peer, session.id = client.id);
+    let span = tracing::debug_span!("client", client.addr = %client.peer, session.id = client.id);
     span.in_scope(|| tracing::debug!("connected"));
     Task {
         session: Session::new(stream, client, ctx),
@@ -154,13 +184,13 @@ pub fn serve(stream: TcpStream, peer: SocketAddr, ctx: Rc<WorkerCtx>) -> impl Fu
 }
 
 /// A session as a task: runs it, then closes the connection.
-struct Task {
-    session: Session,
+struct Task<S> {
+    session: Session<S>,
     /// Set once the session is over: what is left is closing.
     ending: Option<End>,
 }
 
-impl Future for Task {
+impl<S: Stream> Future for Task<S> {
     type Output = ();
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
@@ -186,12 +216,12 @@ impl Future for Task {
     }
 }
 
-fn new_client(stream: &TcpStream, peer: SocketAddr, ctx: &WorkerCtx) -> Client {
+fn new_client(stream: &impl Stream, peer: ClientAddr, ctx: &WorkerCtx) -> Client {
     let live = ctx.shared.live.load();
     Client {
         id: ctx.shared.next_client_id(),
         peer,
-        local_addr: stream.local_addr().ok(),
+        local_addr: stream.local(),
         proto: Protocol::Resp2,
         names: None,
         created: Instant::now(),
@@ -207,8 +237,8 @@ fn new_client(stream: &TcpStream, peer: SocketAddr, ctx: &WorkerCtx) -> Client {
 
 // === impl Session ===
 
-impl Session {
-    fn new(stream: TcpStream, client: Client, ctx: Rc<WorkerCtx>) -> Session {
+impl<S: Stream> Session<S> {
+    fn new(stream: S, client: Client, ctx: Rc<WorkerCtx>) -> Session<S> {
         Session {
             parser: RequestParser::new(ctx.shared.settings.limits()),
             idle: None,
@@ -453,13 +483,13 @@ impl Session {
                 frame,
                 total,
                 backend,
-                peer: self.client.peer,
+                peer: &self.client.peer,
                 name: ctx.shared.clients.name(self.client.id),
             });
         }
     }
 
-    fn with_idle_timer(mut self) -> Session {
+    fn with_idle_timer(mut self) -> Session<S> {
         self.reset_idle_timer();
         self
     }

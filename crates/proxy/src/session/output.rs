@@ -11,7 +11,6 @@ use std::task::{Context, Poll};
 
 use bytes::{Buf, Bytes, BytesMut};
 use tokio::io::AsyncWrite;
-use tokio::net::TcpStream;
 
 /// A reply at least this large is written from its own buffer.
 const LARGE: usize = 16 * 1024;
@@ -61,7 +60,7 @@ impl Output {
     /// it has room).
     pub fn poll_flush(
         &mut self,
-        stream: &mut TcpStream,
+        stream: &mut (impl AsyncWrite + Unpin),
         cx: &mut Context<'_>,
     ) -> Poll<io::Result<()>> {
         while self.len > 0 {
