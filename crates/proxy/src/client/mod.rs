@@ -10,7 +10,6 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use orthrus_resp::Protocol;
-use tokio_util::sync::CancellationToken;
 
 use crate::node::Done;
 use crate::node::forward::Remote;
@@ -58,12 +57,10 @@ pub struct Client {
     /// CLIENT SETNAME and SETINFO; `None` until the client names itself.
     pub names: Option<Box<Names>>,
     pub created: std::time::Instant,
-    /// Cancelled when the client disconnects (ends blocking commands).
-    pub gone: CancellationToken,
     /// Wakes the client's task when orthrus closes it or shuts down.
     pub signal: Arc<Signal>,
     /// Between MULTI and EXEC.
-    pub multi: Option<Multi>,
+    pub multi: Option<Box<Multi>>,
     /// After WATCH, until EXEC, DISCARD, UNWATCH or RESET.
     pub watch: Option<Watch>,
     /// Subscriptions, from the first (S|P)SUBSCRIBE on.
@@ -93,7 +90,6 @@ impl Client {
     /// What closes this client from anywhere.
     pub fn closer(&self) -> Closer {
         Closer {
-            token: self.gone.clone(),
             signal: self.signal.clone(),
         }
     }

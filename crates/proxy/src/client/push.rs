@@ -36,7 +36,7 @@ impl PushSink {
     pub fn push(&self, frame: Bytes) {
         let queued = self.queued.get() + frame.len();
         if queued > self.limit {
-            if !self.gone.token.is_cancelled() {
+            if !self.gone.is_closed() {
                 tracing::warn!(
                     queued,
                     limit = self.limit,

@@ -12,7 +12,6 @@ use std::time::{Duration, Instant};
 use bytes::{Bytes, BytesMut};
 use orthrus_cluster::{Action, Slot, decide};
 use orthrus_resp::{Protocol, Request};
-use tokio_util::sync::CancellationToken;
 
 use crate::client::Pending;
 use crate::node::Done;
@@ -23,26 +22,17 @@ use crate::observe::stats::{GaugeGuard, WorkerStats};
 use crate::worker::WorkerCtx;
 
 /// Starts a blocking command for the master of `slot`.
-pub fn dispatch(
-    ctx: &Rc<WorkerCtx>,
-    req: &Request,
-    slot: Slot,
-    proto: Protocol,
-    gone: CancellationToken,
-) -> Pending {
+pub fn dispatch(ctx: &Rc<WorkerCtx>, req: &Request, slot: Slot, proto: Protocol) -> Pending {
     let frame = req.frame().clone();
     let wait = command_timeout(req).map(|t| t + ctx.shared.request_timeout());
     let ctx = ctx.clone();
     Pending::deferred(Box::pin(async move {
         let _blocked = GaugeGuard::new(&ctx.stats().blocked_clients);
         let waited = Cell::new(Duration::ZERO);
-        tokio::select! {
-            reply = run(&ctx, frame, slot, proto, wait, &waited) => {
-                Done::from_nodes(reply, waited.get())
-            }
-            // The client is gone: dropping `run` closes its connection.
-            () = gone.cancelled() => Done::unmeasured(Bytes::new()),
-        }
+        // A client that leaves ends its session, which drops this future
+        // and so closes the dedicated connection: Redis forgets the block.
+        let reply = run(&ctx, frame, slot, proto, wait, &waited).await;
+        Done::from_nodes(reply, waited.get())
     }))
 }
 

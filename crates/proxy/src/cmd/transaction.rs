@@ -62,10 +62,10 @@ pub fn intercept(
         return Some(Pending::Ready(match client.multi {
             Some(_) => error_reply("ERR MULTI calls can not be nested"),
             None => {
-                client.multi = Some(Multi {
+                client.multi = Some(Box::new(Multi {
                     slot: client.watch.as_ref().map(|w| w.slot),
                     ..Multi::default()
-                });
+                }));
                 simple("OK")
             }
         }));
@@ -73,7 +73,7 @@ pub fn intercept(
     if is("exec") {
         return Some(match client.multi.take() {
             None => Pending::Ready(error_reply("ERR EXEC without MULTI")),
-            Some(multi) => exec(multi, client.watch.take(), client, ctx),
+            Some(multi) => exec(*multi, client.watch.take(), client, ctx),
         });
     }
     if is("discard") {

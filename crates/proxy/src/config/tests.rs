@@ -152,10 +152,16 @@ fn listen_takes_a_unix_socket_and_its_permissions() {
     for (pairs, setting) in [
         (vec![("ORTHRUS_LISTEN", "unix:")], "listen"),
         (
-            vec![("ORTHRUS_LISTEN", "unix:/x"), ("ORTHRUS_UNIX_SOCKET_PERM", "999")],
+            vec![
+                ("ORTHRUS_LISTEN", "unix:/x"),
+                ("ORTHRUS_UNIX_SOCKET_PERM", "999"),
+            ],
             "unix_socket_perm",
         ),
-        (vec![("ORTHRUS_UNIX_SOCKET_PERM", "700")], "unix_socket_perm"),
+        (
+            vec![("ORTHRUS_UNIX_SOCKET_PERM", "700")],
+            "unix_socket_perm",
+        ),
         (vec![("ORTHRUS_LISTEN", "nowhere")], "listen"),
     ] {
         match load(&pairs) {

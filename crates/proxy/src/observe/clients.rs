@@ -15,8 +15,6 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::task::Waker;
 
-use tokio_util::sync::CancellationToken;
-
 /// What CLIENT LIST shows of one client, and how to close it.
 #[derive(Clone, Debug)]
 pub struct ClientEntry {
@@ -73,11 +71,10 @@ pub struct Signal {
     waker: Mutex<Option<Waker>>,
 }
 
-/// Closes a client from anywhere: cancels its token (which ends what waits
-/// on it, a blocked command) and wakes its task.
+/// Closes a client from anywhere: its task wakes and ends, dropping what
+/// it had in flight (a blocked command's connection closes with it).
 #[derive(Clone, Debug)]
 pub struct Closer {
-    pub token: CancellationToken,
     pub signal: Arc<Signal>,
 }
 
@@ -124,8 +121,11 @@ impl Signal {
 
 impl Closer {
     pub fn close(&self) {
-        self.token.cancel();
         self.signal.raise(Signal::CLOSE);
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.signal.bits() & Signal::CLOSE != 0
     }
 }
 

@@ -159,8 +159,7 @@ fn run(
         }
         Route::Scan => return Started::ran(scan::dispatch(ctx, &req, proto), family),
         Route::Blocking(slot) => {
-            let gone = client.gone.clone();
-            let pending = blocking::dispatch(ctx, &req, slot, proto, gone);
+            let pending = blocking::dispatch(ctx, &req, slot, proto);
             return Started::ran(pending, Family::Blocking);
         }
         Route::Reject(rejection) => {

@@ -32,7 +32,6 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpStream, UnixStream};
 use tokio::sync::mpsc;
 use tokio::time::Sleep;
-use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::client::subscriptions::PubSub;
@@ -63,6 +62,8 @@ thread_local! {
     /// Every session of a worker reads into this buffer and keeps only what
     /// it read: an idle connection holds no read buffer of its own.
     static SCRATCH: RefCell<Vec<u8>> = RefCell::new(vec![0; READ_CHUNK]);
+    /// The parser of every session of a worker between requests.
+    static PARSER: RefCell<Option<RequestParser>> = const { RefCell::new(None) };
 }
 
 /// A client's connection: TCP or the Unix socket.
@@ -119,13 +120,15 @@ struct Session<S> {
     ctx: Rc<WorkerCtx>,
     stream: S,
     client: Client,
-    parser: RequestParser,
+    /// This client's parser, while a request of it is incomplete; the
+    /// worker's shared one otherwise.
+    parser: Option<Box<RequestParser>>,
     /// Bytes read and not parsed yet (an incomplete request); empty, and
     /// without a buffer, between requests.
     input: BytesMut,
     queue: VecDeque<Entry>,
     output: Output,
-    pushes: Option<Pushes>,
+    pushes: Option<Box<Pushes>>,
     /// When the requests being parsed were read: one clock read per read.
     read_at: Instant,
     /// The last queued request is deferred: later requests wait for it.
@@ -142,7 +145,6 @@ struct Session<S> {
 /// waits on it, and forget it.
 impl<S> Drop for Session<S> {
     fn drop(&mut self) {
-        self.client.gone.cancel();
         tracing::debug!("disconnected");
         self.ctx.shared.clients.remove(self.client.id);
         self.ctx
@@ -225,7 +227,6 @@ fn new_client(stream: &impl Stream, peer: ClientAddr, ctx: &WorkerCtx) -> Client
         proto: Protocol::Resp2,
         names: None,
         created: Instant::now(),
-        gone: CancellationToken::new(),
         signal: Arc::default(),
         multi: None,
         watch: None,
@@ -240,7 +241,7 @@ fn new_client(stream: &impl Stream, peer: ClientAddr, ctx: &WorkerCtx) -> Client
 impl<S: Stream> Session<S> {
     fn new(stream: S, client: Client, ctx: Rc<WorkerCtx>) -> Session<S> {
         Session {
-            parser: RequestParser::new(ctx.shared.settings.limits()),
+            parser: None,
             idle: None,
             input: BytesMut::new(),
             queue: VecDeque::new(),
@@ -334,11 +335,49 @@ impl<S: Stream> Session<S> {
 
     /// Parses and starts every complete request buffered, in order, until
     /// one must finish before the next may start. True if any started.
+    ///
+    /// Sessions of a worker share one parser: its state matters only while
+    /// a request is incomplete, and only then does a session keep a parser
+    /// of its own.
     fn start_requests(&mut self) -> bool {
+        if self.input.is_empty() {
+            return false;
+        }
+        let limits = self.ctx.shared.settings.limits();
+        let started = match self.parser.take() {
+            Some(mut own) => {
+                let started = self.parse_with(&mut own);
+                if !self.input.is_empty() {
+                    self.parser = Some(own);
+                }
+                started
+            }
+            None => PARSER.with_borrow_mut(|shared| {
+                let parser = shared.get_or_insert_with(|| RequestParser::new(limits.clone()));
+                let started = self.parse_with(parser);
+                if !self.input.is_empty() {
+                    let fresh = RequestParser::new(limits);
+                    self.parser = Some(Box::new(std::mem::replace(parser, fresh)));
+                } else if self.closing {
+                    parser.reset();
+                }
+                started
+            }),
+        };
+        if self.input.is_empty() {
+            self.input = BytesMut::new();
+        }
+        if started {
+            self.reset_idle_timer();
+        }
+        started
+    }
+
+    fn parse_with(&mut self, parser: &mut RequestParser) -> bool {
         let max_pending = self.ctx.shared.settings.raw.client.max_pending;
         let mut started = false;
         while !self.deferred && !self.closing && self.queue.len() < max_pending {
-            let entry = match self.parser.parse(&mut self.input) {
+            let entry = match parser.parse(&mut self.input) {
                 Ok(Some(req)) => {
                     let frame = req.frame().clone();
                     let pushes = &mut self.pushes;
@@ -368,12 +407,6 @@ impl<S: Stream> Session<S> {
             self.closing = matches!(entry.pending, Pending::Last(_));
             self.queue.push_back(entry);
             started = true;
-        }
-        if self.input.is_empty() && self.input.capacity() > 0 {
-            self.input = BytesMut::new();
-        }
-        if started {
-            self.reset_idle_timer();
         }
         started
     }
@@ -530,11 +563,11 @@ impl<S: Stream> Session<S> {
 }
 
 /// The client's push queue, made on first use.
-fn push_sink(pushes: &mut Option<Pushes>, limit: usize, closer: Closer) -> PushSink {
+fn push_sink(pushes: &mut Option<Box<Pushes>>, limit: usize, closer: Closer) -> PushSink {
     pushes
         .get_or_insert_with(|| {
             let (sink, rx) = PushSink::new(limit, closer);
-            Pushes { sink, rx }
+            Box::new(Pushes { sink, rx })
         })
         .sink
         .clone()
