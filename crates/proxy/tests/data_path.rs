@@ -166,3 +166,32 @@ fn read_frames(stream: &mut std::net::TcpStream, n: usize) -> Vec<Vec<u8>> {
     }
     frames
 }
+
+/// A node's reply is trusted framing: a Lua table nested 1,000 deep (far
+/// deeper than a client request may be) reaches the client whole, and the
+/// shared node connection, with other clients' requests on it, stays up.
+#[test]
+fn a_deeply_nested_reply_passes_and_the_shared_connection_survives() {
+    let cluster = cluster(3, 0);
+    let proxy = Proxy::start(&cluster.seeds(), &["--threads", "1"]);
+    let script =
+        "local t = {} local c = t for i = 1, 1000 do c[1] = {} c = c[1] end c[1] = 7 return t";
+    let mut expected = b"*1\r\n".repeat(1001);
+    expected.extend_from_slice(b":7\r\n");
+
+    let mut other = proxy.stream();
+    assert_eq!(common::send(&mut other, &["SET", "deep:k", "v"]), "+OK\r\n");
+    let mut caller = proxy.stream();
+    // The key routes the script to the same master as `deep:k`.
+    caller
+        .write_all(&encode(&["EVAL", script, "1", "deep:k"]))
+        .expect("send");
+    other.write_all(&encode(&["GET", "deep:k"])).expect("send");
+    assert_eq!(
+        common::read_reply(&mut caller).expect("deep reply"),
+        expected
+    );
+    assert_eq!(common::reply_text(&mut other), "$1\r\nv\r\n");
+    assert_eq!(common::send(&mut caller, &["GET", "deep:k"]), "$1\r\nv\r\n");
+    assert_eq!(proxy.info_field("orthrus_backend_errors"), 0);
+}

@@ -52,13 +52,20 @@ impl Default for Limits {
 }
 
 impl Limits {
-    /// Limits for reading replies from a Redis node: the same bulk and depth
-    /// limits, but aggregates up to `u32::MAX` elements, since a reply's
-    /// size is set by the data (`LRANGE key 0 -1`) rather than by a client.
+    /// Limits for reading replies from a Redis node, whose framing is
+    /// trusted: a reply's size and shape are set by the data (`LRANGE key 0
+    /// -1`, a Lua script returning a deeply nested table, a server with a
+    /// larger `proto-max-bulk-len`) rather than by a client. Aggregates up
+    /// to `u32::MAX` elements, bulks up to `i64::MAX` bytes, any depth: the
+    /// scanner walks nesting with its own stack (16 bytes a level, so its
+    /// memory stays proportional to the reply's bytes) and never reserves
+    /// memory for a declared length.
     pub fn for_replies() -> Self {
         Self {
+            max_bulk_len: i64::MAX as usize,
             max_array_len: u32::MAX as usize,
-            ..Self::default()
+            max_inline_len: DEFAULT_MAX_INLINE_LEN,
+            max_depth: usize::MAX,
         }
     }
 }

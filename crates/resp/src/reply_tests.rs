@@ -168,6 +168,24 @@ fn reply_limits_allow_big_aggregates() {
 }
 
 #[test]
+fn reply_limits_allow_any_depth() {
+    // 10,000 nested one-element arrays around an integer: deeper than any
+    // client request may be, and a legitimate node reply.
+    let depth = 10_000;
+    let mut frame = b"*1\r\n".repeat(depth);
+    frame.extend_from_slice(b":1\r\n");
+    let limits = Limits::for_replies();
+    assert_eq!(scan_reply(&frame, &limits), Ok(Some(frame.len())));
+    assert_eq!(scan_reply(&frame[..frame.len() - 1], &limits), Ok(None));
+    let mut scanner = ReplyScanner::default();
+    let head = &frame[..frame.len() / 2];
+    assert_eq!(scanner.scan(head), Ok(None));
+    assert_eq!(scanner.scan(&frame), Ok(Some(frame.len())));
+    // Request-side limits still refuse it.
+    assert!(scan_reply(&frame, &Limits::default()).is_err());
+}
+
+#[test]
 fn classify_by_first_bytes() {
     for (frame, class) in [
         (&b"+OK\r\n"[..], ReplyClass::Normal),

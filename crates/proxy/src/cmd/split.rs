@@ -150,7 +150,7 @@ pub fn array_elements(frame: &Bytes) -> Option<Vec<Bytes>> {
         .ok()?
         .parse()
         .ok()?;
-    let limits = Limits::default();
+    let limits = Limits::for_replies();
     let mut at = line_end + 2;
     let mut out = Vec::with_capacity(count.min(4096));
     for _ in 0..count {
