@@ -80,6 +80,16 @@ enum Kind {
     Shard,
 }
 
+impl Kind {
+    /// As an operator reads it in the log.
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Classic => "subscribe",
+            Kind::Shard => "ssubscribe",
+        }
+    }
+}
+
 // === impl PubSub ===
 
 impl PubSub {
@@ -569,7 +579,7 @@ async fn run(
         }
     };
     if failed {
-        tracing::info!(node = %addr, ?kind, "subscription connection lost; subscribing again");
+        tracing::info!(node = %addr, kind = kind.name(), "subscription connection lost; subscribing again");
         ctx.shared.request_refresh();
         if let Some(this) = inner.upgrade() {
             Inner::on_lost(&this, kind, &addr);

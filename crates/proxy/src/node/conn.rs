@@ -119,7 +119,7 @@ async fn run(addr: NodeAddr, proto: Protocol, env: Rc<Env>, mut rx: mpsc::Unboun
             return;
         }
     };
-    tracing::debug!(node = %addr, ?proto, "backend connected");
+    tracing::debug!(node = %addr, resp = proto.version(), "backend connected");
     let (rd, wr) = stream.into_split();
     let inflight = RefCell::new(VecDeque::new());
     let latency = env.shared.node_latency.get(&addr, env.shared.stats.len());

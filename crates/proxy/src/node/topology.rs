@@ -61,7 +61,7 @@ async fn refresher(shared: Arc<Shared>) {
                 if known {
                     tracing::warn!(error = %e, "topology refresh failed");
                 } else {
-                    tracing::warn!(error = %e, retry_in = ?backoff, "cluster not reachable yet");
+                    tracing::warn!(error = %e, retry_in_ms = backoff.as_millis() as u64, "cluster not reachable yet");
                 }
                 tokio::select! {
                     () = shared.refresh_requested() => {}
@@ -138,7 +138,11 @@ fn install(shared: &Shared, current: &SlotMap, map: SlotMap) {
             masters = masters.len(),
             nodes = map.nodes().len(),
             slots_covered = map.covered_slots(),
-            first_master = ?masters.first().map(ToString::to_string),
+            masters_list = %masters
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(","),
             "topology changed"
         );
         for (start, end, owner) in map.slot_ranges() {

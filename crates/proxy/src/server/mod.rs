@@ -126,7 +126,11 @@ pub async fn run(
     tokio::spawn(async move {
         while let Some(config) = reloads.recv().await {
             let (changed, restart) = reloading.reload(config);
-            tracing::info!(?changed, needs_restart = ?restart, "configuration reloaded");
+            tracing::info!(
+                changed = %changed.join(","),
+                needs_restart = %restart.join(","),
+                "configuration reloaded"
+            );
         }
     });
     if let Some(addr) = shared.settings.metrics {
@@ -155,7 +159,10 @@ pub async fn run(
     }
     shutdown.await;
     let deadline = Duration::from_millis(shared.settings.raw.shutdown_timeout_ms);
-    tracing::info!(deadline = ?deadline, "shutting down: no new clients, finishing in-flight requests");
+    tracing::info!(
+        deadline_ms = deadline.as_millis() as u64,
+        "shutting down: no new clients, finishing in-flight requests"
+    );
     shared.shutdown.cancel();
     shared.clients.drain_all();
     let drained = async {
