@@ -198,3 +198,35 @@ fn slow_subscriber_is_disconnected() {
         "no log line for the disconnect"
     );
 }
+
+/// As on Redis, an UNSUBSCRIBE has taken effect by the time its
+/// confirmation arrives: a PUBLISH sent right after it counts no receiver,
+/// and a CLIENT KILL of oneself (SKIPME no) is answered before the close.
+#[test]
+fn unsubscribe_takes_effect_at_once_and_a_self_kill_is_answered() {
+    use std::io::Read;
+    let cluster = cluster(1, 0);
+    let proxy = Proxy::start(&cluster.seeds(), &["--threads", "1"]);
+    let mut sub = proxy.stream();
+    let mut publisher = proxy.stream();
+    for round in 0..20 {
+        let ch = format!("unsub-{round}");
+        assert!(send(&mut sub, &["SUBSCRIBE", &ch]).ends_with(":1\r\n"));
+        assert_eq!(send(&mut publisher, &["PUBLISH", &ch, "m"]), ":1\r\n");
+        assert!(reply(&mut sub).contains("message"));
+        assert!(send(&mut sub, &["UNSUBSCRIBE", &ch]).ends_with(":0\r\n"));
+        assert_eq!(send(&mut publisher, &["PUBLISH", &ch, "m"]), ":0\r\n");
+    }
+
+    let mut me = proxy.stream();
+    let id = send(&mut me, &["CLIENT", "ID"]);
+    let id = id.trim().trim_start_matches(':').to_owned();
+    assert_eq!(
+        send(&mut me, &["CLIENT", "KILL", "ID", &id, "SKIPME", "no"]),
+        ":1\r\n"
+    );
+    me.set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    let mut rest = [0u8; 16];
+    assert_eq!(me.read(&mut rest).expect("closed, not reset"), 0);
+}
