@@ -115,6 +115,11 @@ pub fn intercept(
 
 /// Checks a command at queue time; returns `+QUEUED` or the error.
 fn queue(multi: &mut Multi, req: &Request, table: &CommandTable) -> Bytes {
+    let name = req.arg(0).unwrap_or_default();
+    if table.get(name).is_some_and(|info| info.no_multi) {
+        // Before orthrus's own rules, as Redis checks it before running.
+        return abort(multi, "ERR Command not allowed inside a transaction");
+    }
     let slot = match table.route(req) {
         Route::Slot(slot) | Route::Blocking(slot) => Some(slot),
         Route::AnyNode | Route::Local(Local::Ping | Local::Echo) => None,

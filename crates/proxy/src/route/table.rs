@@ -28,6 +28,9 @@ pub struct CommandInfo {
     pub arity: i32,
     /// The command never writes (safe to resend when its outcome is unknown).
     pub readonly: bool,
+    /// Redis refuses it inside MULTI (`no_multi`: SAVE, SHUTDOWN, ...);
+    /// known from the cluster's `COMMAND` reply only.
+    pub no_multi: bool,
     /// How orthrus handles it.
     pub kind: Kind,
     /// What it works on (latency figures are kept per family).
@@ -324,6 +327,7 @@ impl CommandInfo {
                 !key_specs.is_empty(),
             ),
             readonly: entry.flags.contains('r'),
+            no_multi: false,
             family,
             arity: entry.arity,
             name,
@@ -400,6 +404,7 @@ impl CommandInfo {
             name: name.into(),
             arity,
             readonly: has("readonly"),
+            no_multi: has("no_multi"),
             kind,
             family,
             key_specs,
