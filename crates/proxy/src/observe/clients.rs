@@ -97,7 +97,7 @@ impl Signal {
 
     pub fn raise(&self, bit: u8) {
         self.bits.fetch_or(bit, Ordering::AcqRel);
-        let waker = self.waker.lock().ok().and_then(|mut w| w.take());
+        let waker = self.waker.lock().ok().and_then(|w| w.clone());
         if let Some(waker) = waker {
             waker.wake();
         }
@@ -107,7 +107,8 @@ impl Signal {
         self.bits.load(Ordering::Acquire)
     }
 
-    /// The task to wake on the next raise.
+    /// The task to wake on every raise from now on. A task's waker does not
+    /// change between polls, so registering once is enough.
     pub fn register(&self, waker: &Waker) {
         if let Ok(mut slot) = self.waker.lock() {
             if !slot.as_ref().is_some_and(|w| w.will_wake(waker)) {

@@ -138,6 +138,8 @@ struct Session<S> {
     closing: bool,
     /// Shutting down: nothing more is read; the queue is finished.
     draining: bool,
+    /// The task's waker is registered with the client's signal.
+    registered: bool,
     idle: Option<Pin<Box<Sleep>>>,
 }
 
@@ -251,6 +253,7 @@ impl<S: Stream> Session<S> {
             deferred: false,
             closing: false,
             draining: ctx.shared.shutdown.is_cancelled(),
+            registered: false,
             stream,
             client,
             ctx,
@@ -298,7 +301,10 @@ impl<S: Stream> Session<S> {
                 break;
             }
         }
-        self.client.signal.register(cx.waker());
+        if !self.registered {
+            self.client.signal.register(cx.waker());
+            self.registered = true;
+        }
         if self.client.signal.bits() != signal {
             cx.waker().wake_by_ref(); // raised meanwhile
         }
