@@ -10,6 +10,8 @@
 //!
 //! - [`server`]: listeners, worker threads (each a current-thread runtime
 //!   with its own accept loop), start and stop.
+//! - `http`: the admin HTTP endpoint (`/metrics`, `/healthz`, `/readyz`) on
+//!   its own thread, and the Prometheus text it serves.
 //! - `session`: a client connection, one task: reads and parses requests,
 //!   starts each through one dispatch (route -> handler), writes replies in
 //!   request order.
@@ -27,8 +29,6 @@
 //! - `route`: the command table and the rules for each command. Pure.
 //! - [`config`]: the configuration struct, its layers (file, environment,
 //!   flags) and validation.
-//! - `http`: the admin HTTP endpoint (`/metrics`, `/healthz`, `/readyz`) on
-//!   its own thread, and the Prometheus text it serves.
 
 // The modules below `server` are private; within them `pub` means "offered
 // to the rest of the crate".
