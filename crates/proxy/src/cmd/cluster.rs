@@ -11,7 +11,7 @@ use orthrus_cluster::Slot;
 use orthrus_resp::{Protocol, Request, encode};
 
 use crate::client::{Client, Pending};
-use crate::cmd::local::{integer, verbatim};
+use crate::cmd::reply::{bulk, integer, verbatim};
 use crate::node::forward::{self, Sent, Target, error_reply};
 use crate::worker::WorkerCtx;
 
@@ -164,8 +164,4 @@ fn shards(me: &Me, proto: Protocol) -> Bytes {
     encode::bulk(&mut out, b"health");
     encode::bulk(&mut out, b"online");
     out.freeze()
-}
-
-fn bulk(b: &[u8]) -> Bytes {
-    crate::cmd::local::bulk(b)
 }

@@ -11,7 +11,7 @@ use orthrus_cluster::NodeAddr;
 use orthrus_resp::{Protocol, Request, encode};
 
 use crate::client::Pending;
-use crate::cmd::split::{array_elements, parse_integer};
+use crate::cmd::reply::{array_elements, parse_integer};
 use crate::node::Done;
 use crate::node::forward::{self, Sent, Target, error_reply, no_owner};
 use crate::route::kind::FanOut;

@@ -12,7 +12,7 @@ use crate::node::forward;
 
 use crate::client::Client;
 use crate::cmd::fanout;
-use crate::cmd::local::verbatim;
+use crate::cmd::reply::verbatim;
 use crate::observe::latency::Part;
 use crate::observe::stats;
 use crate::route::kind::Family;

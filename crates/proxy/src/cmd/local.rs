@@ -9,6 +9,7 @@ use orthrus_resp::{Protocol, Request, encode};
 
 use crate::client::ReplyMode;
 use crate::client::{Client, Pending};
+use crate::cmd::reply::{bulk, integer, null, simple, verbatim};
 use crate::cmd::{cluster as cluster_cmd, info};
 use crate::node::forward::error_reply;
 use crate::observe::clients::KillReply;
@@ -326,35 +327,4 @@ const CLIENT_HELP: [&str; 10] = [
 /// Redis accepts names of printable ASCII without spaces.
 fn valid_name(name: &[u8]) -> bool {
     name.iter().all(|&c| (b'!'..=b'~').contains(&c))
-}
-
-pub fn simple(s: &str) -> Bytes {
-    let mut out = BytesMut::with_capacity(s.len() + 3);
-    encode::simple(&mut out, s.as_bytes());
-    out.freeze()
-}
-
-pub fn bulk(b: &[u8]) -> Bytes {
-    let mut out = BytesMut::with_capacity(b.len() + 16);
-    encode::bulk(&mut out, b);
-    out.freeze()
-}
-
-pub fn integer(n: i64) -> Bytes {
-    let mut out = BytesMut::with_capacity(24);
-    encode::integer(&mut out, n);
-    out.freeze()
-}
-
-pub fn null(proto: Protocol) -> Bytes {
-    let mut out = BytesMut::with_capacity(5);
-    encode::null(&mut out, proto);
-    out.freeze()
-}
-
-/// Text replies (INFO, CLIENT INFO) are verbatim strings in RESP3.
-pub fn verbatim(text: &str, proto: Protocol) -> Bytes {
-    let mut out = BytesMut::with_capacity(text.len() + 24);
-    encode::verbatim(&mut out, "txt", text.as_bytes(), proto);
-    out.freeze()
 }

@@ -12,6 +12,8 @@
 //! - [`blocking`] — blocking commands on a dedicated connection.
 //! - [`pubsub`] — the (un)subscribe commands and RESP2 subscriber mode.
 //! - [`transaction`] — MULTI/EXEC/DISCARD/WATCH/UNWATCH.
+//! - [`reply`] — building orthrus's own replies and reading the parts of
+//!   nodes' replies that merges need.
 
 pub mod blocking;
 pub mod cluster;
@@ -19,6 +21,7 @@ pub mod fanout;
 pub mod info;
 pub mod local;
 pub mod pubsub;
+pub mod reply;
 pub mod scan;
 pub mod split;
 pub mod transaction;

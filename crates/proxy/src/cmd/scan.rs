@@ -11,7 +11,7 @@ use bytes::{Bytes, BytesMut};
 use orthrus_resp::{Protocol, Request, encode};
 
 use crate::client::Pending;
-use crate::cmd::split::array_elements;
+use crate::cmd::reply::array_elements;
 use crate::node::Done;
 use crate::node::forward::{self, Sent, Target, error_reply, no_owner};
 use crate::worker::WorkerCtx;

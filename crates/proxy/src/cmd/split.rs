@@ -8,9 +8,10 @@ use std::rc::Rc;
 
 use bytes::{Bytes, BytesMut};
 use orthrus_cluster::Slot;
-use orthrus_resp::{Limits, Protocol, Request, encode, scan_reply};
+use orthrus_resp::{Protocol, Request, encode};
 
 use crate::client::Pending;
+use crate::cmd::reply::{array_elements, parse_integer};
 use crate::node::Done;
 use crate::node::forward::{self, Target, error_reply};
 use crate::route::kind::Merge;
@@ -132,37 +133,6 @@ fn merge_replies(merge: Merge, keys: &[Vec<usize>], key_count: usize, replies: &
 
 fn is_error(frame: &[u8]) -> bool {
     matches!(frame.first(), Some(b'-' | b'!'))
-}
-
-/// `:n\r\n` as a number.
-pub fn parse_integer(frame: &[u8]) -> Option<i64> {
-    let body = frame.strip_prefix(b":")?.strip_suffix(b"\r\n")?;
-    std::str::from_utf8(body).ok()?.parse().ok()
-}
-
-/// The element frames of an array (or set) reply, as zero-copy slices.
-pub fn array_elements(frame: &Bytes) -> Option<Vec<Bytes>> {
-    if !matches!(frame.first(), Some(b'*' | b'~')) {
-        return None;
-    }
-    let line_end = memchr_crlf(frame)?;
-    let count: usize = std::str::from_utf8(frame.get(1..line_end)?)
-        .ok()?
-        .parse()
-        .ok()?;
-    let limits = Limits::for_replies();
-    let mut at = line_end + 2;
-    let mut out = Vec::with_capacity(count.min(4096));
-    for _ in 0..count {
-        let len = scan_reply(frame.get(at..)?, &limits).ok()??;
-        out.push(frame.slice(at..at + len));
-        at += len;
-    }
-    Some(out)
-}
-
-fn memchr_crlf(frame: &[u8]) -> Option<usize> {
-    frame.windows(2).position(|w| w == b"\r\n")
 }
 
 fn unexpected(reply: &[u8]) -> Bytes {

@@ -23,7 +23,7 @@ use orthrus_resp::{Limits, Request, scan_reply};
 
 use crate::client::transaction::{Multi, Watch};
 use crate::client::{Client, Pending};
-use crate::cmd::local::simple;
+use crate::cmd::reply::simple;
 use crate::node::Done;
 use crate::node::conn::BackendError;
 use crate::node::dedicated::DedicatedPool;
