@@ -16,6 +16,7 @@ use crate::http as admin;
 use crate::node::topology;
 use crate::process::Shared;
 
+mod memory;
 mod thread;
 
 /// Pending connections the kernel queues per listener.
@@ -119,9 +120,10 @@ pub async fn run(
 ) -> anyhow::Result<()> {
     let shared = Shared::new(settings);
     if shared.settings.raw.memory_limit_mb > 0 {
-        tokio::spawn(watch_memory(shared.clone()));
+        tokio::spawn(memory::watch_limit(shared.clone()));
     }
     tokio::spawn(sample_ops(shared.clone()));
+    tokio::spawn(memory::give_back_when_clients_leave(shared.clone()));
     let reloading = shared.clone();
     tokio::spawn(async move {
         while let Some(config) = reloads.recv().await {
@@ -184,29 +186,6 @@ pub async fn run(
     Ok(())
 }
 
-/// Samples resident memory every 100 ms against `memory_limit_mb`.
-async fn watch_memory(shared: Arc<Shared>) {
-    use std::sync::atomic::Ordering;
-    let limit_kib = shared.settings.raw.memory_limit_mb.saturating_mul(1024);
-    loop {
-        if let Some(rss) = resident_kib() {
-            let over = rss > limit_kib;
-            if shared.over_memory.swap(over, Ordering::Relaxed) != over {
-                if over {
-                    tracing::warn!(
-                        rss_kib = rss,
-                        limit_kib,
-                        "over memory_limit_mb: refusing new requests"
-                    );
-                } else {
-                    tracing::info!(rss_kib = rss, limit_kib, "back under memory_limit_mb");
-                }
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
 /// Samples the command counter for INFO's `instantaneous_ops_per_sec`.
 async fn sample_ops(shared: Arc<Shared>) {
     let mut tick = tokio::time::interval(crate::observe::stats::OpsMeter::INTERVAL);
@@ -216,11 +195,4 @@ async fn sample_ops(shared: Arc<Shared>) {
             .ops
             .sample(crate::observe::stats::totals(&shared.stats).commands);
     }
-}
-
-/// VmRSS of this process, in KiB.
-fn resident_kib() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find_map(|l| l.strip_prefix("VmRSS:"))?;
-    line.trim().trim_end_matches("kB").trim().parse().ok()
 }
