@@ -29,9 +29,10 @@ pub enum Pending {
     Ready(Bytes),
     /// Known already; the connection closes after it (QUIT, protocol error).
     Last(Bytes),
-    /// Coming from the cluster (boxed: queue entries stay small, and are
-    /// moved several times on their way).
-    Remote(Box<Remote>),
+    /// Coming from the cluster. Not boxed: an entry is moved into the
+    /// client's queue once and out once, and a box cost an allocation per
+    /// request.
+    Remote(Remote),
     /// Coming from several requests, or needing more than one step; its
     /// requests were sent when it was read.
     Future(Pin<Box<dyn Future<Output = Done>>>),

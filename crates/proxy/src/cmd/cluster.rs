@@ -77,7 +77,7 @@ fn forward_to_owner(req: &Request, client: &Client, ctx: &Rc<WorkerCtx>) -> Pend
         client.proto,
         true,
     ) {
-        Sent::Remote(remote) => Pending::Remote(Box::new(remote)),
+        Sent::Remote(remote) => Pending::Remote(remote),
         Sent::Refused(reply) => Pending::Ready(reply),
     }
 }

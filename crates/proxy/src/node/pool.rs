@@ -2,8 +2,8 @@
 //! long-lived multiplexed connections, made on first use and remade after a
 //! failure, with a back-off so a dead node is not hammered with connects.
 
+use rustc_hash::FxHashMap as HashMap;
 use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
 use std::rc::Rc;
 
 use orthrus_cluster::NodeAddr;
@@ -26,7 +26,7 @@ impl Pool {
         Pool {
             env,
             per_node: per_node.max(1),
-            conns: RefCell::new(HashMap::new()),
+            conns: RefCell::new(HashMap::default()),
             next: Cell::new(0),
         }
     }

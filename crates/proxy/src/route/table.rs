@@ -8,7 +8,7 @@
 //! locally, sent to any node, refused) is orthrus's own decision and always
 //! comes from the built-in rules in [`crate::route::kind`].
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::sync::Arc;
 
 use orthrus_cluster::Slot;
@@ -116,7 +116,7 @@ pub enum Rejection {
 impl CommandTable {
     /// The built-in table: the common commands with their key positions.
     pub fn builtin() -> CommandTable {
-        let mut commands = HashMap::new();
+        let mut commands = HashMap::default();
         for &(family, entries) in kind::BUILTIN {
             for entry in entries {
                 let info = CommandInfo::from_builtin(entry, family);
@@ -335,7 +335,7 @@ impl CommandInfo {
             blocks_with_block_option: is_xread(entry.name),
             rules_by_subcommand: kind::CONTAINERS.contains(&entry.name),
             key_specs,
-            subcommands: HashMap::new(),
+            subcommands: HashMap::default(),
         }
     }
 

@@ -86,7 +86,7 @@ fn silence(pending: Pending, ctx: &Rc<WorkerCtx>) -> Pending {
         Pending::Remote(remote) => {
             let ctx = ctx.clone();
             Pending::Future(Box::pin(async move {
-                let done = forward::resolve(&ctx.pool, *remote).await;
+                let done = forward::resolve(&ctx.pool, remote).await;
                 Done {
                     reply: Bytes::new(),
                     ..done
@@ -176,7 +176,7 @@ fn run(
         (target, readonly)
     };
     let pending = match forward::forward(&ctx.pool, req.into_frame(), target, proto, readonly) {
-        Sent::Remote(remote) => Pending::Remote(Box::new(remote)),
+        Sent::Remote(remote) => Pending::Remote(remote),
         Sent::Refused(reply) => Pending::Ready(reply),
     };
     Started::ran(pending, family)

@@ -422,6 +422,8 @@ impl<S: Stream> Session<S> {
     /// any was taken; an error when the client is gone.
     fn take_replies(&mut self, cx: &mut Context<'_>) -> io::Result<bool> {
         let mut took = false;
+        // Replies taken in one pass became ready together: one clock read.
+        let mut now: Option<Instant> = None;
         self.take_pushes(cx);
         while self.output.len() < OUTPUT_BATCH {
             let Some(entry) = self.queue.front_mut() else {
@@ -438,7 +440,7 @@ impl<S: Stream> Session<S> {
                             std::mem::replace(&mut entry.pending, Pending::Ready(Bytes::new()));
                         if let Pending::Remote(remote) = remote {
                             entry.pending = Pending::Future(Box::pin(async move {
-                                forward::resolve(&ctx.pool, *remote).await
+                                forward::resolve(&ctx.pool, remote).await
                             }));
                         }
                         continue;
@@ -472,7 +474,8 @@ impl<S: Stream> Session<S> {
             };
             if let Some(entry) = self.queue.pop_front() {
                 if let Some(stamp) = &entry.stamp {
-                    self.account(stamp, done.backend);
+                    let now = *now.get_or_insert_with(Instant::now);
+                    self.account(stamp, now, done.backend);
                 }
             }
             self.output.push(done.reply);
@@ -503,9 +506,9 @@ impl<S: Stream> Session<S> {
 
     /// Counts a request whose reply is ready in the latency figures, and
     /// in the SLOWLOG if it was slow.
-    fn account(&self, stamp: &Stamp, backend: Option<Duration>) {
+    fn account(&self, stamp: &Stamp, now: Instant, backend: Option<Duration>) {
         let ctx = &self.ctx;
-        let total = stamp.read.elapsed();
+        let total = now.saturating_duration_since(stamp.read);
         ctx.latency().record(stamp.family, total, backend);
         let Some(frame) = &stamp.frame else {
             return; // refused before it ran
