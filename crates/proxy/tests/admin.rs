@@ -12,6 +12,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::Proxy;
+use common::admin::{Sample, parse_sample};
 use orthrus_devcluster::free_port;
 
 /// A parsed HTTP response.
@@ -30,46 +31,13 @@ impl Reply {
     }
 }
 
-/// One sample of the exposition: `name{labels} value`.
-#[derive(Debug)]
-struct Sample {
-    name: String,
-    labels: Vec<(String, String)>,
-    value: f64,
-}
-
-impl Sample {
-    /// Whether this is the sample with this name and exactly these labels.
-    fn is(&self, name: &str, labels: &[(&str, &str)]) -> bool {
-        self.name == name
-            && self.labels.len() == labels.len()
-            && labels
-                .iter()
-                .all(|(k, v)| self.labels.iter().any(|(sk, sv)| sk == k && sv == v))
-    }
-}
-
 fn free_addr() -> SocketAddr {
     let port = free_port().expect("free port");
     format!("127.0.0.1:{port}").parse().unwrap()
 }
 
-/// Starts orthrus with the admin endpoint on a free port and waits until
-/// that endpoint accepts connections.
 fn spawn_with_admin(seeds: &[SocketAddr]) -> (Proxy, SocketAddr) {
-    let admin = free_addr();
-    let flag = admin.to_string();
-    let proxy = Proxy::spawn(seeds, &["--metrics", &flag, "--threads", "2"], &[]);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while TcpStream::connect(admin).is_err() {
-        assert!(
-            Instant::now() < deadline,
-            "admin endpoint did not listen:\n{}",
-            proxy.log_text()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    (proxy, admin)
+    common::admin::spawn_with_admin(seeds, &["--threads", "2"], &[])
 }
 
 /// Sends `request` as is and reads the response until the server closes.
@@ -230,44 +198,6 @@ fn check_histograms(samples: &[Sample], types: &HashMap<String, String>) {
             assert_eq!(value(samples, &format!("{name}_count"), &labels), last);
             value(samples, &format!("{name}_sum"), &labels);
         }
-    }
-}
-
-fn parse_sample(line: &str) -> Sample {
-    let (series, value) = line.rsplit_once(' ').expect("series and value");
-    let value: f64 = value
-        .parse()
-        .unwrap_or_else(|_| panic!("value is not a float: {line:?}"));
-    let (name, labels) = match series.split_once('{') {
-        None => (series, Vec::new()),
-        Some((name, rest)) => {
-            let inner = rest.strip_suffix('}').expect("closing brace");
-            let labels = inner
-                .split(',')
-                .map(|pair| {
-                    let (k, v) = pair.split_once('=').expect("label=value");
-                    let v = v
-                        .strip_prefix('"')
-                        .and_then(|v| v.strip_suffix('"'))
-                        .expect("quoted label value");
-                    (k.to_owned(), v.to_owned())
-                })
-                .collect();
-            (name, labels)
-        }
-    };
-    assert!(
-        !name.is_empty()
-            && name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':')
-            && !name.starts_with(|c: char| c.is_ascii_digit()),
-        "bad metric name: {line:?}"
-    );
-    Sample {
-        name: name.to_owned(),
-        labels,
-        value,
     }
 }
 

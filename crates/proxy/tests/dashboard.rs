@@ -13,7 +13,7 @@ mod common;
 
 use std::collections::{BTreeSet, HashMap};
 
-use common::admin::{get, spawn_with_admin, wait_status};
+use common::admin::{get, parse_sample, spawn_with_admin, wait_status};
 use serde_json::Value;
 
 const DASHBOARD: &str = concat!(
@@ -272,22 +272,8 @@ fn parse_exposition(text: &str) -> Exposition {
         if line.starts_with('#') || line.is_empty() {
             continue;
         }
-        let (series, _value) = line.rsplit_once(' ').expect("series and value");
-        let (name, labels) = match series.split_once('{') {
-            None => (series, Vec::new()),
-            Some((name, rest)) => {
-                let inner = rest.strip_suffix('}').expect("closing brace");
-                let labels = inner
-                    .split(',')
-                    .map(|pair| {
-                        let (k, v) = pair.split_once('=').expect("label=value");
-                        (k.to_owned(), v.trim_matches('"').to_owned())
-                    })
-                    .collect();
-                (name, labels)
-            }
-        };
-        samples.entry(name.to_owned()).or_default().push(labels);
+        let sample = parse_sample(line);
+        samples.entry(sample.name).or_default().push(sample.labels);
     }
     Exposition { samples, types }
 }

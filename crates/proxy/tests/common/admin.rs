@@ -78,3 +78,62 @@ pub fn wait_status(admin: SocketAddr, path: &str, status: u16, timeout: Duration
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// One sample of the exposition: `name{labels} value`.
+#[derive(Debug)]
+pub struct Sample {
+    pub name: String,
+    pub labels: Vec<(String, String)>,
+    pub value: f64,
+}
+
+impl Sample {
+    /// Whether this is the sample with this name and exactly these labels.
+    pub fn is(&self, name: &str, labels: &[(&str, &str)]) -> bool {
+        self.name == name
+            && self.labels.len() == labels.len()
+            && labels
+                .iter()
+                .all(|(k, v)| self.labels.iter().any(|(sk, sv)| sk == k && sv == v))
+    }
+}
+
+/// Parses one sample line of the Prometheus text format, asserting its
+/// form (a float value, a valid metric name, quoted label values).
+pub fn parse_sample(line: &str) -> Sample {
+    let (series, value) = line.rsplit_once(' ').expect("series and value");
+    let value: f64 = value
+        .parse()
+        .unwrap_or_else(|_| panic!("value is not a float: {line:?}"));
+    let (name, labels) = match series.split_once('{') {
+        None => (series, Vec::new()),
+        Some((name, rest)) => {
+            let inner = rest.strip_suffix('}').expect("closing brace");
+            let labels = inner
+                .split(',')
+                .map(|pair| {
+                    let (k, v) = pair.split_once('=').expect("label=value");
+                    let v = v
+                        .strip_prefix('"')
+                        .and_then(|v| v.strip_suffix('"'))
+                        .expect("quoted label value");
+                    (k.to_owned(), v.to_owned())
+                })
+                .collect();
+            (name, labels)
+        }
+    };
+    assert!(
+        !name.is_empty()
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':')
+            && !name.starts_with(|c: char| c.is_ascii_digit()),
+        "bad metric name: {line:?}"
+    );
+    Sample {
+        name: name.to_owned(),
+        labels,
+        value,
+    }
+}
