@@ -23,6 +23,7 @@ const SETTINGS: &[&str] = &[
     "client",
     "slowlog",
     "log",
+    "admin",
 ];
 
 /// Exit code for a configuration that cannot be used (`EX_USAGE`).
@@ -70,6 +71,23 @@ pub struct Config {
     pub slowlog: SlowlogConfig,
     /// Logging.
     pub log: LogConfig,
+    /// Administrative commands through orthrus.
+    pub admin: AdminConfig,
+}
+
+/// `[admin]`: administrative commands (CONFIG, SAVE, DEBUG, ACL, ...).
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AdminConfig {
+    /// Send administrative commands to the nodes instead of refusing them:
+    /// CONFIG SET/REWRITE, ACL changes and LATENCY RESET to every node
+    /// (masters and replicas), SAVE/BGSAVE/BGREWRITEAOF/MEMORY PURGE and
+    /// keyless DEBUG to every master, CONFIG GET and the read-only ACL,
+    /// LATENCY and MEMORY subcommands to one master, DEBUG/PFDEBUG with a
+    /// key to the key's master. SHUTDOWN, REPLICAOF, FAILOVER, MODULE and
+    /// MONITOR stay refused. Clients must have authenticated when a
+    /// password is set (as for every command). Reloadable. Default false.
+    pub passthrough: bool,
 }
 
 /// `[cluster]`: how the topology is learnt and kept current.
@@ -241,6 +259,7 @@ impl Default for Config {
             client: ClientConfig::default(),
             slowlog: SlowlogConfig::default(),
             log: LogConfig::default(),
+            admin: AdminConfig::default(),
         }
     }
 }

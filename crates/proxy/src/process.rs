@@ -34,6 +34,7 @@ const LIVE: &[&str] = &[
     "slowlog.log_slower_than_us",
     "slowlog.max_len",
     "log.level",
+    "admin.passthrough",
 ];
 
 /// What every worker reads.

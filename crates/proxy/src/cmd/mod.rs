@@ -6,6 +6,8 @@
 //! - [`local`] — commands answered by orthrus itself (the handshake, CLIENT,
 //!   SELECT, SLOWLOG, ...), with [`info`] (INFO) and [`cluster`] (CLUSTER as
 //!   a one-node cluster at orthrus's own address).
+//! - [`admin`] — administrative commands sent to the nodes, when
+//!   `admin.passthrough` is on.
 //! - [`split`] — cross-slot multi-key commands split per slot and merged.
 //! - [`fanout`] — keyspace-wide commands sent to every master and merged.
 //! - [`scan`] — SCAN across the masters, the cursor naming the master.
@@ -15,6 +17,7 @@
 //! - [`reply`] — building orthrus's own replies and reading the parts of
 //!   nodes' replies that merges need.
 
+pub mod admin;
 pub mod blocking;
 pub mod cluster;
 pub mod fanout;

@@ -220,7 +220,8 @@ const SCRIPT_ADMIN: &str = "send it to the node that runs the script";
 const BLOCKING: &str = "it blocks but has no key, so orthrus cannot tell which node it is for";
 const ONE_DATABASE: &str = "Redis Cluster has only database 0";
 const NOT_THROUGH_PROXY: &str = "it cannot work through a proxy";
-const ADMIN: &str = "administrative commands must be sent to the cluster nodes directly";
+/// Why administrative commands are refused (unless `admin.passthrough`).
+pub const ADMIN: &str = "administrative commands must be sent to the cluster nodes directly";
 const NO_KEY: &str = "it has no key, so orthrus cannot tell which node it is for";
 
 /// Commands whose subcommands orthrus handles differently from each other.

@@ -111,6 +111,18 @@ pub enum Rejection {
     Unsupported(Arc<CommandInfo>, &'static str),
 }
 
+// === impl Rejection ===
+
+impl Rejection {
+    /// The command is administrative (refused unless `admin.passthrough`).
+    pub fn admin(&self) -> Option<&Arc<CommandInfo>> {
+        match self {
+            Rejection::Unsupported(info, why) if *why == kind::ADMIN => Some(info),
+            _ => None,
+        }
+    }
+}
+
 // === impl CommandTable ===
 
 impl CommandTable {

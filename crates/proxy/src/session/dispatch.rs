@@ -12,7 +12,7 @@ use orthrus_resp::Request;
 
 use crate::client::subscriptions::PubSub;
 use crate::client::{Client, Pending, PushSink, ReplyMode};
-use crate::cmd::{blocking, fanout, local, pubsub, scan, split, transaction};
+use crate::cmd::{admin, blocking, fanout, local, pubsub, scan, split, transaction};
 use crate::node::Done;
 use crate::node::forward::{self, Sent, Target, error_reply};
 use crate::observe::clients::Closer;
@@ -163,6 +163,12 @@ fn run(
             return Started::ran(pending, Family::Blocking);
         }
         Route::Reject(rejection) => {
+            if let Some(info) = rejection.admin() {
+                if ctx.shared.live.load().admin.passthrough {
+                    let pending = admin::dispatch(ctx, &req, info, proto);
+                    return Started::ran(pending, family);
+                }
+            }
             WorkerStats::bump(&stats.rejected_commands);
             let reply = error_reply(&rejection.message(&req));
             return Started::refused(Pending::Ready(reply), family);

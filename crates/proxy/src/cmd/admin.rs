@@ -1,0 +1,205 @@
+//! Administrative commands, when `admin.passthrough` is on: each goes
+//! where it means what it means on one redis-server.
+//!
+//! - Settings and users (CONFIG SET/REWRITE, ACL SETUSER/DELUSER/LOAD/SAVE,
+//!   LATENCY RESET): every node, masters and replicas, so that a failover
+//!   keeps them.
+//! - Persistence and memory (SAVE, BGSAVE, BGREWRITEAOF, MEMORY PURGE) and
+//!   DEBUG without a key: every master.
+//! - Questions (CONFIG GET, ACL LIST/GETUSER/..., LATENCY LATEST/HISTORY/...,
+//!   MEMORY STATS/DOCTOR, ...): one master.
+//! - DEBUG OBJECT and the like, PFDEBUG: the master of the key.
+//! - SHUTDOWN, REPLICAOF/SLAVEOF, FAILOVER and MODULE stay refused: they
+//!   would change the cluster's shape, which belongs to its operator.
+//!
+//! Replies of several nodes: `+OK` (or any reply) when every node gave the
+//! same one; integers that differ are summed (LATENCY RESET counts events
+//! per node); the first error wins, naming the node it came from.
+
+use std::rc::Rc;
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use orthrus_cluster::{NodeAddr, Slot};
+use orthrus_resp::{Protocol, Request, encode};
+
+use crate::client::Pending;
+use crate::cmd::fanout;
+use crate::cmd::reply::parse_integer;
+use crate::node::Done;
+use crate::node::forward::{self, Sent, Target, error_reply, no_owner};
+use crate::route::table::CommandInfo;
+use crate::worker::WorkerCtx;
+
+/// Where an administrative command goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Scope {
+    EveryNode,
+    EveryMaster,
+    OneMaster,
+    /// The master of the key the command names.
+    Keyed,
+    Refused(&'static str),
+}
+
+const SHAPE: &str = "it changes the cluster's shape; send it to the node directly";
+
+/// Sends an administrative command where it belongs.
+pub fn dispatch(
+    ctx: &Rc<WorkerCtx>,
+    req: &Request,
+    info: &Arc<CommandInfo>,
+    proto: Protocol,
+) -> Pending {
+    let map = ctx.shared.slots.load();
+    let nodes: Vec<NodeAddr> = match scope(&full_name(info, req)) {
+        Scope::Refused(why) => {
+            let name = info.name.to_ascii_uppercase().replace('|', " ");
+            return Pending::Ready(error_reply(&format!(
+                "ERR orthrus: {name} is refused: {why}"
+            )));
+        }
+        Scope::EveryNode => map.nodes().iter().map(|n| n.addr.clone()).collect(),
+        Scope::EveryMaster => map.masters(),
+        Scope::OneMaster => map.masters().into_iter().take(1).collect(),
+        // DEBUG OBJECT key, PFDEBUG GETREG key, ...: the key follows the
+        // subcommand (the COMMAND reply gives no key position for them).
+        Scope::Keyed => match req.arg(2) {
+            Some(key) => map
+                .master(Slot::for_key(key))
+                .cloned()
+                .into_iter()
+                .collect(),
+            None => map.masters().into_iter().take(1).collect(),
+        },
+    };
+    if nodes.is_empty() {
+        return Pending::Ready(no_owner(&map));
+    }
+    send(ctx, nodes, req.frame(), proto)
+}
+
+/// Sends `frame` to each of `nodes`; one node's reply is the client's as
+/// it is, several are merged.
+fn send(ctx: &Rc<WorkerCtx>, nodes: Vec<NodeAddr>, frame: &Bytes, proto: Protocol) -> Pending {
+    if let [one] = nodes.as_slice() {
+        return match forward::forward(
+            &ctx.pool,
+            frame.clone(),
+            Target::Node(one.clone()),
+            proto,
+            false,
+        ) {
+            Sent::Remote(remote) => Pending::Remote(remote),
+            Sent::Refused(reply) => Pending::Ready(reply),
+        };
+    }
+    let sent = fanout::send_to_each(ctx, nodes.clone(), frame, proto, false);
+    let ctx = ctx.clone();
+    Pending::Future(Box::pin(async move {
+        let (replies, backend) = forward::resolve_all(&ctx.pool, sent).await;
+        Done::from_nodes(merge(&nodes, &replies), backend)
+    }))
+}
+
+/// The command's name with its subcommand (`debug|object`), lower case,
+/// also where the command table does not list the subcommands.
+fn full_name(info: &CommandInfo, req: &Request) -> String {
+    const CONTAINERS: [&str; 6] = ["acl", "config", "debug", "latency", "memory", "module"];
+    let base = info.name.split('|').next().unwrap_or_default();
+    match req.arg(1) {
+        Some(sub) if CONTAINERS.contains(&base) => {
+            format!(
+                "{base}|{}",
+                String::from_utf8_lossy(sub).to_ascii_lowercase()
+            )
+        }
+        _ => base.to_owned(),
+    }
+}
+
+/// Where the command (`name` or `container|sub`, lower case) goes.
+fn scope(name: &str) -> Scope {
+    match name {
+        "config|set" | "config|rewrite" | "acl|setuser" | "acl|deluser" | "acl|load"
+        | "acl|save" | "latency|reset" => Scope::EveryNode,
+        "save" | "bgsave" | "bgrewriteaof" | "memory|purge" => Scope::EveryMaster,
+        "debug|object"
+        | "debug|digest-value"
+        | "debug|listpack"
+        | "debug|quicklist-packed-threshold"
+        | "debug|stringmatch-len"
+        | "pfdebug" => Scope::Keyed,
+        "shutdown" | "replicaof" | "slaveof" | "failover" | "module" => Scope::Refused(SHAPE),
+        _ if name.starts_with("debug") => Scope::EveryMaster,
+        _ if name.starts_with("module|") => Scope::Refused(SHAPE),
+        _ => Scope::OneMaster,
+    }
+}
+
+/// One reply from the replies of `nodes` (in the same order).
+fn merge(nodes: &[NodeAddr], replies: &[Bytes]) -> Bytes {
+    if let Some((node, err)) = nodes
+        .iter()
+        .zip(replies)
+        .find(|(_, r)| matches!(r.first(), Some(b'-' | b'!')))
+    {
+        return naming(err, node);
+    }
+    let Some(first) = replies.first() else {
+        return error_reply("ERR orthrus: no node to ask");
+    };
+    if replies.iter().all(|r| r == first) {
+        return first.clone();
+    }
+    let sum: Option<i64> = replies.iter().map(|r| parse_integer(r)).sum();
+    match sum {
+        Some(n) => {
+            let mut out = BytesMut::with_capacity(24);
+            encode::integer(&mut out, n);
+            out.freeze()
+        }
+        None => first.clone(),
+    }
+}
+
+/// A node's error reply with the node named at its end.
+fn naming(err: &Bytes, node: &NodeAddr) -> Bytes {
+    let text = String::from_utf8_lossy(err);
+    let body = text.trim_start_matches(['-', '!']).trim_end();
+    error_reply(&format!("{body} (node {node})"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn addr(s: &str) -> NodeAddr {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn scopes() {
+        assert_eq!(scope("config|set"), Scope::EveryNode);
+        assert_eq!(scope("config|get"), Scope::OneMaster);
+        assert_eq!(scope("save"), Scope::EveryMaster);
+        assert_eq!(scope("debug|object"), Scope::Keyed);
+        assert_eq!(scope("debug|sleep"), Scope::EveryMaster);
+        assert!(matches!(scope("shutdown"), Scope::Refused(_)));
+        assert!(matches!(scope("module|load"), Scope::Refused(_)));
+    }
+
+    #[test]
+    fn merges_name_the_failing_node_and_sum_differing_integers() {
+        let nodes = [addr("127.0.0.1:1"), addr("127.0.0.1:2")];
+        let ok = Bytes::from_static(b"+OK\r\n");
+        assert_eq!(merge(&nodes, &[ok.clone(), ok.clone()]), ok);
+        let err = Bytes::from_static(b"-ERR Unknown option 'x'\r\n");
+        assert_eq!(
+            &merge(&nodes, &[ok, err])[..],
+            b"-ERR Unknown option 'x' (node 127.0.0.1:2)\r\n"
+        );
+        let (a, b) = (Bytes::from_static(b":2\r\n"), Bytes::from_static(b":3\r\n"));
+        assert_eq!(&merge(&nodes, &[a, b])[..], b":5\r\n");
+    }
+}

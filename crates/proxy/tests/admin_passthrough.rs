@@ -1,0 +1,82 @@
+//! `[admin] passthrough`: administrative commands sent where they mean what
+//! they mean on one redis-server; refused by default.
+
+mod common;
+
+use common::{Proxy, cluster, send};
+
+/// CONFIG GET of `name` on one node, straight from it.
+fn node_config(node: &orthrus_devcluster::RedisNode, name: &str) -> String {
+    let value = node.cmd(&["CONFIG", "GET", name]).expect("CONFIG GET");
+    let fields = value.as_array().expect("array");
+    fields
+        .get(1)
+        .and_then(|v| v.as_str())
+        .expect("value")
+        .to_owned()
+}
+
+#[test]
+fn passthrough_sends_admin_commands_to_the_right_nodes() {
+    let cluster = cluster(3, 1);
+    let proxy = Proxy::spawn(
+        &cluster.seeds(),
+        &["--threads", "1"],
+        &[("ORTHRUS_ADMIN__PASSTHROUGH", "true")],
+    );
+    proxy.wait_ready(std::time::Duration::from_secs(20));
+    let mut s = proxy.stream();
+
+    // Settings go to every node, replicas included.
+    assert_eq!(
+        send(&mut s, &["CONFIG", "SET", "maxmemory-samples", "7"]),
+        "+OK\r\n"
+    );
+    assert_eq!(cluster.nodes().len(), 6);
+    for node in cluster.nodes() {
+        assert_eq!(
+            node_config(node, "maxmemory-samples"),
+            "7",
+            "{}",
+            node.addr()
+        );
+    }
+    // Questions go to one master.
+    assert_eq!(
+        send(&mut s, &["CONFIG", "GET", "maxmemory-samples"]),
+        "*2\r\n$17\r\nmaxmemory-samples\r\n$1\r\n7\r\n"
+    );
+    // A node's error names the node.
+    let err = send(&mut s, &["CONFIG", "SET", "no-such-option", "1"]);
+    assert!(
+        err.starts_with("-ERR") && err.contains("(node 127.0.0.1:"),
+        "{err}"
+    );
+    // A keyed DEBUG goes to the key's master.
+    assert_eq!(send(&mut s, &["SET", "adm:k", "v"]), "+OK\r\n");
+    let object = send(&mut s, &["DEBUG", "OBJECT", "adm:k"]);
+    assert!(object.starts_with("+Value at:"), "{object}");
+    // Persistence on every master.
+    assert_eq!(send(&mut s, &["SAVE"]), "+OK\r\n");
+    // The cluster's shape stays the operator's.
+    let refused = send(&mut s, &["SHUTDOWN", "NOSAVE"]);
+    assert!(
+        refused.starts_with("-ERR orthrus: SHUTDOWN is refused"),
+        "{refused}"
+    );
+    assert_eq!(send(&mut s, &["GET", "adm:k"]), "$1\r\nv\r\n");
+    for node in cluster.nodes() {
+        node.cmd(&["PING"]).expect("every node still up");
+    }
+}
+
+#[test]
+fn admin_commands_are_refused_by_default() {
+    let cluster = cluster(1, 0);
+    let proxy = Proxy::start(&cluster.seeds(), &[]);
+    let mut s = proxy.stream();
+    let refused = send(&mut s, &["CONFIG", "SET", "maxmemory-samples", "9"]);
+    assert!(refused.contains("administrative commands"), "{refused}");
+    assert_ne!(node_config(&cluster.nodes()[0], "maxmemory-samples"), "9");
+    assert_eq!(send(&mut s, &["PING"]), "+PONG\r\n");
+}
