@@ -266,6 +266,12 @@ fn client_command(req: &Request, client: &mut Client, ctx: &WorkerCtx) -> Bytes 
                 Err(e) => error_reply(e),
             }
         }
+        b"pause" if argc == 3 || argc == 4 => pause(req, ctx),
+        b"unpause" => arity(argc == 2, {
+            ctx.shared.clients.unpause();
+            simple("OK")
+        }),
+        b"pause" => arity(false, Bytes::new()),
         b"reply" if argc == 3 => {
             let mode = req.arg(2).unwrap_or_default().to_ascii_lowercase();
             match mode.as_slice() {
@@ -310,8 +316,29 @@ fn client_command(req: &Request, client: &mut Client, ctx: &WorkerCtx) -> Bytes 
     }
 }
 
+/// CLIENT PAUSE timeout [WRITE|ALL]: orthrus holds its own clients' commands
+/// (all of them, or those that may write) until the timeout or UNPAUSE.
+fn pause(req: &Request, ctx: &WorkerCtx) -> Bytes {
+    let ms = std::str::from_utf8(req.arg(2).unwrap_or_default())
+        .ok()
+        .and_then(|t| t.parse::<i64>().ok());
+    let ms = match ms {
+        None => return error_reply("ERR timeout is not an integer or out of range"),
+        Some(ms) if ms < 0 => return error_reply("ERR timeout is negative"),
+        Some(ms) => ms.unsigned_abs(),
+    };
+    let all = match req.arg(3) {
+        None => true,
+        Some(m) if m.eq_ignore_ascii_case(b"all") => true,
+        Some(m) if m.eq_ignore_ascii_case(b"write") => false,
+        Some(_) => return error_reply("ERR syntax error"),
+    };
+    ctx.shared.clients.pause(ms, all);
+    simple("OK")
+}
+
 /// The CLIENT subcommands orthrus answers, as CLIENT HELP lists them.
-const CLIENT_HELP: [&str; 10] = [
+const CLIENT_HELP: [&str; 12] = [
     "GETNAME",
     "ID",
     "INFO",
@@ -322,6 +349,8 @@ const CLIENT_HELP: [&str; 10] = [
     "SETINFO <LIB-NAME|LIB-VER> <value>",
     "NO-EVICT <ON|OFF>",
     "NO-TOUCH <ON|OFF>",
+    "PAUSE <timeout> [WRITE|ALL]",
+    "UNPAUSE",
 ];
 
 /// Redis accepts names of printable ASCII without spaces.

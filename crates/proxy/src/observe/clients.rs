@@ -5,14 +5,14 @@
 
 use std::net::SocketAddr;
 use std::path::Path;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use dashmap::DashMap;
 use orthrus_resp::Protocol;
 use std::sync::Arc;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::task::Waker;
 
 /// What CLIENT LIST shows of one client, and how to close it.
@@ -34,6 +34,15 @@ pub struct ClientEntry {
 #[derive(Default)]
 pub struct Registry {
     clients: DashMap<u64, ClientEntry>,
+    pause: Pause,
+}
+
+/// CLIENT PAUSE: until when (ms after `since`; 0 = not paused) and whether
+/// reads wait too.
+struct Pause {
+    since: Instant,
+    until_ms: AtomicU64,
+    all: AtomicBool,
 }
 
 /// Where a client connected from: an address, or orthrus's Unix socket
@@ -103,6 +112,15 @@ impl Signal {
         }
     }
 
+    /// Wakes the task without raising anything (it looks again at what it
+    /// waits for: CLIENT UNPAUSE).
+    pub fn wake(&self) {
+        let waker = self.waker.lock().ok().and_then(|w| w.clone());
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+    }
+
     pub fn bits(&self) -> u8 {
         self.bits.load(Ordering::Acquire)
     }
@@ -115,6 +133,29 @@ impl Signal {
                 *slot = Some(waker.clone());
             }
         }
+    }
+}
+
+// === impl Pause ===
+
+impl Default for Pause {
+    fn default() -> Self {
+        Pause {
+            since: Instant::now(),
+            until_ms: AtomicU64::new(0),
+            all: AtomicBool::new(false),
+        }
+    }
+}
+
+impl Pause {
+    fn now_ms(&self) -> u64 {
+        u64::try_from(self.since.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    fn active(&self) -> bool {
+        let until = self.until_ms.load(Ordering::Acquire);
+        until != 0 && self.now_ms() < until
     }
 }
 
@@ -133,6 +174,45 @@ impl Closer {
 // === impl Registry ===
 
 impl Registry {
+    /// CLIENT PAUSE for `ms` milliseconds, of every command (`all`) or of
+    /// writes only. As in Redis, a pause already in force is extended, not
+    /// shortened, and never turns from ALL to WRITE.
+    pub fn pause(&self, ms: u64, all: bool) {
+        let p = &self.pause;
+        let until = p.now_ms().saturating_add(ms).max(1);
+        if p.active() {
+            p.until_ms.fetch_max(until, Ordering::AcqRel);
+            p.all.fetch_or(all, Ordering::AcqRel);
+        } else {
+            p.all.store(all, Ordering::Release);
+            p.until_ms.store(until, Ordering::Release);
+        }
+    }
+
+    /// CLIENT UNPAUSE: every held client goes on at once.
+    pub fn unpause(&self) {
+        self.pause.until_ms.store(0, Ordering::Release);
+        self.pause.all.store(false, Ordering::Release);
+        for e in self.clients.iter() {
+            e.closer.signal.wake();
+        }
+    }
+
+    /// Until when a command waits (`write`: it may write), if it must.
+    pub fn paused_until(&self, write: bool) -> Option<Instant> {
+        let p = &self.pause;
+        let until = p.until_ms.load(Ordering::Acquire);
+        if until == 0 || !(write || p.all.load(Ordering::Acquire)) {
+            return None;
+        }
+        (p.now_ms() < until).then(|| p.since + Duration::from_millis(until))
+    }
+
+    /// Whether any pause is in force (one load: the request path asks).
+    pub fn pausing(&self) -> bool {
+        self.pause.until_ms.load(Ordering::Relaxed) != 0
+    }
+
     /// Tells every client's task that orthrus is shutting down.
     pub fn drain_all(&self) {
         for e in self.clients.iter() {

@@ -31,6 +31,10 @@ pub struct CommandInfo {
     /// Redis refuses it inside MULTI (`no_multi`: SAVE, SHUTDOWN, ...);
     /// known from the cluster's `COMMAND` reply only.
     pub no_multi: bool,
+    /// It writes or may replicate (`write`, `may_replicate`: EVAL,
+    /// PUBLISH): what CLIENT PAUSE WRITE holds. Built-in entries: every
+    /// command not marked read-only.
+    pub may_write: bool,
     /// How orthrus handles it.
     pub kind: Kind,
     /// What it works on (latency figures are kept per family).
@@ -340,6 +344,7 @@ impl CommandInfo {
             ),
             readonly: entry.flags.contains('r'),
             no_multi: false,
+            may_write: !entry.flags.contains('r'),
             family,
             arity: entry.arity,
             name,
@@ -417,6 +422,7 @@ impl CommandInfo {
             arity,
             readonly: has("readonly"),
             no_multi: has("no_multi"),
+            may_write: has("write") || has("may_replicate"),
             kind,
             family,
             key_specs,

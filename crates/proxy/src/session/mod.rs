@@ -27,14 +27,13 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
-use orthrus_resp::{Protocol, RequestParser};
+use orthrus_resp::{Protocol, Request, RequestParser};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpStream, UnixStream};
 use tokio::sync::mpsc;
 use tokio::time::Sleep;
 use tracing::Instrument;
 
-use crate::client::subscriptions::PubSub;
 use crate::client::{Client, Pending, PushSink, ReplyMode};
 use crate::node::Done;
 use crate::node::forward::{self, error_reply};
@@ -46,6 +45,7 @@ use crate::worker::WorkerCtx;
 
 mod dispatch;
 mod output;
+mod timers;
 
 use dispatch::dispatch;
 use output::Output;
@@ -140,6 +140,10 @@ struct Session<S> {
     draining: bool,
     /// The task's waker is registered with the client's signal.
     registered: bool,
+    /// A request held by CLIENT PAUSE (the ones after it wait with it),
+    /// and when the pause ends.
+    held: Option<Box<Request>>,
+    pause_timer: Option<Pin<Box<Sleep>>>,
     idle: Option<Pin<Box<Sleep>>>,
 }
 
@@ -254,6 +258,8 @@ impl<S: Stream> Session<S> {
             closing: false,
             draining: ctx.shared.shutdown.is_cancelled(),
             registered: false,
+            held: None,
+            pause_timer: None,
             stream,
             client,
             ctx,
@@ -269,6 +275,7 @@ impl<S: Stream> Session<S> {
             return Poll::Ready(End::Gone);
         }
         self.draining |= signal & Signal::DRAIN != 0;
+        self.poll_pause_timer(cx);
         loop {
             let mut progress = false;
             if self.wants_input() {
@@ -301,6 +308,9 @@ impl<S: Stream> Session<S> {
                 break;
             }
         }
+        if self.poll_pause_timer(cx) {
+            cx.waker().wake_by_ref(); // the pause ended meanwhile
+        }
         if !self.registered {
             self.client.signal.register(cx.waker());
             self.registered = true;
@@ -317,7 +327,7 @@ impl<S: Stream> Session<S> {
         !self.closing
             && !self.draining
             && self.queue.len() < max_pending
-            && (!self.deferred || self.input.len() < DEFERRED_BUFFER)
+            && ((!self.deferred && self.held.is_none()) || self.input.len() < DEFERRED_BUFFER)
     }
 
     /// Reads what the socket has. With nothing buffered, reads into the
@@ -346,7 +356,7 @@ impl<S: Stream> Session<S> {
     /// a request is incomplete, and only then does a session keep a parser
     /// of its own.
     fn start_requests(&mut self) -> bool {
-        if self.input.is_empty() {
+        if self.input.is_empty() && self.held.is_none() {
             return false;
         }
         let limits = self.ctx.shared.settings.limits();
@@ -383,8 +393,19 @@ impl<S: Stream> Session<S> {
         let max_pending = self.ctx.shared.settings.raw.client.max_pending;
         let mut started = false;
         while !self.deferred && !self.closing && self.queue.len() < max_pending {
-            let entry = match parser.parse(&mut self.input) {
+            let parsed = match self.held.take() {
+                Some(req) => Ok(Some(*req)),
+                None => parser.parse(&mut self.input),
+            };
+            let entry = match parsed {
                 Ok(Some(req)) => {
+                    if let Some(until) = self.paused_until(&req) {
+                        // CLIENT PAUSE: it waits, and so does what follows.
+                        self.held = Some(Box::new(req));
+                        let until = tokio::time::Instant::from_std(until);
+                        self.pause_timer = Some(Box::pin(tokio::time::sleep_until(until)));
+                        break;
+                    }
                     let frame = req.frame().clone();
                     let pushes = &mut self.pushes;
                     let limit = self.ctx.shared.settings.raw.client.max_push_bytes;
@@ -529,45 +550,6 @@ impl<S: Stream> Session<S> {
                 name: ctx.shared.clients.name(self.client.id),
             });
         }
-    }
-
-    fn with_idle_timer(mut self) -> Session<S> {
-        self.reset_idle_timer();
-        self
-    }
-
-    /// How long this client may stay silent, from now. Subscribers and
-    /// clients in a WATCH are never timed out, nor (checked when the time
-    /// is up) clients waiting for replies, blocked ones among them: as in
-    /// Redis.
-    fn reset_idle_timer(&mut self) {
-        let secs = self.ctx.shared.live.load().client.idle_timeout_s;
-        let subscribed = self.client.pubsub.as_ref().is_some_and(PubSub::active);
-        if secs == 0 || subscribed || self.client.watch.is_some() {
-            self.idle = None;
-            return;
-        }
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
-        match &mut self.idle {
-            Some(sleep) => sleep.as_mut().reset(deadline),
-            None => self.idle = Some(Box::pin(tokio::time::sleep_until(deadline))),
-        }
-    }
-
-    fn poll_idle(&mut self, cx: &mut Context<'_>) -> Poll<End> {
-        let Some(sleep) = &mut self.idle else {
-            return Poll::Pending;
-        };
-        if sleep.as_mut().poll(cx).is_pending() {
-            return Poll::Pending;
-        }
-        if !self.queue.is_empty() {
-            // Replies became due meanwhile: not idle.
-            self.reset_idle_timer();
-            return self.poll_idle(cx);
-        }
-        tracing::debug!("idle timeout");
-        Poll::Ready(End::Gone)
     }
 }
 

@@ -1,0 +1,80 @@
+//! CLIENT PAUSE / UNPAUSE on orthrus's own clients, as on one redis-server.
+
+mod common;
+
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+use common::{Proxy, cluster, encode, reply_text, send};
+
+#[test]
+fn pause_write_holds_writes_and_lets_reads_through() {
+    let cluster = cluster(3, 0);
+    let proxy = Proxy::start(&cluster.seeds(), &["--threads", "2"]);
+    let mut admin = proxy.stream();
+    let mut other = proxy.stream();
+    assert_eq!(send(&mut other, &["SET", "pause:k", "1"]), "+OK\r\n");
+
+    assert_eq!(
+        send(&mut admin, &["CLIENT", "PAUSE", "1500", "WRITE"]),
+        "+OK\r\n"
+    );
+    let start = Instant::now();
+    assert_eq!(send(&mut other, &["GET", "pause:k"]), "$1\r\n1\r\n");
+    assert_eq!(send(&mut other, &["PING"]), "+PONG\r\n");
+    // Not held to the end of the pause (a loaded machine may be slow).
+    assert!(
+        start.elapsed() < Duration::from_millis(1000),
+        "reads waited"
+    );
+    // A write waits for the end of the pause, and what follows it too.
+    other
+        .write_all(
+            &[
+                encode(&["SET", "pause:k", "2"]),
+                encode(&["GET", "pause:k"]),
+            ]
+            .concat(),
+        )
+        .expect("send");
+    assert_eq!(reply_text(&mut other), "+OK\r\n");
+    assert!(
+        start.elapsed() >= Duration::from_millis(1400),
+        "the write was not held"
+    );
+    assert_eq!(reply_text(&mut other), "$1\r\n2\r\n");
+
+    // UNPAUSE lets held writes go at once.
+    assert_eq!(
+        send(&mut admin, &["CLIENT", "PAUSE", "20000", "WRITE"]),
+        "+OK\r\n"
+    );
+    let start = Instant::now();
+    other
+        .write_all(&encode(&["SET", "pause:k", "3"]))
+        .expect("send");
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(send(&mut admin, &["CLIENT", "UNPAUSE"]), "+OK\r\n");
+    assert_eq!(reply_text(&mut other), "+OK\r\n");
+    assert!(
+        start.elapsed() < Duration::from_secs(5),
+        "UNPAUSE did not release"
+    );
+
+    // ALL holds reads too; errors as Redis words them.
+    assert_eq!(send(&mut admin, &["CLIENT", "PAUSE", "500"]), "+OK\r\n");
+    let start = Instant::now();
+    assert_eq!(send(&mut other, &["GET", "pause:k"]), "$1\r\n3\r\n");
+    assert!(
+        start.elapsed() >= Duration::from_millis(400),
+        "ALL let a read through"
+    );
+    assert_eq!(
+        send(&mut admin, &["CLIENT", "PAUSE", "x"]),
+        "-ERR timeout is not an integer or out of range\r\n"
+    );
+    assert_eq!(
+        send(&mut admin, &["CLIENT", "PAUSE", "10", "SOME"]),
+        "-ERR syntax error\r\n"
+    );
+}
