@@ -84,8 +84,8 @@ pub struct AdminConfig {
     /// (masters and replicas), SAVE/BGSAVE/BGREWRITEAOF/MEMORY PURGE and
     /// keyless DEBUG to every master, CONFIG GET and the read-only ACL,
     /// LATENCY and MEMORY subcommands to one master, DEBUG/PFDEBUG with a
-    /// key to the key's master. SHUTDOWN, REPLICAOF, FAILOVER, MODULE and
-    /// MONITOR stay refused. Clients must have authenticated when a
+    /// key to the key's master, MONITOR from every master. SHUTDOWN,
+    /// REPLICAOF, FAILOVER and MODULE stay refused. Clients must have authenticated when a
     /// password is set (as for every command). Reloadable. Default false.
     pub passthrough: bool,
 }

@@ -3,6 +3,9 @@
 
 mod common;
 
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+
 use common::{Proxy, cluster, send};
 
 /// CONFIG GET of `name` on one node, straight from it.
@@ -24,7 +27,7 @@ fn passthrough_sends_admin_commands_to_the_right_nodes() {
         &["--threads", "1"],
         &[("ORTHRUS_ADMIN__PASSTHROUGH", "true")],
     );
-    proxy.wait_ready(std::time::Duration::from_secs(20));
+    proxy.wait_ready(Duration::from_secs(20));
     let mut s = proxy.stream();
 
     // Settings go to every node, replicas included.
@@ -68,6 +71,51 @@ fn passthrough_sends_admin_commands_to_the_right_nodes() {
     for node in cluster.nodes() {
         node.cmd(&["PING"]).expect("every node still up");
     }
+}
+
+#[test]
+fn monitor_streams_every_master() {
+    let cluster = cluster(3, 0);
+    let proxy = Proxy::spawn(
+        &cluster.seeds(),
+        &["--threads", "2"],
+        &[("ORTHRUS_ADMIN__PASSTHROUGH", "true")],
+    );
+    proxy.wait_ready(Duration::from_secs(20));
+    let mut monitor = proxy.stream();
+    assert_eq!(send(&mut monitor, &["MONITOR"]), "+OK\r\n");
+    let mut other = proxy.stream();
+    // Keys on every master, until the monitor has seen each (its streams
+    // start a moment after its +OK).
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut seen = HashSet::new();
+    monitor
+        .set_read_timeout(Some(Duration::from_millis(200)))
+        .expect("timeout");
+    let mut round = 0;
+    while seen.len() < 30 {
+        assert!(Instant::now() < deadline, "seen only {seen:?}");
+        for i in 0..30 {
+            assert_eq!(
+                send(&mut other, &["SET", &format!("mon:{i}"), "v"]),
+                "+OK\r\n"
+            );
+        }
+        round += 1;
+        while let Ok(line) = common::read_reply(&mut monitor) {
+            let line = String::from_utf8_lossy(&line).into_owned();
+            assert!(line.starts_with('+'), "{line}");
+            if let Some(at) = line.find("\"SET\" \"mon:") {
+                let key = line[at + 7..].split('"').next().unwrap_or("").to_owned();
+                seen.insert(key);
+            }
+        }
+    }
+    assert!(round >= 1);
+    // RESET ends monitoring: the connection answers again.
+    monitor.set_read_timeout(None).expect("timeout");
+    let reset = send(&mut monitor, &["RESET"]);
+    assert!(reset.ends_with("+RESET\r\n"), "{reset}");
 }
 
 #[test]

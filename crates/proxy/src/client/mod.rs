@@ -15,6 +15,7 @@ use crate::node::Done;
 use crate::node::forward::Remote;
 use crate::observe::clients::{ClientAddr, ClientEntry, Closer, Names, Signal};
 
+pub mod monitor;
 pub mod push;
 pub mod subscriptions;
 pub mod transaction;
@@ -64,6 +65,8 @@ pub struct Client {
     pub multi: Option<Box<Multi>>,
     /// After WATCH, until EXEC, DISCARD, UNWATCH or RESET.
     pub watch: Option<Watch>,
+    /// MONITOR streams (with `admin.passthrough`).
+    pub monitor: Option<Box<monitor::Monitor>>,
     /// Subscriptions, from the first (S|P)SUBSCRIBE on.
     pub pubsub: Option<PubSub>,
     /// False until AUTH succeeds when a client password is configured.

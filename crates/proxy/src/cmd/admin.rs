@@ -9,6 +9,7 @@
 //! - Questions (CONFIG GET, ACL LIST/GETUSER/..., LATENCY LATEST/HISTORY/...,
 //!   MEMORY STATS/DOCTOR, ...): one master.
 //! - DEBUG OBJECT and the like, PFDEBUG: the master of the key.
+//! - MONITOR: every master's stream, merged as it arrives.
 //! - SHUTDOWN, REPLICAOF/SLAVEOF, FAILOVER and MODULE stay refused: they
 //!   would change the cluster's shape, which belongs to its operator.
 //!
@@ -23,9 +24,10 @@ use bytes::{Bytes, BytesMut};
 use orthrus_cluster::{NodeAddr, Slot};
 use orthrus_resp::{Protocol, Request, encode};
 
-use crate::client::Pending;
+use crate::client::monitor::Monitor;
+use crate::client::{Client, Pending, PushSink};
 use crate::cmd::fanout;
-use crate::cmd::reply::parse_integer;
+use crate::cmd::reply::{parse_integer, simple};
 use crate::node::Done;
 use crate::node::forward::{self, Sent, Target, error_reply, no_owner};
 use crate::route::table::CommandInfo;
@@ -77,6 +79,17 @@ pub fn dispatch(
         return Pending::Ready(no_owner(&map));
     }
     send(ctx, nodes, req.frame(), proto)
+}
+
+/// MONITOR: every master's stream, pushed to the client (see
+/// `client::monitor`).
+pub fn monitor(ctx: &Rc<WorkerCtx>, client: &mut Client, push: &PushSink) -> Pending {
+    let masters = ctx.shared.slots.load().masters();
+    if masters.is_empty() {
+        return Pending::Ready(no_owner(&ctx.shared.slots.load()));
+    }
+    client.monitor = Some(Box::new(Monitor::start(ctx, masters, push)));
+    Pending::Ready(simple("OK"))
 }
 
 /// Sends `frame` to each of `nodes`; one node's reply is the client's as

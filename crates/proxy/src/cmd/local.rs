@@ -34,6 +34,7 @@ pub fn execute(cmd: Local, req: &Request, client: &mut Client, ctx: &Rc<WorkerCt
             client.names = None;
             client.multi = None;
             client.watch = None;
+            client.monitor = None;
             client.pubsub = None;
             let live = ctx.shared.live.load();
             let cfg = &live.client;

@@ -16,7 +16,7 @@ use crate::worker::WorkerCtx;
 pub fn command(
     client: &mut Client,
     req: &Request,
-    sink: impl FnOnce(Closer) -> PushSink,
+    sink: &mut impl FnMut(Closer) -> PushSink,
     ctx: &Rc<WorkerCtx>,
 ) -> Option<Pending> {
     const COMMANDS: [&str; 6] = [

@@ -296,9 +296,11 @@ fn listed(name: &str) -> Option<Kind> {
         "script" | "function" | "script|kill" | "function|kill" => Kind::Unsupported(SCRIPT_ADMIN),
         "wait" | "waitaof" => Kind::Unsupported(WAIT),
         "move" | "swapdb" => Kind::Unsupported(ONE_DATABASE),
-        "monitor" | "sync" | "psync" | "replconf" => Kind::Unsupported(NOT_THROUGH_PROXY),
+        "sync" | "psync" | "replconf" => Kind::Unsupported(NOT_THROUGH_PROXY),
         "debug" | "shutdown" | "config" | "save" | "bgsave" | "bgrewriteaof" | "replicaof"
-        | "slaveof" | "failover" | "acl" | "latency" | "module" => Kind::Unsupported(ADMIN),
+        | "slaveof" | "failover" | "acl" | "latency" | "module" | "monitor" => {
+            Kind::Unsupported(ADMIN)
+        }
         _ => return None,
     };
     Some(kind)

@@ -52,7 +52,7 @@ impl Started {
 pub fn dispatch(
     client: &mut Client,
     req: Request,
-    sink: impl FnOnce(Closer) -> PushSink,
+    sink: impl FnMut(Closer) -> PushSink,
     ctx: &Rc<WorkerCtx>,
 ) -> Started {
     // CLIENT REPLY OFF/SKIP: the command runs, its reply is not sent
@@ -112,7 +112,7 @@ fn silence(pending: Pending, ctx: &Rc<WorkerCtx>) -> Pending {
 fn run(
     client: &mut Client,
     req: Request,
-    sink: impl FnOnce(Closer) -> PushSink,
+    mut sink: impl FnMut(Closer) -> PushSink,
     ctx: &Rc<WorkerCtx>,
 ) -> Started {
     let stats = ctx.stats();
@@ -135,7 +135,7 @@ fn run(
     // whatever a client sends in subscriber mode or inside MULTI.
     let subscribed = client.pubsub.as_ref().is_some_and(PubSub::active);
     if family == Family::PubSub || subscribed {
-        if let Some(pending) = pubsub::command(client, &req, sink, ctx) {
+        if let Some(pending) = pubsub::command(client, &req, &mut sink, ctx) {
             return Started::ran(pending, Family::PubSub);
         }
     }
@@ -165,7 +165,12 @@ fn run(
         Route::Reject(rejection) => {
             if let Some(info) = rejection.admin() {
                 if ctx.shared.live.load().admin.passthrough {
-                    let pending = admin::dispatch(ctx, &req, info, proto);
+                    let pending = if &*info.name == "monitor" {
+                        let push = sink(client.closer());
+                        admin::monitor(ctx, client, &push)
+                    } else {
+                        admin::dispatch(ctx, &req, info, proto)
+                    };
                     return Started::ran(pending, family);
                 }
             }

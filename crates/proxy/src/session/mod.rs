@@ -236,6 +236,7 @@ fn new_client(stream: &impl Stream, peer: ClientAddr, ctx: &WorkerCtx) -> Client
         signal: Arc::default(),
         multi: None,
         watch: None,
+        monitor: None,
         pubsub: None,
         authenticated: live.client.password.is_none() && live.client.users.is_empty(),
         reply: ReplyMode::On,

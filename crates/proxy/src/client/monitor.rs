@@ -1,0 +1,85 @@
+//! MONITOR through orthrus: one connection to every master, each sent
+//! `MONITOR`, whatever they stream pushed to the client as it arrives
+//! (Redis's own `+<time> [0 <addr>] "cmd" ...` lines, so a line says which
+//! node ran the command). Ends when the client leaves or RESETs.
+
+use std::rc::Rc;
+
+use bytes::BytesMut;
+use orthrus_cluster::NodeAddr;
+use orthrus_resp::{Protocol, ReplyScanner};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::task::AbortHandle;
+
+use crate::client::PushSink;
+use crate::node::conn;
+use crate::node::forward::error_reply;
+use crate::worker::WorkerCtx;
+
+const MONITOR: &[u8] = b"*1\r\n$7\r\nMONITOR\r\n";
+
+/// A client's MONITOR streams; dropping it closes them.
+pub struct Monitor {
+    streams: Vec<AbortHandle>,
+}
+
+impl Monitor {
+    /// Starts streaming what every one of `masters` runs to `push`.
+    pub fn start(ctx: &Rc<WorkerCtx>, masters: Vec<NodeAddr>, push: &PushSink) -> Monitor {
+        let streams = masters
+            .into_iter()
+            .map(|addr| {
+                tokio::task::spawn_local(stream(addr, ctx.clone(), push.clone())).abort_handle()
+            })
+            .collect();
+        Monitor { streams }
+    }
+}
+
+impl Drop for Monitor {
+    fn drop(&mut self) {
+        for s in &self.streams {
+            s.abort();
+        }
+    }
+}
+
+/// One node's MONITOR stream, until it fails or is aborted.
+async fn stream(addr: NodeAddr, ctx: Rc<WorkerCtx>, push: PushSink) {
+    let mut stream = match conn::connect(&addr, Protocol::Resp2, &ctx.shared).await {
+        Ok(s) => s,
+        Err(e) => {
+            push.push(error_reply(&format!(
+                "ERR orthrus: cannot MONITOR {addr}: {e}"
+            )));
+            return;
+        }
+    };
+    if stream.write_all(MONITOR).await.is_err() {
+        return;
+    }
+    let mut buf = BytesMut::with_capacity(4096);
+    let mut scanner = ReplyScanner::default();
+    let mut confirmed = false;
+    loop {
+        match stream.read_buf(&mut buf).await {
+            Ok(n) if n > 0 => {}
+            _ => {
+                push.push(error_reply(&format!(
+                    "ERR orthrus: MONITOR of {addr} ended"
+                )));
+                return;
+            }
+        }
+        while let Ok(Some(n)) = scanner.scan(&buf) {
+            let line = buf.split_to(n).freeze();
+            if !confirmed {
+                // The node's own +OK: the client got orthrus's.
+                confirmed = true;
+                continue;
+            }
+            push.push(line);
+        }
+        buf.reserve(4096);
+    }
+}
