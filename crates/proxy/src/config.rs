@@ -26,6 +26,14 @@ const SETTINGS: &[&str] = &[
     "admin",
 ];
 
+/// Settings that no longer exist, and what replaced them (said instead of a
+/// bare "unknown field").
+const REMOVED: &[(&str, &str)] = &[(
+    "cluster.max_redirects",
+    "removed: a request no longer has a count of redirects but one deadline, \
+     backend.request_timeout_ms, for all its redirects and retries; delete this line",
+)];
+
 /// Exit code for a configuration that cannot be used (`EX_USAGE`).
 pub const EXIT_BAD_CONFIG: i32 = 64;
 
@@ -96,9 +104,6 @@ pub struct AdminConfig {
 pub struct ClusterConfig {
     /// Periodic topology refresh, in milliseconds. Default 5000.
     pub refresh_interval_ms: u64,
-    /// Redirects (MOVED, ASK, TRYAGAIN, CLUSTERDOWN) one request may follow
-    /// before the client gets an error. Default 5.
-    pub max_redirects: u32,
 }
 
 /// `[backend]`: connections to the cluster nodes.
@@ -110,8 +115,12 @@ pub struct BackendConfig {
     pub connections_per_node: usize,
     /// Timeout to establish a backend connection, in milliseconds. Default 1000.
     pub connect_timeout_ms: u64,
-    /// How long a request may wait for its reply from a node, in
-    /// milliseconds; past it the connection is deemed dead. Default 5000.
+    /// A request's deadline, in milliseconds from when it was read: every
+    /// redirect and retry (MOVED, ASK, TRYAGAIN, CLUSTERDOWN, a node that
+    /// cannot be reached, a failover) happens within it, and when it
+    /// expires the client gets an error saying what was happening. A
+    /// connection whose oldest request has waited this long for its reply
+    /// is deemed dead. Default 5000.
     pub request_timeout_ms: u64,
     /// Dedicated connections (blocking commands, WATCH) per worker thread
     /// and per node; when all are in use, such a command gets an error.
@@ -209,6 +218,11 @@ pub enum ConfigError {
     #[error("configuration: {0}")]
     Load(#[from] config::ConfigError),
     #[error("configuration: {setting}: {reason}")]
+    Removed {
+        setting: &'static str,
+        reason: &'static str,
+    },
+    #[error("configuration: {setting}: {reason}")]
     Invalid {
         setting: &'static str,
         reason: String,
@@ -268,7 +282,6 @@ impl Default for ClusterConfig {
     fn default() -> Self {
         ClusterConfig {
             refresh_interval_ms: 5000,
-            max_redirects: 5,
         }
     }
 }
@@ -376,7 +389,13 @@ impl Config {
         if let Some(threads) = flags.threads {
             builder = builder.set_override("threads", threads as u64)?;
         }
-        Ok(builder.build()?.try_deserialize()?)
+        let built = builder.build()?;
+        for (setting, reason) in REMOVED {
+            if built.get::<config::Value>(setting).is_ok() {
+                return Err(ConfigError::Removed { setting, reason });
+            }
+        }
+        Ok(built.try_deserialize()?)
     }
 
     /// Checks every value and resolves what needs resolving.
