@@ -141,6 +141,11 @@ pub struct ClientConfig {
     /// Requests one client may have in flight (pipelined, not yet answered)
     /// before orthrus stops reading from it. Default 1024.
     pub max_pending: usize,
+    /// Bytes of replies one client may leave unread (queued, counted at the
+    /// size of its recent replies) before orthrus stops reading from it:
+    /// Redis's `client-output-buffer-limit`, but pushing back instead of
+    /// disconnecting. Default 16 MiB.
+    pub max_pending_bytes: usize,
     /// Password of the default user: clients must `AUTH <password>` (or
     /// `HELLO 3 AUTH default <password>`) first. Default: none.
     pub password: Option<String>,
@@ -303,6 +308,7 @@ impl Default for ClientConfig {
     fn default() -> Self {
         ClientConfig {
             max_pending: 1024,
+            max_pending_bytes: 16 * 1024 * 1024,
             password: None,
             users: std::collections::HashMap::new(),
             max_bulk_len: orthrus_resp::DEFAULT_MAX_BULK_LEN,
@@ -468,6 +474,10 @@ impl Config {
             self.cluster.refresh_interval_ms,
         )?;
         positive("client.max_pending", self.client.max_pending as u64)?;
+        positive(
+            "client.max_pending_bytes",
+            self.client.max_pending_bytes as u64,
+        )?;
         positive("client.max_bulk_len", self.client.max_bulk_len as u64)?;
         positive("client.max_args", self.client.max_args as u64)?;
         positive("client.max_inline_len", self.client.max_inline_len as u64)?;
