@@ -9,11 +9,10 @@
 //! one write. It sleeps until the socket, the reply at the head, a push or
 //! a signal wakes it.
 //!
-//! Limits: at most `client.max_pending` replies queued, and within
-//! `client.max_pending_bytes` of unwritten replies (the output, plus the
-//! queued ones at the size of the client's recent replies); past either,
-//! orthrus stops reading the client and TCP pushes back. No more is taken
-//! into the output once it holds [`OUTPUT_BATCH`] unwritten bytes.
+//! Limits: at most `client.max_pending` replies queued and
+//! `client.max_pending_bytes` unwritten (the output, plus the queue at the
+//! size of recent replies), past which orthrus stops reading the client
+//! (TCP pushes back); at most [`OUTPUT_BATCH`] bytes taken into the output.
 //! An idle client holds no read buffer and at most a small write buffer.
 
 use std::cell::RefCell;
@@ -133,8 +132,7 @@ struct Session<S> {
     pushes: Option<Box<Pushes>>,
     /// When the requests being parsed were read: one clock read per read.
     read_at: Instant,
-    /// The size, in bytes, assumed for each queued reply: jumps up to a
-    /// larger reply, drifts down to smaller ones; large until one is seen.
+    /// Bytes assumed per queued reply, from the client's recent replies.
     reply_hint: usize,
     /// The last queued request is deferred: later requests wait for it.
     deferred: bool,
