@@ -144,13 +144,18 @@ async fn follow(pool: &Pool, remote: &mut Remote) -> Bytes {
     let env = pool.env();
     let policy = &env.shared.policy;
     let deadline = remote.started + env.shared.request_timeout();
+    // If the deadline passes while a retry waits for its reply: what the
+    // cluster said last (a busy machine may not answer the last try in time).
+    let mut last: Option<Bytes> = None;
     loop {
         let reply = match remote.early.take() {
             Some(reply) => reply,
             None => match tokio::time::timeout_at(deadline.into(), &mut remote.rx).await {
                 Ok(reply) => reply.unwrap_or(Err(BackendError::Lost)),
                 // Still queued or written: its outcome is unknown.
-                Err(_) => return give_up(env, remote, BackendError::TimedOut),
+                Err(_) => {
+                    return last.unwrap_or_else(|| give_up(env, remote, BackendError::TimedOut));
+                }
             },
         };
         let frame = match reply {
@@ -178,6 +183,9 @@ async fn follow(pool: &Pool, remote: &mut Remote) -> Bytes {
                 if !wait(policy.redirect_delay(remote.attempt), deadline).await {
                     return still_moving(&addr);
                 }
+                if remote.attempt >= policy.free_redirects {
+                    last = Some(still_moving(&addr));
+                }
                 if asking && remote.attempt >= policy.free_redirects {
                     // ASKs that go round in circles: look at the topology again.
                     env.shared.request_refresh();
@@ -192,6 +200,7 @@ async fn follow(pool: &Pool, remote: &mut Remote) -> Bytes {
                     // happening, to clients and to cluster-aware libraries.
                     return frame;
                 }
+                last = Some(frame);
                 remote.attempt += 1;
                 if let Err(refusal) = resend(pool, remote) {
                     return refusal;
