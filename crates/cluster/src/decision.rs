@@ -1,5 +1,10 @@
 //! The redirect decision: what to do with a backend's reply, as a pure
 //! function of (reply bytes, attempts so far, policy).
+//!
+//! There is no count budget: a request follows redirections and retries
+//! until its deadline, which the caller keeps. The policy only says how long
+//! to wait between attempts, so that a cluster that needs a moment to agree
+//! (a slot migration finished in an awkward order) is not hammered.
 
 use std::time::Duration;
 
@@ -7,12 +12,20 @@ use orthrus_resp::{ReplyClass, classify};
 
 use crate::{NodeAddr, Redirect, Slot};
 
-/// Limits on how hard one request tries to reach the right node.
+/// How fast one request retries while it tries to reach the right node.
 #[derive(Clone, Debug)]
 pub struct RedirectPolicy {
-    /// How many MOVED/ASK/TRYAGAIN/CLUSTERDOWN retries one request may take.
-    /// Default 5.
-    pub max_redirects: u32,
+    /// MOVED/ASK redirects followed at once; later ones wait
+    /// [`RedirectPolicy::redirect_delay`] first. Default 2 (a MOVED then an
+    /// ASK is an ordinary migration).
+    pub free_redirects: u32,
+    /// First wait before a MOVED/ASK past the free ones, doubled per
+    /// attempt. Default 5 ms.
+    pub redirect_backoff: Duration,
+    /// Cap on the wait before a MOVED/ASK: redirects that bounce between
+    /// nodes stop within a few milliseconds of the nodes agreeing. Default
+    /// 100 ms.
+    pub max_redirect_backoff: Duration,
     /// First back-off after TRYAGAIN (a multi-key request hit a slot being
     /// migrated), doubled per attempt. Default 10 ms.
     pub tryagain_backoff: Duration,
@@ -29,9 +42,8 @@ pub struct RedirectPolicy {
 /// before connecting.
 #[derive(Clone, Debug, Eq, PartialEq)]
 pub enum Action {
-    /// Not a redirect: hand the reply to the client as it is. This includes
-    /// ordinary errors, and TRYAGAIN/CLUSTERDOWN once the budget is spent,
-    /// which the client then sees with the server's own wording.
+    /// Not a redirect: hand the reply to the client as it is (ordinary
+    /// errors included).
     Done,
     /// Patch the slot map, resend the same frame to `addr`, and schedule a
     /// topology refresh.
@@ -48,9 +60,6 @@ pub enum Action {
 /// Why a request is given up.
 #[derive(Clone, Copy, Debug, Eq, PartialEq)]
 pub enum FailReason {
-    /// The request was redirected `max_redirects` times and got yet another
-    /// MOVED or ASK: the topology is changing faster than it can follow.
-    TooManyRedirects,
     /// A node sent a MOVED/ASK that does not parse.
     MalformedRedirect,
 }
@@ -63,12 +72,32 @@ impl RedirectPolicy {
         let factor = 1u32.checked_shl(attempt).unwrap_or(u32::MAX);
         base.saturating_mul(factor).min(self.max_backoff)
     }
+
+    /// How long to wait before following the redirect that is the
+    /// request's `attempt`-th retry: nothing for the first
+    /// `free_redirects`, then a doubling wait up to `max_redirect_backoff`.
+    /// Two nodes that send a request back and forth (each believes the
+    /// other owns the slot) are thus asked a few times per 100 ms, not
+    /// thousands of times, until they agree.
+    pub fn redirect_delay(&self, attempt: u32) -> Duration {
+        match attempt.checked_sub(self.free_redirects) {
+            None => Duration::ZERO,
+            Some(n) => {
+                let factor = 1u32.checked_shl(n).unwrap_or(u32::MAX);
+                self.redirect_backoff
+                    .saturating_mul(factor)
+                    .min(self.max_redirect_backoff)
+            }
+        }
+    }
 }
 
 impl Default for RedirectPolicy {
     fn default() -> RedirectPolicy {
         RedirectPolicy {
-            max_redirects: 5,
+            free_redirects: 2,
+            redirect_backoff: Duration::from_millis(5),
+            max_redirect_backoff: Duration::from_millis(100),
             tryagain_backoff: Duration::from_millis(10),
             clusterdown_backoff: Duration::from_millis(100),
             max_backoff: Duration::from_secs(1),
@@ -102,9 +131,6 @@ impl FailReason {
     /// CRLF). The `ERR orthrus:` prefix is stable; the rest is prose.
     pub fn message(self) -> &'static str {
         match self {
-            FailReason::TooManyRedirects => {
-                "ERR orthrus: too many MOVED/ASK redirects for this request; the cluster topology is changing, retry later"
-            }
             FailReason::MalformedRedirect => {
                 "ERR orthrus: a cluster node sent a malformed MOVED/ASK redirect"
             }
@@ -114,26 +140,19 @@ impl FailReason {
 
 /// Decides what to do with `reply`, a complete reply frame from a backend.
 /// `attempt` is how many redirects and retries this request already took
-/// (0 for the reply to the first send).
+/// (0 for the reply to the first send); it sets the back-off, never a
+/// limit.
 ///
 /// The reply is classified in place by `orthrus_resp::classify` (its first
 /// bytes only); only a MOVED or ASK is parsed further.
 pub fn decide(reply: &[u8], attempt: u32, policy: &RedirectPolicy) -> Action {
-    let class = classify(reply);
-    let budget_spent = attempt >= policy.max_redirects;
-    match class {
+    match classify(reply) {
         ReplyClass::Normal | ReplyClass::Error => Action::Done,
-        ReplyClass::Moved | ReplyClass::Ask if budget_spent => {
-            Action::Fail(FailReason::TooManyRedirects)
-        }
         ReplyClass::Moved | ReplyClass::Ask => match Redirect::parse(reply) {
             Some(Redirect::Moved { slot, addr }) => Action::Moved { slot, addr },
             Some(Redirect::Ask { addr, .. }) => Action::Ask { addr },
             None => Action::Fail(FailReason::MalformedRedirect),
         },
-        // The server's own TRYAGAIN/CLUSTERDOWN says more to the client (and
-        // to cluster-aware client libraries) than a proxy error would.
-        ReplyClass::TryAgain | ReplyClass::ClusterDown if budget_spent => Action::Done,
         ReplyClass::TryAgain => Action::RetryAfter {
             delay: policy.backoff(policy.tryagain_backoff, attempt),
             refresh: false,
@@ -244,10 +263,7 @@ mod tests {
 
     #[test]
     fn tryagain_backs_off_and_caps() {
-        let policy = RedirectPolicy {
-            max_redirects: 40,
-            ..RedirectPolicy::default()
-        };
+        let policy = RedirectPolicy::default();
         let delay = |attempt| match decide(
             b"-TRYAGAIN Multiple keys request during rehashing of slot\r\n",
             attempt,
@@ -294,38 +310,41 @@ mod tests {
     }
 
     #[test]
-    fn budget() {
+    fn no_count_budget() {
+        // The deadline, kept by the caller, is the only limit.
         let policy = RedirectPolicy::default();
         let moved = b"-MOVED 1 127.0.0.1:7000\r\n";
-        assert!(matches!(decide(moved, 4, &policy), Action::Moved { .. }));
-        assert_eq!(
-            decide(moved, 5, &policy),
-            Action::Fail(FailReason::TooManyRedirects)
-        );
-        assert_eq!(
+        assert!(matches!(decide(moved, 5, &policy), Action::Moved { .. }));
+        assert!(matches!(
             decide(moved, u32::MAX, &policy),
-            Action::Fail(FailReason::TooManyRedirects)
-        );
+            Action::Moved { .. }
+        ));
         let ask = b"-ASK 1 127.0.0.1:7000\r\n";
+        assert!(matches!(decide(ask, 500, &policy), Action::Ask { .. }));
         assert_eq!(
-            decide(ask, 5, &policy),
-            Action::Fail(FailReason::TooManyRedirects)
+            decide(b"-MOVED x\r\n", 50, &policy),
+            Action::Fail(FailReason::MalformedRedirect)
         );
-        // Past the budget a malformed redirect still counts as one too many.
-        assert_eq!(
-            decide(b"-MOVED x\r\n", 5, &policy),
-            Action::Fail(FailReason::TooManyRedirects)
-        );
-        assert_eq!(decide(b"-TRYAGAIN\r\n", 5, &policy), Action::Done);
-        assert_eq!(decide(b"-CLUSTERDOWN x\r\n", 5, &policy), Action::Done);
-        let none = RedirectPolicy {
-            max_redirects: 0,
-            ..RedirectPolicy::default()
-        };
-        assert_eq!(
-            decide(moved, 0, &none),
-            Action::Fail(FailReason::TooManyRedirects)
-        );
+        assert!(matches!(
+            decide(b"-TRYAGAIN\r\n", 50, &policy),
+            Action::RetryAfter { refresh: false, .. }
+        ));
+        assert!(matches!(
+            decide(b"-CLUSTERDOWN x\r\n", 50, &policy),
+            Action::RetryAfter { refresh: true, .. }
+        ));
+    }
+
+    #[test]
+    fn redirects_back_off_after_the_free_ones() {
+        let policy = RedirectPolicy::default();
+        assert_eq!(policy.redirect_delay(0), Duration::ZERO);
+        assert_eq!(policy.redirect_delay(1), Duration::ZERO);
+        assert_eq!(policy.redirect_delay(2), ms(5));
+        assert_eq!(policy.redirect_delay(3), ms(10));
+        assert_eq!(policy.redirect_delay(6), ms(80));
+        assert_eq!(policy.redirect_delay(7), ms(100));
+        assert_eq!(policy.redirect_delay(u32::MAX), ms(100));
     }
 
     #[test]
@@ -341,9 +360,8 @@ mod tests {
 
     #[test]
     fn messages_are_stable() {
-        for reason in [FailReason::TooManyRedirects, FailReason::MalformedRedirect] {
-            assert!(reason.message().starts_with("ERR orthrus: "));
-            assert!(!reason.message().contains('\n'));
-        }
+        let reason = FailReason::MalformedRedirect;
+        assert!(reason.message().starts_with("ERR orthrus: "));
+        assert!(!reason.message().contains('\n'));
     }
 }

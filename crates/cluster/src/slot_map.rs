@@ -70,6 +70,15 @@ impl SlotMap {
             .map_or(&[], Vec::as_slice)
     }
 
+    /// The usable replicas of the master at `addr` (empty if none, or if
+    /// `addr` is not a known master).
+    pub fn replicas_of(&self, addr: &NodeAddr) -> &[NodeAddr] {
+        self.index
+            .get(addr)
+            .and_then(|&idx| self.replicas.get(usize::from(idx)))
+            .map_or(&[], Vec::as_slice)
+    }
+
     /// The distinct masters that own at least one slot, sorted.
     pub fn masters(&self) -> Vec<NodeAddr> {
         let mut owns = vec![false; self.nodes.len()];

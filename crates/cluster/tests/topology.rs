@@ -188,6 +188,10 @@ fn online_master_wins_over_failed_one() {
     let map = shards(vec![shard(false, &[0, 9], &[old, new, n(7003, "replica")])]).unwrap();
     assert_eq!(map.master(slot(9)), Some(&NodeAddr::new("10.0.0.1", 7002)));
     assert_eq!(map.replicas(slot(9)), &[NodeAddr::new("10.0.0.1", 7003)]);
+    let by_addr = |port| map.replicas_of(&NodeAddr::new("10.0.0.1", port)).to_vec();
+    assert_eq!(by_addr(7002), [NodeAddr::new("10.0.0.1", 7003)]);
+    assert!(by_addr(7003).is_empty(), "a replica has no replicas");
+    assert!(by_addr(7999).is_empty(), "an unknown node has none");
 }
 
 #[test]

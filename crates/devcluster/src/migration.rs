@@ -115,6 +115,35 @@ impl Cluster {
         Ok(())
     }
 
+    /// Gives `slot` to `to` in the awkward order some tools use: SETSLOT
+    /// NODE on the previous owner first, on `to` only `gap` later, then on
+    /// every other master. Meanwhile the previous owner answers MOVED to
+    /// `to` and `to`, still importing, answers MOVED back: a client must
+    /// keep following until the two agree.
+    pub fn finish_migration_source_first(
+        &self,
+        slot: u16,
+        to: usize,
+        gap: Duration,
+    ) -> Result<(), DevError> {
+        check_slot(slot)?;
+        let from = self.master_of_slot(slot)?;
+        let to_id = self.node_id(to)?;
+        let slot_text = slot.to_string();
+        let setslot = ["CLUSTER", "SETSLOT", slot_text.as_str(), "NODE", &to_id];
+        if from != to {
+            self.node(from)?.cmd_ok(&setslot)?;
+            std::thread::sleep(gap);
+        }
+        self.node(to)?.cmd_ok(&setslot)?;
+        for m in self.masters()? {
+            if m != to && m != from && self.node(m)?.is_live() {
+                self.node(m)?.cmd_ok(&setslot)?;
+            }
+        }
+        Ok(())
+    }
+
     /// Moves `slot` and its keys to master `to`: begin, migrate every key,
     /// finish. Does nothing if `to` already owns it.
     pub fn move_slot(&self, slot: u16, to: usize) -> Result<(), DevError> {

@@ -8,6 +8,10 @@ use std::path::{Path, PathBuf};
 use orthrus_cluster::NodeAddr;
 use serde::{Deserialize, Serialize};
 
+mod listen;
+
+pub use listen::Listen;
+
 /// The top-level settings, as environment variables name them.
 const SETTINGS: &[&str] = &[
     "listen",
@@ -25,6 +29,14 @@ const SETTINGS: &[&str] = &[
     "log",
     "admin",
 ];
+
+/// Settings that no longer exist, and what replaced them (said instead of a
+/// bare "unknown field").
+const REMOVED: &[(&str, &str)] = &[(
+    "cluster.max_redirects",
+    "removed: a request no longer has a count of redirects but one deadline, \
+     backend.request_timeout_ms, for all its redirects and retries; delete this line",
+)];
 
 /// Exit code for a configuration that cannot be used (`EX_USAGE`).
 pub const EXIT_BAD_CONFIG: i32 = 64;
@@ -96,9 +108,6 @@ pub struct AdminConfig {
 pub struct ClusterConfig {
     /// Periodic topology refresh, in milliseconds. Default 5000.
     pub refresh_interval_ms: u64,
-    /// Redirects (MOVED, ASK, TRYAGAIN, CLUSTERDOWN) one request may follow
-    /// before the client gets an error. Default 5.
-    pub max_redirects: u32,
 }
 
 /// `[backend]`: connections to the cluster nodes.
@@ -110,8 +119,12 @@ pub struct BackendConfig {
     pub connections_per_node: usize,
     /// Timeout to establish a backend connection, in milliseconds. Default 1000.
     pub connect_timeout_ms: u64,
-    /// How long a request may wait for its reply from a node, in
-    /// milliseconds; past it the connection is deemed dead. Default 5000.
+    /// A request's deadline, in milliseconds from when it was read: every
+    /// redirect and retry (MOVED, ASK, TRYAGAIN, CLUSTERDOWN, a node that
+    /// cannot be reached, a failover) happens within it, and when it
+    /// expires the client gets an error saying what was happening. A
+    /// connection whose oldest request has waited this long for its reply
+    /// is deemed dead. Default 5000.
     pub request_timeout_ms: u64,
     /// Dedicated connections (blocking commands, WATCH) per worker thread
     /// and per node; when all are in use, such a command gets an error.
@@ -132,6 +145,11 @@ pub struct ClientConfig {
     /// Requests one client may have in flight (pipelined, not yet answered)
     /// before orthrus stops reading from it. Default 1024.
     pub max_pending: usize,
+    /// Bytes of replies one client may leave unread (queued, counted at the
+    /// size of its recent replies) before orthrus stops reading from it:
+    /// Redis's `client-output-buffer-limit`, but pushing back instead of
+    /// disconnecting. Default 16 MiB.
+    pub max_pending_bytes: usize,
     /// Password of the default user: clients must `AUTH <password>` (or
     /// `HELLO 3 AUTH default <password>`) first. Default: none.
     pub password: Option<String>,
@@ -209,21 +227,14 @@ pub enum ConfigError {
     #[error("configuration: {0}")]
     Load(#[from] config::ConfigError),
     #[error("configuration: {setting}: {reason}")]
+    Removed {
+        setting: &'static str,
+        reason: &'static str,
+    },
+    #[error("configuration: {setting}: {reason}")]
     Invalid {
         setting: &'static str,
         reason: String,
-    },
-}
-
-/// Where clients connect.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Listen {
-    Tcp(SocketAddr),
-    /// A Unix socket at this path, with these permissions (`None`: the
-    /// umask's).
-    Unix {
-        path: PathBuf,
-        perm: Option<u32>,
     },
 }
 
@@ -268,7 +279,6 @@ impl Default for ClusterConfig {
     fn default() -> Self {
         ClusterConfig {
             refresh_interval_ms: 5000,
-            max_redirects: 5,
         }
     }
 }
@@ -290,6 +300,7 @@ impl Default for ClientConfig {
     fn default() -> Self {
         ClientConfig {
             max_pending: 1024,
+            max_pending_bytes: 16 * 1024 * 1024,
             password: None,
             users: std::collections::HashMap::new(),
             max_bulk_len: orthrus_resp::DEFAULT_MAX_BULK_LEN,
@@ -376,7 +387,13 @@ impl Config {
         if let Some(threads) = flags.threads {
             builder = builder.set_override("threads", threads as u64)?;
         }
-        Ok(builder.build()?.try_deserialize()?)
+        let built = builder.build()?;
+        for (setting, reason) in REMOVED {
+            if built.get::<config::Value>(setting).is_ok() {
+                return Err(ConfigError::Removed { setting, reason });
+            }
+        }
+        Ok(built.try_deserialize()?)
     }
 
     /// Checks every value and resolves what needs resolving.
@@ -449,6 +466,10 @@ impl Config {
             self.cluster.refresh_interval_ms,
         )?;
         positive("client.max_pending", self.client.max_pending as u64)?;
+        positive(
+            "client.max_pending_bytes",
+            self.client.max_pending_bytes as u64,
+        )?;
         positive("client.max_bulk_len", self.client.max_bulk_len as u64)?;
         positive("client.max_args", self.client.max_args as u64)?;
         positive("client.max_inline_len", self.client.max_inline_len as u64)?;
@@ -515,64 +536,6 @@ fn split_list(s: &str) -> Vec<String> {
         .filter(|s| !s.is_empty())
         .map(str::to_owned)
         .collect()
-}
-
-// === impl Listen ===
-
-impl Listen {
-    fn parse(listen: &str, perm: Option<&str>) -> Result<Listen, ConfigError> {
-        let perm = perm
-            .map(|p| {
-                u32::from_str_radix(p, 8)
-                    .ok()
-                    .filter(|&m| m <= 0o777)
-                    .ok_or_else(|| {
-                        invalid(
-                            "unix_socket_perm",
-                            format!("{p:?} is not an octal mode such as 770"),
-                        )
-                    })
-            })
-            .transpose()?;
-        if let Some(path) = listen.strip_prefix("unix:") {
-            if path.is_empty() {
-                return Err(invalid("listen", "unix: needs a path".to_owned()));
-            }
-            return Ok(Listen::Unix {
-                path: PathBuf::from(path),
-                perm,
-            });
-        }
-        if perm.is_some() {
-            return Err(invalid(
-                "unix_socket_perm",
-                "applies only with listen = \"unix:/path\"".to_owned(),
-            ));
-        }
-        listen.parse::<SocketAddr>().map(Listen::Tcp).map_err(|e| {
-            invalid(
-                "listen",
-                format!("{listen:?} is neither an ip:port nor unix:/path ({e})"),
-            )
-        })
-    }
-
-    /// The TCP address, if clients connect over TCP.
-    pub fn tcp(&self) -> Option<SocketAddr> {
-        match self {
-            Listen::Tcp(addr) => Some(*addr),
-            Listen::Unix { .. } => None,
-        }
-    }
-}
-
-impl std::fmt::Display for Listen {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Listen::Tcp(addr) => addr.fmt(f),
-            Listen::Unix { path, .. } => write!(f, "unix:{}", path.display()),
-        }
-    }
 }
 
 fn invalid(setting: &'static str, reason: String) -> ConfigError {

@@ -73,10 +73,7 @@ pub struct Shared {
 
 impl Shared {
     pub fn new(settings: Settings) -> Arc<Shared> {
-        let policy = RedirectPolicy {
-            max_redirects: settings.raw.cluster.max_redirects,
-            ..RedirectPolicy::default()
-        };
+        let policy = RedirectPolicy::default();
         let stats = (0..settings.threads)
             .map(|_| WorkerStats::default())
             .collect();

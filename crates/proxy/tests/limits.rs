@@ -174,6 +174,61 @@ fn a_client_that_never_reads_is_held_back() {
 }
 
 #[test]
+fn unread_replies_stay_within_the_byte_budget() {
+    let cluster = cluster(3, 0);
+    let proxy = Proxy::start(&cluster.seeds(), &["--threads", "1"]);
+    let pid = proxy.pid();
+    let mut con = proxy.client();
+    let value = vec![b'v'; 100 * 1024];
+    let _: () = redis::cmd("SET")
+        .arg("big100")
+        .arg(&value)
+        .query(&mut con)
+        .unwrap();
+    let before = rss_kib(pid);
+    // 3,000 GETs of 100 KiB (293 MiB of replies) in one write, then nothing
+    // read while orthrus's memory is watched.
+    let mut flood = proxy.stream();
+    let one = encode(&["GET", "big100"]);
+    let all: Vec<u8> = one.iter().copied().cycle().take(one.len() * 3000).collect();
+    flood.write_all(&all).unwrap();
+    let mut peak = before;
+    let watch = Instant::now();
+    while watch.elapsed() < Duration::from_secs(3) {
+        peak = peak.max(rss_kib(pid));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Other clients are served meanwhile.
+    let _: () = redis::cmd("SET")
+        .arg("small")
+        .arg(1)
+        .query(&mut con)
+        .unwrap();
+    // Every reply arrives once the client reads.
+    flood
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut reply = vec![0u8; 4 + 6 + 2 + value.len() + 2];
+    let reading = Instant::now();
+    for i in 0..3000 {
+        assert!(
+            reading.elapsed() < Duration::from_secs(60),
+            "reply {i} too slow"
+        );
+        let header = b"$102400\r\n";
+        flood
+            .read_exact(&mut reply[..header.len() + value.len() + 2])
+            .unwrap();
+        assert!(reply.starts_with(header), "reply {i}");
+    }
+    eprintln!("unread 100 KiB replies: RSS {before} KiB before, peak {peak} KiB");
+    assert!(
+        peak.saturating_sub(before) <= 32 * 1024,
+        "RSS grew from {before} KiB to {peak} KiB for one client that does not read"
+    );
+}
+
+#[test]
 fn sigterm_finishes_in_flight_requests_and_exits_0() {
     let cluster = cluster(3, 0);
     let mut proxy = Proxy::spawn(

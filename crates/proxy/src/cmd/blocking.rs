@@ -50,6 +50,10 @@ async fn run(
     };
     let mut asking = false;
     let mut attempt = 0;
+    // Redirects and back-offs (the time not spent in the command itself)
+    // share one deadline.
+    let began = Instant::now();
+    let policy = &ctx.shared.policy;
     loop {
         let mut lease = match DedicatedPool::take(&ctx.dedicated, &addr, proto).await {
             Ok(lease) => lease,
@@ -92,18 +96,31 @@ async fn run(
                 ));
             }
         };
-        let action = decide(&reply, attempt, &ctx.shared.policy).with_origin(&addr);
+        let action = decide(&reply, attempt, policy).with_origin(&addr);
         forward::note(ctx.pool.env(), &action);
+        let delay = match &action {
+            Action::Moved { .. } | Action::Ask { .. } => policy.redirect_delay(attempt),
+            Action::RetryAfter { delay, .. } => *delay,
+            Action::Done | Action::Fail(_) => Duration::ZERO,
+        };
+        let spent = began.elapsed().saturating_sub(waited.get());
+        let late = spent + delay >= ctx.shared.request_timeout();
         match action {
+            Action::Moved { addr: to, .. } | Action::Ask { addr: to } if late => {
+                return forward::still_moving(&to);
+            }
+            Action::RetryAfter { .. } if late => return reply,
             Action::Moved { addr: to, .. } => {
+                tokio::time::sleep(delay).await;
                 addr = to;
                 asking = false;
             }
             Action::Ask { addr: to } => {
+                tokio::time::sleep(delay).await;
                 addr = to;
                 asking = true;
             }
-            Action::RetryAfter { delay, .. } => {
+            Action::RetryAfter { .. } => {
                 tokio::time::sleep(delay).await;
                 asking = false;
             }

@@ -27,7 +27,7 @@ use crate::cmd::reply::simple;
 use crate::node::Done;
 use crate::node::conn::BackendError;
 use crate::node::dedicated::DedicatedPool;
-use crate::node::forward::{Target, error_reply, no_owner, owner, send_frames};
+use crate::node::forward::{Target, can_take_over, error_reply, no_owner, owner, send_frames};
 use crate::route::kind::Local;
 use crate::route::table::{CommandTable, Route};
 use crate::worker::WorkerCtx;
@@ -310,7 +310,10 @@ async fn run(
                 waited.set(waited.get() + delivered.took);
                 delivered.frame
             }
-            Err(BackendError::NotSent) if started.elapsed() < ctx.shared.request_timeout() => {
+            Err(e @ (BackendError::NotSent | BackendError::Unreachable))
+                if started.elapsed() < ctx.shared.request_timeout()
+                    && (e == BackendError::NotSent || can_take_over(&map, &target, &addr)) =>
+            {
                 tokio::time::sleep(Duration::from_millis(20)).await;
                 continue;
             }
@@ -331,6 +334,19 @@ async fn run(
         if let Some(action) = &redirect {
             crate::node::forward::note(ctx.pool.env(), action);
         }
+        let policy = &ctx.shared.policy;
+        let delay = match &redirect {
+            Some(Action::Moved { .. }) => policy.redirect_delay(attempt),
+            // Mid-migration: the keys are split between two nodes, so the
+            // transaction cannot run yet; wait for the move.
+            Some(Action::Ask { .. } | Action::RetryAfter { .. }) => {
+                policy.backoff(policy.tryagain_backoff, attempt)
+            }
+            _ => Duration::ZERO,
+        };
+        if redirect.is_some() && started.elapsed() + delay >= ctx.shared.request_timeout() {
+            return crate::node::forward::still_moving(&addr);
+        }
         match redirect {
             None | Some(Action::Done) => {
                 return frames
@@ -339,16 +355,8 @@ async fn run(
                     .unwrap_or_else(|| error_reply("ERR orthrus: empty reply"));
             }
             // The slot map is patched: the next attempt goes to the owner.
-            Some(Action::Moved { .. }) => {}
-            Some(Action::Ask { .. } | Action::RetryAfter { .. }) => {
-                // Mid-migration: the keys are split between two nodes, so
-                // the transaction cannot run yet; wait for the move.
-                tokio::time::sleep(
-                    ctx.shared
-                        .policy
-                        .backoff(ctx.shared.policy.tryagain_backoff, attempt),
-                )
-                .await;
+            Some(Action::Moved { .. } | Action::Ask { .. } | Action::RetryAfter { .. }) => {
+                tokio::time::sleep(delay).await;
             }
             Some(Action::Fail(reason)) => return error_reply(reason.message()),
         }

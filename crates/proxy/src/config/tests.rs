@@ -107,6 +107,18 @@ fn other_tools_variables_are_ignored_but_typos_in_sections_are_not() {
 }
 
 #[test]
+fn a_removed_setting_says_what_replaced_it() {
+    let dir = tempfile_dir();
+    let path = dir.join("old.toml");
+    std::fs::write(&path, "seeds = [\"a:1\"]\n[cluster]\nmax_redirects = 5\n").unwrap();
+    let err = Config::load(Some(&path), Vec::new(), &Overrides::default()).unwrap_err();
+    let text = err.to_string();
+    assert!(text.contains("cluster.max_redirects"), "{text}");
+    assert!(text.contains("backend.request_timeout_ms"), "{text}");
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
 fn unknown_keys_are_refused() {
     let dir = tempfile_dir();
     let path = dir.join("bad.toml");

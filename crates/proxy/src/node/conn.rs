@@ -46,13 +46,24 @@ pub struct Delivered {
 /// Why a request got no reply. Says whether it is safe to resend.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum BackendError {
-    /// Never written to the node (no connection): safe to resend.
-    #[error("node unreachable")]
+    /// Never written to the node (its connection failed a moment ago):
+    /// safe to resend.
+    #[error("node connection not available")]
     NotSent,
+    /// Never written: the node could not be connected to at all (refused,
+    /// or no answer within `backend.connect_timeout_ms`). Safe to resend,
+    /// but only worth it if another node can take over its slots.
+    #[error("node unreachable")]
+    Unreachable,
     /// Written, but the connection failed before the reply: the outcome is
     /// unknown, so only a read-only command may be resent.
     #[error("connection to the node lost before the reply")]
     Lost,
+    /// Written, but the node sent nothing while the oldest request on the
+    /// connection waited `backend.request_timeout_ms`: the connection is
+    /// given up and, as with `Lost`, the outcome is unknown.
+    #[error("no reply from the node within backend.request_timeout_ms")]
+    TimedOut,
 }
 
 /// A request for a node, with where its reply goes.
@@ -113,9 +124,9 @@ async fn run(addr: NodeAddr, proto: Protocol, env: Rc<Env>, mut rx: mpsc::Unboun
         }
         Err(e) => {
             tracing::warn!(node = %addr, error = %e, "cannot connect to node");
-            env.failed(&addr);
+            env.failed(&addr, true);
             env.shared.request_refresh();
-            fail_queued(&mut rx);
+            fail_queued(&mut rx, BackendError::Unreachable);
             return;
         }
     };
@@ -128,17 +139,21 @@ async fn run(addr: NodeAddr, proto: Protocol, env: Rc<Env>, mut rx: mpsc::Unboun
         r = read_loop(rd, &inflight, &env, &latency) => r,
     };
     let lost = inflight.borrow().len();
+    let error = match &result {
+        Err(e) if e.kind() == io::ErrorKind::TimedOut => BackendError::TimedOut,
+        _ => BackendError::Lost,
+    };
     for slot in inflight.borrow_mut().drain(..) {
         if let Inflight::Reply { tx, .. } = slot {
-            let _ = tx.send(Err(BackendError::Lost));
+            let _ = tx.send(Err(error));
         }
     }
-    fail_queued(&mut rx);
+    fail_queued(&mut rx, BackendError::NotSent);
     match result {
         Ok(()) => tracing::debug!(node = %addr, "backend connection closed"),
         Err(e) => {
             tracing::warn!(node = %addr, error = %e, in_flight = lost, "backend connection lost");
-            env.failed(&addr);
+            env.failed(&addr, false);
             env.shared.request_refresh();
         }
     }
@@ -151,10 +166,10 @@ pub async fn connect(addr: &NodeAddr, proto: Protocol, shared: &Shared) -> io::R
 }
 
 /// Refuses every job still queued: none of them was written.
-fn fail_queued(rx: &mut mpsc::UnboundedReceiver<Job>) {
+fn fail_queued(rx: &mut mpsc::UnboundedReceiver<Job>, error: BackendError) {
     rx.close();
     while let Ok(job) = rx.try_recv() {
-        let _ = job.reply.send(Err(BackendError::NotSent));
+        let _ = job.reply.send(Err(error));
     }
 }
 
@@ -217,11 +232,7 @@ async fn read_loop(
         if buf.capacity() - buf.len() < READ_CHUNK / 4 {
             buf.reserve(READ_CHUNK);
         }
-        let n = if inflight.borrow().is_empty() {
-            rd.read_buf(&mut buf).await?
-        } else {
-            read_with_timeout(&mut rd, &mut buf, timeout).await?
-        };
+        let n = read_within(&mut rd, &mut buf, inflight, timeout).await?;
         if n == 0 {
             return Err(io::Error::new(
                 io::ErrorKind::UnexpectedEof,
@@ -294,16 +305,36 @@ fn deliver(
     }
 }
 
-async fn read_with_timeout(
+/// Reads what the node sends; fails once a request in flight has waited
+/// `timeout` with nothing arriving. The wait is counted from the later of
+/// this read's start (the node was alive then) and the write of the oldest
+/// request in flight: a request written while the reader was idle gets its
+/// full time and no more, so a silent node fails each request about
+/// `timeout` after it was written.
+async fn read_within(
     rd: &mut OwnedReadHalf,
     buf: &mut BytesMut,
+    inflight: &RefCell<VecDeque<Inflight>>,
     timeout: Duration,
 ) -> io::Result<usize> {
-    match tokio::time::timeout(timeout, rd.read_buf(buf)).await {
-        Ok(r) => r,
-        Err(_) => Err(io::Error::new(
-            io::ErrorKind::TimedOut,
-            "no reply within backend.request_timeout_ms",
-        )),
+    let start = Instant::now();
+    loop {
+        let oldest = inflight.borrow().iter().find_map(|slot| match slot {
+            Inflight::Reply { sent, .. } => Some(*sent),
+            Inflight::Discard => None,
+        });
+        // With nothing in flight, wake after `timeout` anyway to look
+        // again: a request may have been written meanwhile.
+        let until = oldest.map_or_else(Instant::now, |sent| sent.max(start)) + timeout;
+        match tokio::time::timeout_at(until.into(), rd.read_buf(buf)).await {
+            Ok(read) => return read,
+            Err(_) if oldest.is_some() => {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "no reply within backend.request_timeout_ms",
+                ));
+            }
+            Err(_) => {}
+        }
     }
 }

@@ -5,6 +5,13 @@
 //! [`orthrus_cluster::decide`]; this module carries it out: patch the slot
 //! map on MOVED, send `ASKING` with the command on ASK, wait and resend on
 //! TRYAGAIN and CLUSTERDOWN, and resend requests that never reached a node.
+//!
+//! Every retry happens within one deadline per request,
+//! `backend.request_timeout_ms` from when it was read (its `Remote` was
+//! made in the same turn). A request whose master cannot be connected to
+//! waits (is parked) while the topology shows a replica that can be
+//! promoted, and fails at once when none can; a request already written to
+//! a node that failed is resent only if it just reads.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -21,6 +28,10 @@ use super::conn::{BackendError, Job, Reply};
 use super::pool::Pool;
 use super::{Done, Env};
 use crate::observe::stats::WorkerStats;
+
+/// Longest wait between two attempts of a request parked for a failover,
+/// so that it is drained soon after the promotion is seen.
+const PARKED_RETRY: Duration = Duration::from_millis(100);
 
 /// Where a request goes.
 #[derive(Clone, Debug)]
@@ -43,6 +54,7 @@ pub struct Remote {
     sent_to: NodeAddr,
     /// Redirections and retries taken so far.
     attempt: u32,
+    /// When it was sent first: its deadline is `request_timeout` later.
     started: Instant,
     /// Time spent waiting for nodes so far (every attempt's round trip).
     backend: Duration,
@@ -129,49 +141,66 @@ pub async fn resolve_all(pool: &Pool, sent: Vec<Sent>) -> (Vec<Bytes>, Duration)
 }
 
 async fn follow(pool: &Pool, remote: &mut Remote) -> Bytes {
-    let stats = pool.env().stats();
-    let policy = &pool.env().shared.policy;
+    let env = pool.env();
+    let policy = &env.shared.policy;
+    let deadline = remote.started + env.shared.request_timeout();
+    // If the deadline passes while a retry waits for its reply: what the
+    // cluster said last (a busy machine may not answer the last try in time).
+    let mut last: Option<Bytes> = None;
     loop {
         let reply = match remote.early.take() {
             Some(reply) => reply,
-            None => (&mut remote.rx).await.unwrap_or(Err(BackendError::Lost)),
+            None => match tokio::time::timeout_at(deadline.into(), &mut remote.rx).await {
+                Ok(reply) => reply.unwrap_or(Err(BackendError::Lost)),
+                // Still queued or written: its outcome is unknown.
+                Err(_) => {
+                    return last.unwrap_or_else(|| give_up(env, remote, BackendError::TimedOut));
+                }
+            },
         };
         let frame = match reply {
             Ok(delivered) => {
                 remote.backend += delivered.took;
                 delivered.frame
             }
-            Err(error) => match retry_after_failure(pool.env(), remote, error) {
-                Some(delay) => {
-                    tokio::time::sleep(delay).await;
+            Err(error) => match retry_after_failure(env, remote, error) {
+                Some(delay) if wait(delay, deadline).await => {
                     remote.attempt += 1;
                     if let Err(refusal) = resend(pool, remote) {
                         return refusal;
                     }
                     continue;
                 }
-                None => {
-                    WorkerStats::bump(&stats.backend_errors);
-                    return error_reply(failure_message(error));
-                }
+                _ => return give_up(env, remote, error),
             },
         };
         let action = decide(&frame, remote.attempt, policy).with_origin(&remote.sent_to);
-        note(pool.env(), &action);
+        note(env, &action);
         match action {
             Action::Done => return frame,
-            Action::Moved { addr, .. } => {
+            Action::Moved { ref addr, .. } | Action::Ask { ref addr } => {
+                let (asking, addr) = (matches!(action, Action::Ask { .. }), addr.clone());
+                if !wait(policy.redirect_delay(remote.attempt), deadline).await {
+                    return still_moving(&addr);
+                }
+                if remote.attempt >= policy.free_redirects {
+                    last = Some(still_moving(&addr));
+                }
+                if asking && remote.attempt >= policy.free_redirects {
+                    // ASKs that go round in circles: look at the topology again.
+                    env.shared.request_refresh();
+                }
                 remote.attempt += 1;
-                remote.rx = send(pool, &addr, &remote.frame, remote.proto, false);
-                remote.sent_to = addr;
-            }
-            Action::Ask { addr } => {
-                remote.attempt += 1;
-                remote.rx = send(pool, &addr, &remote.frame, remote.proto, true);
+                remote.rx = send(pool, &addr, &remote.frame, remote.proto, asking);
                 remote.sent_to = addr;
             }
             Action::RetryAfter { delay, .. } => {
-                tokio::time::sleep(delay).await;
+                if !wait(delay, deadline).await {
+                    // The node's own TRYAGAIN or CLUSTERDOWN says what was
+                    // happening, to clients and to cluster-aware libraries.
+                    return frame;
+                }
+                last = Some(frame);
                 remote.attempt += 1;
                 if let Err(refusal) = resend(pool, remote) {
                     return refusal;
@@ -180,6 +209,20 @@ async fn follow(pool: &Pool, remote: &mut Remote) -> Bytes {
             Action::Fail(reason) => return error_reply(reason.message()),
         }
     }
+}
+
+/// Sleeps `delay`, cut short to leave the next attempt some time before
+/// `deadline`; false, without sleeping, when too little time is left.
+async fn wait(delay: Duration, deadline: Instant) -> bool {
+    const LAST_TRY: Duration = Duration::from_millis(10);
+    let left = deadline.saturating_duration_since(Instant::now());
+    if left <= LAST_TRY {
+        return false;
+    }
+    if !delay.is_zero() {
+        tokio::time::sleep(delay.min(left - LAST_TRY)).await;
+    }
+    true
 }
 
 /// Does what every redirect decision implies whoever follows it (shared
@@ -207,13 +250,69 @@ pub fn note(env: &Env, action: &Action) {
 /// How long to wait before resending a request that got no reply, or
 /// `None` if it must not be resent.
 fn retry_after_failure(env: &Env, remote: &Remote, error: BackendError) -> Option<Duration> {
-    // A write whose outcome is unknown is never resent behind the client's back.
-    if error == BackendError::Lost && !remote.readonly {
-        return None;
+    match error {
+        // A write whose outcome is unknown is never resent behind the
+        // client's back.
+        BackendError::Lost | BackendError::TimedOut if !remote.readonly => None,
+        BackendError::Lost | BackendError::TimedOut | BackendError::NotSent => {
+            Some(Duration::from_millis(10u64 << remote.attempt.min(3)))
+        }
+        BackendError::Unreachable => {
+            let map = env.shared.slots.load();
+            if !can_take_over(&map, &remote.target, &remote.sent_to) {
+                return None;
+            }
+            // Parked until a replica is promoted: look at the topology
+            // often meanwhile (the refresher coalesces these).
+            env.shared.request_refresh();
+            Some(PARKED_RETRY.min(Duration::from_millis(10u64 << remote.attempt.min(4))))
+        }
     }
-    let deadline = remote.started + env.shared.request_timeout();
-    let delay = Duration::from_millis(10u64 << remote.attempt.min(6));
-    (Instant::now() + delay < deadline).then_some(delay)
+}
+
+/// Whether a request for `target`, whose node `down` cannot be reached, may
+/// still be served by another node: its slot has a new owner already, or
+/// the topology shows a replica of it that can be promoted.
+pub fn can_take_over(map: &SlotMap, target: &Target, down: &NodeAddr) -> bool {
+    match target {
+        Target::Slot(slot) => map.master(*slot) != Some(down) || !map.replicas(*slot).is_empty(),
+        Target::Any => true,
+        Target::Node(addr) => !map.replicas_of(addr).is_empty(),
+    }
+}
+
+/// The reply to a request given up after `error`.
+fn give_up(env: &Env, remote: &Remote, error: BackendError) -> Bytes {
+    WorkerStats::bump(&env.stats().backend_errors);
+    let node = &remote.sent_to;
+    let ms = env.shared.request_timeout().as_millis();
+    let outcome = if remote.readonly {
+        ""
+    } else {
+        "; the command may or may not have been applied"
+    };
+    error_reply(&match error {
+        BackendError::NotSent => format!(
+            "CLUSTERDOWN orthrus: node {node} is unreachable and no other node took over its slots within {ms} ms"
+        ),
+        BackendError::Unreachable => format!(
+            "CLUSTERDOWN orthrus: node {node} is unreachable and no replica can take over its slots"
+        ),
+        BackendError::Lost => {
+            format!("ERR orthrus: connection to the node lost before its reply{outcome}")
+        }
+        BackendError::TimedOut => format!(
+            "ERR orthrus: no reply from node {node} within {ms} ms (backend.request_timeout_ms){outcome}"
+        ),
+    })
+}
+
+/// The reply to a request the cluster was still redirecting when its
+/// deadline came: the nodes did not agree on the slot's owner in time.
+pub fn still_moving(addr: &NodeAddr) -> Bytes {
+    error_reply(&format!(
+        "TRYAGAIN orthrus: the cluster was still redirecting this request (last to {addr}) when its deadline (backend.request_timeout_ms) passed; retry"
+    ))
 }
 
 /// Routes `remote` again with the current slot map and sends it.
@@ -283,15 +382,6 @@ pub fn no_owner(map: &SlotMap) -> Bytes {
         )
     } else {
         error_reply("CLUSTERDOWN Hash slot not served")
-    }
-}
-
-fn failure_message(error: BackendError) -> &'static str {
-    match error {
-        BackendError::NotSent => "CLUSTERDOWN orthrus: the node for this key is unreachable",
-        BackendError::Lost => {
-            "ERR orthrus: connection to the node lost before its reply; the command may or may not have been applied"
-        }
     }
 }
 

@@ -48,6 +48,18 @@ pub struct Env {
 struct Backoff {
     delay: Duration,
     retry_at: Instant,
+    /// The last attempt could not even connect (refused, timed out): the
+    /// node is down, not just one of its connections.
+    unreachable: bool,
+}
+
+/// Why a node gets no requests for now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Blocked {
+    /// An established connection failed a moment ago.
+    Lost,
+    /// The last attempt to connect failed.
+    Unreachable,
 }
 
 /// A finished request's reply, and how long of its time was spent waiting
@@ -74,16 +86,21 @@ impl Env {
         &self.shared.stats[self.worker % self.shared.stats.len()]
     }
 
-    /// Whether connecting to `addr` must wait (it failed a moment ago).
-    pub fn backing_off(&self, addr: &NodeAddr) -> bool {
-        self.backoff
-            .borrow()
-            .get(addr)
-            .is_some_and(|b| Instant::now() < b.retry_at)
+    /// Whether connecting to `addr` must wait (it failed a moment ago), and
+    /// why.
+    pub fn backing_off(&self, addr: &NodeAddr) -> Option<Blocked> {
+        let backoff = self.backoff.borrow();
+        let b = backoff.get(addr).filter(|b| Instant::now() < b.retry_at)?;
+        Some(if b.unreachable {
+            Blocked::Unreachable
+        } else {
+            Blocked::Lost
+        })
     }
 
-    /// A connection to `addr` failed: back off before the next attempt.
-    pub fn failed(&self, addr: &NodeAddr) {
+    /// A connection to `addr` failed (`unreachable`: could not be made at
+    /// all): back off before the next attempt.
+    pub fn failed(&self, addr: &NodeAddr, unreachable: bool) {
         let mut backoff = self.backoff.borrow_mut();
         let delay = backoff
             .get(addr)
@@ -93,6 +110,7 @@ impl Env {
             Backoff {
                 delay,
                 retry_at: Instant::now() + delay,
+                unreachable,
             },
         );
     }

@@ -9,8 +9,8 @@ use std::rc::Rc;
 use orthrus_cluster::NodeAddr;
 use orthrus_resp::Protocol;
 
-use super::Env;
 use super::conn::{BackendConn, BackendError, Job};
+use super::{Blocked, Env};
 
 /// One worker's connections; only its own thread touches it.
 pub struct Pool {
@@ -32,10 +32,15 @@ impl Pool {
     }
 
     /// Queues `job` on a connection to `addr`. If the node is in back-off,
-    /// the job fails at once as never sent.
+    /// the job fails at once as never sent (`Unreachable` when the node
+    /// could not be connected to at all).
     pub fn send(&self, addr: &NodeAddr, proto: Protocol, job: Job) {
-        if self.env.backing_off(addr) {
-            let _ = job.reply.send(Err(BackendError::NotSent));
+        if let Some(blocked) = self.env.backing_off(addr) {
+            let error = match blocked {
+                Blocked::Lost => BackendError::NotSent,
+                Blocked::Unreachable => BackendError::Unreachable,
+            };
+            let _ = job.reply.send(Err(error));
             return;
         }
         let conn = self.pick(addr, proto);

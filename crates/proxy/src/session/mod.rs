@@ -9,9 +9,10 @@
 //! one write. It sleeps until the socket, the reply at the head, a push or
 //! a signal wakes it.
 //!
-//! Limits: at most `client.max_pending` replies queued, and no more taken
-//! into the output once it holds [`OUTPUT_BATCH`] bytes the client has not
-//! read; past either, orthrus stops reading the client and TCP pushes back.
+//! Limits: at most `client.max_pending` replies queued and
+//! `client.max_pending_bytes` unwritten (the output, plus the queue at the
+//! size of recent replies), past which orthrus stops reading the client
+//! (TCP pushes back); at most [`OUTPUT_BATCH`] bytes taken into the output.
 //! An idle client holds no read buffer and at most a small write buffer.
 
 use std::cell::RefCell;
@@ -131,6 +132,8 @@ struct Session<S> {
     pushes: Option<Box<Pushes>>,
     /// When the requests being parsed were read: one clock read per read.
     read_at: Instant,
+    /// Bytes assumed per queued reply, from the client's recent replies.
+    reply_hint: usize,
     /// The last queued request is deferred: later requests wait for it.
     deferred: bool,
     /// A reply after which the connection closes is queued (QUIT, a
@@ -255,6 +258,7 @@ impl<S: Stream> Session<S> {
             output: Output::default(),
             pushes: None,
             read_at: Instant::now(),
+            reply_hint: ctx.shared.settings.raw.client.max_pending_bytes / 64,
             deferred: false,
             closing: false,
             draining: ctx.shared.shutdown.is_cancelled(),
@@ -279,7 +283,8 @@ impl<S: Stream> Session<S> {
         self.poll_pause_timer(cx);
         loop {
             let mut progress = false;
-            if self.wants_input() {
+            let reading = self.wants_input();
+            if reading {
                 match self.poll_read(cx) {
                     Poll::Ready(Ok(0) | Err(_)) => return Poll::Ready(End::Gone),
                     Poll::Ready(Ok(_)) => {
@@ -297,7 +302,9 @@ impl<S: Stream> Session<S> {
             }
             if !self.output.is_empty() {
                 match self.output.poll_flush(&mut self.stream, cx) {
-                    Poll::Ready(Ok(())) => progress |= !self.queue.is_empty(),
+                    Poll::Ready(Ok(())) => {
+                        progress |= !self.queue.is_empty() || (!reading && self.wants_input());
+                    }
                     Poll::Ready(Err(_)) => return Poll::Ready(End::Gone),
                     Poll::Pending => {}
                 }
@@ -324,11 +331,19 @@ impl<S: Stream> Session<S> {
 
     /// Whether to read from the client now.
     fn wants_input(&self) -> bool {
-        let max_pending = self.ctx.shared.settings.raw.client.max_pending;
         !self.closing
             && !self.draining
-            && self.queue.len() < max_pending
+            && self.has_room()
             && ((!self.deferred && self.held.is_none()) || self.input.len() < DEFERRED_BUFFER)
+    }
+
+    /// Whether another request may start: the reply queue is within
+    /// `client.max_pending` entries and `client.max_pending_bytes`.
+    fn has_room(&self) -> bool {
+        let limits = &self.ctx.shared.settings.raw.client;
+        let queued = self.queue.len();
+        queued < limits.max_pending
+            && self.output.len() + queued * self.reply_hint < limits.max_pending_bytes
     }
 
     /// Reads what the socket has. With nothing buffered, reads into the
@@ -391,9 +406,8 @@ impl<S: Stream> Session<S> {
     }
 
     fn parse_with(&mut self, parser: &mut RequestParser) -> bool {
-        let max_pending = self.ctx.shared.settings.raw.client.max_pending;
         let mut started = false;
-        while !self.deferred && !self.closing && self.queue.len() < max_pending {
+        while !self.deferred && !self.closing && self.has_room() {
             let parsed = match self.held.take() {
                 Some(req) => Ok(Some(*req)),
                 None => parser.parse(&mut self.input),
@@ -500,6 +514,9 @@ impl<S: Stream> Session<S> {
                     self.account(stamp, now, done.backend);
                 }
             }
+            // Up at once to a larger reply, an eighth of the way down to a smaller one.
+            let (size, hint) = (done.reply.len(), self.reply_hint);
+            self.reply_hint = size.max(hint - hint.saturating_sub(size) / 8);
             self.output.push(done.reply);
             took = true;
             self.take_pushes(cx);
