@@ -5,10 +5,12 @@
 //! FIFO order. Replies are forwarded as raw frames found by the reply
 //! scanner; nothing is decoded here.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
+use std::future::poll_fn;
 use std::io;
 use std::rc::Rc;
+use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
@@ -17,8 +19,8 @@ use orthrus_resp::{Protocol, ReplyScanner};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
-use tokio::sync::{mpsc, oneshot};
 
+use super::slot::{SlotRx, SlotTx};
 use super::{Env, client};
 use crate::observe::latency::NodeLatency;
 use crate::process::Shared;
@@ -34,6 +36,12 @@ pub const ASKING: &[u8] = b"*1\r\n$6\r\nASKING\r\n";
 
 /// What a request gets back from a node.
 pub type Reply = Result<Delivered, BackendError>;
+
+/// Where a request's [`Reply`] is put.
+pub type ReplyTx = SlotTx<Reply>;
+/// Waits for a request's [`Reply`]; an error when the connection dropped
+/// the request without a reply (read it as [`BackendError::Lost`]).
+pub type ReplyRx = SlotRx<Reply>;
 
 /// A reply, and how long the node took to give it: from the write of the
 /// batch that held the request to the read that completed the reply.
@@ -75,14 +83,27 @@ pub struct Job {
     /// `MULTI ... EXEC` in one piece produces one per command); they are
     /// delivered together, as one buffer.
     pub frames: usize,
-    pub reply: oneshot::Sender<Reply>,
+    pub reply: ReplyTx,
 }
 
-/// Handle to a connection task. Dropping every handle ends the task once
-/// its queue is empty.
-#[derive(Clone)]
+/// Handle to a connection task (the pool's, one per connection). Dropping
+/// it ends the task once its queue is empty.
 pub struct BackendConn {
-    tx: mpsc::UnboundedSender<Job>,
+    queue: Rc<Queue>,
+}
+
+/// The jobs waiting to be written, shared by the handles and the task on
+/// one worker thread: queuing a job is a push and, when the task sleeps,
+/// one wake-up — no channel, no atomic operation.
+#[derive(Default)]
+struct Queue {
+    jobs: RefCell<VecDeque<Job>>,
+    /// The task, while it waits for jobs.
+    waker: Cell<Option<Waker>>,
+    /// The handle was dropped.
+    abandoned: Cell<bool>,
+    /// The task has ended: jobs are refused.
+    closed: Cell<bool>,
 }
 
 /// A reply slot of a written request.
@@ -90,7 +111,7 @@ enum Inflight {
     /// The `+OK` of an `ASKING` sent before a command.
     Discard,
     Reply {
-        tx: oneshot::Sender<Reply>,
+        tx: ReplyTx,
         frames: usize,
         sent: Instant,
     },
@@ -101,22 +122,70 @@ enum Inflight {
 impl BackendConn {
     /// Starts the connection task on the current worker.
     pub fn spawn(addr: NodeAddr, proto: Protocol, env: Rc<Env>) -> BackendConn {
-        let (tx, rx) = mpsc::unbounded_channel();
-        tokio::task::spawn_local(run(addr, proto, env, rx));
-        BackendConn { tx }
+        let queue = Rc::new(Queue::default());
+        tokio::task::spawn_local(run(addr, proto, env, queue.clone()));
+        BackendConn { queue }
     }
 
     /// Queues a job; gives it back if the connection task has ended.
     pub fn send(&self, job: Job) -> Result<(), Job> {
-        self.tx.send(job).map_err(|e| e.0)
+        if self.queue.closed.get() {
+            return Err(job);
+        }
+        self.queue.jobs.borrow_mut().push_back(job);
+        self.queue.wake();
+        Ok(())
     }
 
     pub fn is_closed(&self) -> bool {
-        self.tx.is_closed()
+        self.queue.closed.get()
     }
 }
 
-async fn run(addr: NodeAddr, proto: Protocol, env: Rc<Env>, mut rx: mpsc::UnboundedReceiver<Job>) {
+impl Drop for BackendConn {
+    fn drop(&mut self) {
+        self.queue.abandoned.set(true);
+        self.queue.wake(); // to end once the queue is empty
+    }
+}
+
+// === impl Queue ===
+
+impl Queue {
+    fn wake(&self) {
+        if let Some(waker) = self.waker.take() {
+            waker.wake();
+        }
+    }
+
+    /// The next job; `None` once the handle is gone and nothing is left.
+    fn poll_next(&self, cx: &mut Context<'_>) -> Poll<Option<Job>> {
+        if let Some(job) = self.jobs.borrow_mut().pop_front() {
+            return Poll::Ready(Some(job));
+        }
+        if self.abandoned.get() {
+            return Poll::Ready(None);
+        }
+        self.waker.set(Some(cx.waker().clone()));
+        Poll::Pending
+    }
+
+    fn try_next(&self) -> Option<Job> {
+        self.jobs.borrow_mut().pop_front()
+    }
+
+    /// Refuses every job still queued (none of them was written) and every
+    /// later one.
+    fn close(&self, error: BackendError) {
+        self.closed.set(true);
+        let jobs = std::mem::take(&mut *self.jobs.borrow_mut());
+        for job in jobs {
+            job.reply.send(Err(error));
+        }
+    }
+}
+
+async fn run(addr: NodeAddr, proto: Protocol, env: Rc<Env>, queue: Rc<Queue>) {
     let stream = match connect(&addr, proto, &env.shared).await {
         Ok(stream) => {
             env.connected(&addr);
@@ -126,7 +195,7 @@ async fn run(addr: NodeAddr, proto: Protocol, env: Rc<Env>, mut rx: mpsc::Unboun
             tracing::warn!(node = %addr, error = %e, "cannot connect to node");
             env.failed(&addr, true);
             env.shared.request_refresh();
-            fail_queued(&mut rx, BackendError::Unreachable);
+            queue.close(BackendError::Unreachable);
             return;
         }
     };
@@ -135,7 +204,7 @@ async fn run(addr: NodeAddr, proto: Protocol, env: Rc<Env>, mut rx: mpsc::Unboun
     let inflight = RefCell::new(VecDeque::new());
     let latency = env.shared.node_latency.get(&addr, env.shared.stats.len());
     let result = tokio::select! {
-        r = write_loop(wr, &mut rx, &inflight) => r,
+        r = write_loop(wr, &queue, &inflight) => r,
         r = read_loop(rd, &inflight, &env, &latency) => r,
     };
     let lost = inflight.borrow().len();
@@ -145,10 +214,10 @@ async fn run(addr: NodeAddr, proto: Protocol, env: Rc<Env>, mut rx: mpsc::Unboun
     };
     for slot in inflight.borrow_mut().drain(..) {
         if let Inflight::Reply { tx, .. } = slot {
-            let _ = tx.send(Err(error));
+            tx.send(Err(error));
         }
     }
-    fail_queued(&mut rx, BackendError::NotSent);
+    queue.close(BackendError::NotSent);
     match result {
         Ok(()) => tracing::debug!(node = %addr, "backend connection closed"),
         Err(e) => {
@@ -165,21 +234,13 @@ pub async fn connect(addr: &NodeAddr, proto: Protocol, shared: &Shared) -> io::R
     client::connect(addr, proto, shared.connect_timeout(), &live.backend).await
 }
 
-/// Refuses every job still queued: none of them was written.
-fn fail_queued(rx: &mut mpsc::UnboundedReceiver<Job>, error: BackendError) {
-    rx.close();
-    while let Ok(job) = rx.try_recv() {
-        let _ = job.reply.send(Err(error));
-    }
-}
-
 async fn write_loop(
     mut wr: OwnedWriteHalf,
-    rx: &mut mpsc::UnboundedReceiver<Job>,
+    queue: &Queue,
     inflight: &RefCell<VecDeque<Inflight>>,
 ) -> io::Result<()> {
     let mut batch = BytesMut::with_capacity(BATCH_BYTES);
-    while let Some(job) = rx.recv().await {
+    while let Some(job) = poll_fn(|cx| queue.poll_next(cx)).await {
         // One clock read per batch: its requests leave together (read
         // again after a write that may have waited).
         let mut sent = Instant::now();
@@ -208,7 +269,7 @@ async fn write_loop(
                 }
             }
             if batch.len() < BATCH_BYTES {
-                next = rx.try_recv().ok();
+                next = queue.try_next();
             }
         }
         if !batch.is_empty() {
@@ -228,23 +289,72 @@ async fn read_loop(
     let mut scan = ScanState::default();
     let timeout = env.shared.request_timeout();
     let mut buf = BytesMut::with_capacity(READ_CHUNK);
+    let mut last_read = Instant::now();
+    // One timer for the connection's life, moved on only when it fires:
+    // reads and requests in between cost no timer operation.
+    let timer = tokio::time::sleep_until((last_read + timeout).into());
+    tokio::pin!(timer);
     loop {
         if buf.capacity() - buf.len() < READ_CHUNK / 4 {
             buf.reserve(READ_CHUNK);
         }
-        let n = read_within(&mut rd, &mut buf, inflight, timeout).await?;
+        let n = tokio::select! {
+            biased;
+            read = rd.read_buf(&mut buf) => read?,
+            () = &mut timer => {
+                let next = reply_deadline(inflight, last_read, timeout).ok_or_else(|| {
+                    io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        "no reply within backend.request_timeout_ms",
+                    )
+                })?;
+                timer.as_mut().reset(next.into());
+                continue;
+            }
+        };
         if n == 0 {
             return Err(io::Error::new(
                 io::ErrorKind::UnexpectedEof,
                 "node closed the connection",
             ));
         }
+        last_read = Instant::now();
         let arrived = Arrival {
-            at: Instant::now(),
+            at: last_read,
             latency,
             worker: env.worker,
         };
         deliver(&mut buf, inflight, &mut scan, &arrived)?;
+    }
+}
+
+/// When the connection's reply timer must look again, or `None` when a
+/// request in flight has waited `timeout` with nothing arriving: the wait
+/// is counted from the later of the last read (the node was alive then)
+/// and the write of the oldest request in flight, so a request written
+/// while the connection was idle gets its full time and no more, and a
+/// silent node fails each request about `timeout` after it was written.
+///
+/// The timer is set no later than that moment (both instants only move
+/// forward), so it may fire early — then it is moved on — never late.
+fn reply_deadline(
+    inflight: &RefCell<VecDeque<Inflight>>,
+    last_read: Instant,
+    timeout: Duration,
+) -> Option<Instant> {
+    let now = Instant::now();
+    let oldest = inflight.borrow().iter().find_map(|slot| match slot {
+        Inflight::Reply { sent, .. } => Some(*sent),
+        Inflight::Discard => None,
+    });
+    match oldest {
+        // Nothing in flight: a request written from now on is due no
+        // sooner than `timeout` from now.
+        None => Some(now + timeout),
+        Some(sent) => {
+            let due = sent.max(last_read) + timeout;
+            (now < due).then_some(due)
+        }
     }
 }
 
@@ -297,44 +407,10 @@ fn deliver(
             Some(Inflight::Reply { tx, sent, .. }) => {
                 let took = arrived.at.saturating_duration_since(sent);
                 arrived.latency.record(arrived.worker, took);
-                let _ = tx.send(Ok(Delivered { frame, took }));
+                tx.send(Ok(Delivered { frame, took }));
             }
             Some(Inflight::Discard) => {}
             None => return Err(io::Error::other("reply without a request")),
-        }
-    }
-}
-
-/// Reads what the node sends; fails once a request in flight has waited
-/// `timeout` with nothing arriving. The wait is counted from the later of
-/// this read's start (the node was alive then) and the write of the oldest
-/// request in flight: a request written while the reader was idle gets its
-/// full time and no more, so a silent node fails each request about
-/// `timeout` after it was written.
-async fn read_within(
-    rd: &mut OwnedReadHalf,
-    buf: &mut BytesMut,
-    inflight: &RefCell<VecDeque<Inflight>>,
-    timeout: Duration,
-) -> io::Result<usize> {
-    let start = Instant::now();
-    loop {
-        let oldest = inflight.borrow().iter().find_map(|slot| match slot {
-            Inflight::Reply { sent, .. } => Some(*sent),
-            Inflight::Discard => None,
-        });
-        // With nothing in flight, wake after `timeout` anyway to look
-        // again: a request may have been written meanwhile.
-        let until = oldest.map_or_else(Instant::now, |sent| sent.max(start)) + timeout;
-        match tokio::time::timeout_at(until.into(), rd.read_buf(buf)).await {
-            Ok(read) => return read,
-            Err(_) if oldest.is_some() => {
-                return Err(io::Error::new(
-                    io::ErrorKind::TimedOut,
-                    "no reply within backend.request_timeout_ms",
-                ));
-            }
-            Err(_) => {}
         }
     }
 }

@@ -22,9 +22,8 @@ use std::time::{Duration, Instant};
 use bytes::{Bytes, BytesMut};
 use orthrus_cluster::{Action, NodeAddr, Slot, SlotMap, decide};
 use orthrus_resp::{Protocol, encode};
-use tokio::sync::oneshot;
 
-use super::conn::{BackendError, Job, Reply};
+use super::conn::{BackendError, Job, Reply, ReplyRx};
 use super::pool::Pool;
 use super::{Done, Env};
 use crate::observe::stats::WorkerStats;
@@ -58,7 +57,7 @@ pub struct Remote {
     started: Instant,
     /// Time spent waiting for nodes so far (every attempt's round trip).
     backend: Duration,
-    rx: oneshot::Receiver<Reply>,
+    rx: ReplyRx,
     /// The reply, when it was taken early by [`Remote::is_ready`].
     early: Option<Reply>,
 }
@@ -324,13 +323,7 @@ fn resend(pool: &Pool, remote: &mut Remote) -> Result<(), Bytes> {
     Ok(())
 }
 
-fn send(
-    pool: &Pool,
-    addr: &NodeAddr,
-    frame: &Bytes,
-    proto: Protocol,
-    asking: bool,
-) -> oneshot::Receiver<Reply> {
+fn send(pool: &Pool, addr: &NodeAddr, frame: &Bytes, proto: Protocol, asking: bool) -> ReplyRx {
     send_frames(pool, addr, frame, proto, asking, 1)
 }
 
@@ -343,8 +336,8 @@ pub fn send_frames(
     proto: Protocol,
     asking: bool,
     frames: usize,
-) -> oneshot::Receiver<Reply> {
-    let (tx, rx) = oneshot::channel();
+) -> ReplyRx {
+    let (tx, rx) = super::slot::slot();
     let job = Job {
         frame: frame.clone(),
         asking,

@@ -9,6 +9,8 @@
 //!   commands, WATCH ... EXEC), from a bounded per-node pool.
 //! - [`forward`] — sending a request to the node that owns its slot and
 //!   following MOVED, ASK, TRYAGAIN and CLUSTERDOWN until there is a reply.
+//! - [`slot`] — reply slots: a one-shot channel within a worker thread, how a
+//!   connection hands a reply to the client task waiting for it.
 //! - [`client`] — a small one-request-at-a-time client (handshakes, topology
 //!   queries).
 //! - [`topology`] — discovery and refresh of the slot map, on its own thread.
@@ -29,6 +31,7 @@ pub mod conn;
 pub mod dedicated;
 pub mod forward;
 pub mod pool;
+pub mod slot;
 pub mod topology;
 
 const FIRST_BACKOFF: Duration = Duration::from_millis(50);

@@ -40,45 +40,30 @@ impl Pool {
                 Blocked::Lost => BackendError::NotSent,
                 Blocked::Unreachable => BackendError::Unreachable,
             };
-            let _ = job.reply.send(Err(error));
+            job.reply.send(Err(error));
             return;
         }
-        let conn = self.pick(addr, proto);
-        if let Err(job) = conn.send(job) {
-            // The task ended between the check and the send: start afresh.
-            let conn = self.replace(addr, proto);
-            if let Err(job) = conn.send(job) {
-                let _ = job.reply.send(Err(BackendError::NotSent));
-            }
-        }
-    }
-
-    fn pick(&self, addr: &NodeAddr, proto: Protocol) -> BackendConn {
         let i = self.next.get().wrapping_add(1);
         self.next.set(i);
         let mut conns = self.conns.borrow_mut();
-        let list = connections(&mut conns, addr, proto);
+        let list = match conns.get_mut(addr) {
+            Some(lists) => &mut lists[proto_index(proto)],
+            // The address is cloned only the first time a node is used.
+            None => &mut conns.entry(addr.clone()).or_default()[proto_index(proto)],
+        };
         if list.len() < self.per_node {
-            let conn = BackendConn::spawn(addr.clone(), proto, self.env.clone());
-            list.push(conn.clone());
-            return conn;
+            list.push(BackendConn::spawn(addr.clone(), proto, self.env.clone()));
         }
-        // Not empty: it holds `per_node` (at least 1) connections.
+        // Not empty: it holds at least one connection.
         let index = i % list.len();
         let slot = &mut list[index];
         if slot.is_closed() {
             *slot = BackendConn::spawn(addr.clone(), proto, self.env.clone());
         }
-        slot.clone()
-    }
-
-    fn replace(&self, addr: &NodeAddr, proto: Protocol) -> BackendConn {
-        let conn = BackendConn::spawn(addr.clone(), proto, self.env.clone());
-        let mut conns = self.conns.borrow_mut();
-        let list = connections(&mut conns, addr, proto);
-        list.retain(|c| !c.is_closed());
-        list.push(conn.clone());
-        conn
+        if let Err(job) = slot.send(job) {
+            // A connection that ends as it is made refuses at once.
+            job.reply.send(Err(BackendError::NotSent));
+        }
     }
 
     /// The worker's node environment (counters, back-off).
@@ -87,19 +72,9 @@ impl Pool {
     }
 }
 
-/// The connections to `addr` for `proto`; the address is cloned only the
-/// first time a node is used, not per request.
-fn connections<'a>(
-    conns: &'a mut HashMap<NodeAddr, [Vec<BackendConn>; 2]>,
-    addr: &NodeAddr,
-    proto: Protocol,
-) -> &'a mut Vec<BackendConn> {
-    if !conns.contains_key(addr) {
-        conns.insert(addr.clone(), Default::default());
-    }
-    let [resp2, resp3] = conns.get_mut(addr).expect("inserted above");
+fn proto_index(proto: Protocol) -> usize {
     match proto {
-        Protocol::Resp2 => resp2,
-        Protocol::Resp3 => resp3,
+        Protocol::Resp2 => 0,
+        Protocol::Resp3 => 1,
     }
 }

@@ -16,7 +16,7 @@ use std::time::Duration;
 use crate::process::Shared;
 
 /// How often the client count is looked at.
-const CHECK_EVERY: Duration = Duration::from_secs(1);
+const CHECK_EVERY: Duration = Duration::from_millis(250);
 /// A trim follows once this many clients left since the peak.
 const LEFT_FOR_TRIM: i64 = 256;
 

@@ -22,7 +22,10 @@ const MAX_SLICES: usize = 64;
 /// Bytes due to the client, oldest first: `chunks`, then `tail`.
 #[derive(Default)]
 pub struct Output {
-    chunks: VecDeque<Bytes>,
+    /// Large replies (and the small ones before them), boxed: most clients
+    /// never get one, and the session (every idle connection's memory)
+    /// stays smaller without the queue inline.
+    chunks: Option<Box<VecDeque<Bytes>>>,
     tail: BytesMut,
     len: usize,
 }
@@ -46,10 +49,11 @@ impl Output {
         }
         self.len += reply.len();
         if reply.len() >= LARGE {
+            let chunks = self.chunks.get_or_insert_with(Box::default);
             if !self.tail.is_empty() {
-                self.chunks.push_back(self.tail.split().freeze());
+                chunks.push_back(self.tail.split().freeze());
             }
-            self.chunks.push_back(reply);
+            chunks.push_back(reply);
         } else {
             self.tail.extend_from_slice(&reply);
         }
@@ -64,20 +68,16 @@ impl Output {
         cx: &mut Context<'_>,
     ) -> Poll<io::Result<()>> {
         while self.len > 0 {
-            let n = if self.chunks.is_empty() {
-                std::task::ready!(Pin::new(&mut *stream).poll_write(cx, &self.tail))?
-            } else {
-                let mut slices: Vec<IoSlice<'_>> = Vec::with_capacity(MAX_SLICES);
-                slices.extend(
-                    self.chunks
-                        .iter()
-                        .take(MAX_SLICES - 1)
-                        .map(|c| IoSlice::new(c)),
-                );
-                if !self.tail.is_empty() {
-                    slices.push(IoSlice::new(&self.tail));
+            let n = match self.chunks.as_deref().filter(|c| !c.is_empty()) {
+                None => std::task::ready!(Pin::new(&mut *stream).poll_write(cx, &self.tail))?,
+                Some(chunks) => {
+                    let mut slices: Vec<IoSlice<'_>> = Vec::with_capacity(MAX_SLICES);
+                    slices.extend(chunks.iter().take(MAX_SLICES - 1).map(|c| IoSlice::new(c)));
+                    if !self.tail.is_empty() {
+                        slices.push(IoSlice::new(&self.tail));
+                    }
+                    std::task::ready!(Pin::new(&mut *stream).poll_write_vectored(cx, &slices))?
                 }
-                std::task::ready!(Pin::new(&mut *stream).poll_write_vectored(cx, &slices))?
             };
             if n == 0 {
                 return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
@@ -91,10 +91,11 @@ impl Output {
     fn advance(&mut self, mut n: usize) {
         self.len -= n;
         while n > 0 {
-            match self.chunks.front_mut() {
+            let chunks = self.chunks.as_deref_mut();
+            match chunks.and_then(|c| c.front_mut()) {
                 Some(chunk) if chunk.len() <= n => {
                     n -= chunk.len();
-                    self.chunks.pop_front();
+                    self.chunks.as_deref_mut().and_then(VecDeque::pop_front);
                 }
                 Some(chunk) => {
                     chunk.advance(n);
@@ -116,9 +117,7 @@ impl Output {
         } else {
             self.tail.clear();
         }
-        if self.chunks.capacity() > 0 {
-            self.chunks = VecDeque::new();
-        }
+        self.chunks = None;
     }
 }
 
@@ -147,6 +146,7 @@ mod tests {
         out.push(Bytes::from(vec![b'y'; LARGE + 10]));
         out.advance(LARGE);
         assert_eq!(out.len(), 10);
-        assert_eq!(out.chunks.front().map(Bytes::len), Some(10));
+        let chunks = out.chunks.as_deref();
+        assert_eq!(chunks.and_then(|c| c.front()).map(Bytes::len), Some(10));
     }
 }

@@ -78,7 +78,7 @@ impl<S: Stream> Session<S> {
             self.reset_idle_timer();
             return self.poll_idle(cx);
         }
-        tracing::debug!("idle timeout");
+        tracing::debug!(client.id = self.client.id, "idle timeout");
         Poll::Ready(End::Gone)
     }
 }
