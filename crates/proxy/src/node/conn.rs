@@ -99,10 +99,11 @@ enum Inflight {
 // === impl BackendConn ===
 
 impl BackendConn {
-    /// Starts the connection task on the current worker.
-    pub fn spawn(addr: NodeAddr, proto: Protocol, env: Rc<Env>) -> BackendConn {
+    /// Starts the connection task on the current worker; with `readonly`
+    /// its handshake sends `READONLY` (for reads sent to a replica).
+    pub fn spawn(addr: NodeAddr, proto: Protocol, readonly: bool, env: Rc<Env>) -> BackendConn {
         let (tx, rx) = mpsc::unbounded_channel();
-        tokio::task::spawn_local(run(addr, proto, env, rx));
+        tokio::task::spawn_local(run(addr, proto, readonly, env, rx));
         BackendConn { tx }
     }
 
@@ -116,8 +117,14 @@ impl BackendConn {
     }
 }
 
-async fn run(addr: NodeAddr, proto: Protocol, env: Rc<Env>, mut rx: mpsc::UnboundedReceiver<Job>) {
-    let stream = match connect(&addr, proto, &env.shared).await {
+async fn run(
+    addr: NodeAddr,
+    proto: Protocol,
+    readonly: bool,
+    env: Rc<Env>,
+    mut rx: mpsc::UnboundedReceiver<Job>,
+) {
+    let stream = match open(&addr, proto, readonly, &env.shared).await {
         Ok(stream) => {
             env.connected(&addr);
             stream
@@ -161,8 +168,18 @@ async fn run(addr: NodeAddr, proto: Protocol, env: Rc<Env>, mut rx: mpsc::Unboun
 
 /// Opens a connection to a node with the live timeout and credentials.
 pub async fn connect(addr: &NodeAddr, proto: Protocol, shared: &Shared) -> io::Result<TcpStream> {
+    open(addr, proto, false, shared).await
+}
+
+/// [`connect`], sending `READONLY` in the handshake when `readonly`.
+async fn open(
+    addr: &NodeAddr,
+    proto: Protocol,
+    readonly: bool,
+    shared: &Shared,
+) -> io::Result<TcpStream> {
     let live = shared.live.load_full();
-    client::connect(addr, proto, shared.connect_timeout(), &live.backend).await
+    client::connect(addr, proto, shared.connect_timeout(), &live.backend, readonly).await
 }
 
 /// Refuses every job still queued: none of them was written.
