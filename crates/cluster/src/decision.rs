@@ -419,7 +419,11 @@ mod tests {
             b"-LOADING\r\n",
         ];
         for reply in declined {
-            assert!(replica_declined(reply), "{}", String::from_utf8_lossy(reply));
+            assert!(
+                replica_declined(reply),
+                "{}",
+                String::from_utf8_lossy(reply)
+            );
         }
         let answers: &[&[u8]] = &[
             b"$1\r\nx\r\n",
@@ -433,7 +437,11 @@ mod tests {
             b"",
         ];
         for reply in answers {
-            assert!(!replica_declined(reply), "{}", String::from_utf8_lossy(reply));
+            assert!(
+                !replica_declined(reply),
+                "{}",
+                String::from_utf8_lossy(reply)
+            );
         }
     }
 }

@@ -204,6 +204,9 @@ fn read_from_comes_from_the_file_the_environment_and_the_flag() {
         ("slave", "not one of master, replica"),
     ] {
         let err = load(&[], Some(value)).unwrap_err().to_string();
-        assert!(err.contains("cluster.read_from") && err.contains(says), "{err}");
+        assert!(
+            err.contains("cluster.read_from") && err.contains(says),
+            "{err}"
+        );
     }
 }

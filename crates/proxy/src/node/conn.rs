@@ -179,7 +179,14 @@ async fn open(
     shared: &Shared,
 ) -> io::Result<TcpStream> {
     let live = shared.live.load_full();
-    client::connect(addr, proto, shared.connect_timeout(), &live.backend, readonly).await
+    client::connect(
+        addr,
+        proto,
+        shared.connect_timeout(),
+        &live.backend,
+        readonly,
+    )
+    .await
 }
 
 /// Refuses every job still queued: none of them was written.

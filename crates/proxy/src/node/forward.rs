@@ -97,7 +97,11 @@ pub enum Sent {
 impl Access {
     /// `Read` for a read-only command, else `Write`.
     pub fn of(readonly: bool) -> Access {
-        if readonly { Access::Read } else { Access::Write }
+        if readonly {
+            Access::Read
+        } else {
+            Access::Write
+        }
     }
 
     /// Whether the command only reads (so it may be resent).
@@ -150,7 +154,11 @@ pub fn forward(pool: &Pool, frame: Bytes, target: Target, proto: Protocol, acces
             &stats.reads_master
         });
     }
-    let lane = if on_replica { Lane::Replica } else { Lane::Master };
+    let lane = if on_replica {
+        Lane::Replica
+    } else {
+        Lane::Master
+    };
     let rx = send_on(pool, &addr, &frame, proto, lane, false);
     Sent::Remote(Remote {
         frame,
@@ -327,7 +335,14 @@ async fn declined_by_replica(
     };
     if let Some(addr) = another {
         remote.replicas_tried += 1;
-        remote.rx = send_on(pool, addr, &remote.frame, remote.proto, Lane::Replica, false);
+        remote.rx = send_on(
+            pool,
+            addr,
+            &remote.frame,
+            remote.proto,
+            Lane::Replica,
+            false,
+        );
         remote.sent_to = addr.clone();
         return Err(None);
     }

@@ -115,8 +115,7 @@ fn connections<'a>(
     if !conns.contains_key(addr) {
         conns.insert(addr.clone(), Default::default());
     }
-    let [resp2, resp3, resp2_replica, resp3_replica] =
-        conns.get_mut(addr).expect("inserted above");
+    let [resp2, resp3, resp2_replica, resp3_replica] = conns.get_mut(addr).expect("inserted above");
     match (proto, lane) {
         (Protocol::Resp2, Lane::Master) => resp2,
         (Protocol::Resp3, Lane::Master) => resp3,

@@ -13,8 +13,8 @@ use orthrus_resp::Request;
 use crate::client::subscriptions::PubSub;
 use crate::client::{Client, Pending, PushSink, ReplyMode};
 use crate::cmd::{admin, blocking, fanout, local, pubsub, scan, split, transaction};
-use crate::node::Done;
 use crate::config::ReadFrom;
+use crate::node::Done;
 use crate::node::forward::{self, Access, Sent, Target, error_reply};
 use crate::observe::clients::Closer;
 use crate::observe::stats::WorkerStats;
@@ -188,7 +188,10 @@ fn run(
     // PUBLISH goes where this orthrus keeps its subscriptions, so that its
     // count of receivers includes them.
     let (target, access) = if matches!(target, Target::Any) && is_publish(&req) {
-        (crate::client::subscriptions::publish_target(), Access::Write)
+        (
+            crate::client::subscriptions::publish_target(),
+            Access::Write,
+        )
     } else {
         (target, access)
     };
