@@ -132,7 +132,8 @@ pub enum ReadFrom {
 #[serde(deny_unknown_fields, default)]
 pub struct BackendConfig {
     /// Multiplexed connections per worker thread, per node and per protocol
-    /// (RESP2, RESP3). Default 1.
+    /// (RESP2, RESP3); as many again for replica reads (connections that
+    /// sent `READONLY`). Default 1.
     pub connections_per_node: usize,
     /// Timeout to establish a backend connection, in milliseconds. Default 1000.
     pub connect_timeout_ms: u64,

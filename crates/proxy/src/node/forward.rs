@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use orthrus_cluster::{Action, NodeAddr, Slot, SlotMap, decide, replica_declined};
-use orthrus_resp::{Protocol, encode};
+use orthrus_resp::{Protocol, ReplyClass, classify, encode};
 use tokio::sync::oneshot;
 
 use super::conn::{BackendError, Job, Reply};
@@ -324,6 +324,13 @@ async fn declined_by_replica(
     }
     if let Ok(delivered) = &reply {
         remote.backend += delivered.took;
+        if matches!(
+            classify(&delivered.frame),
+            ReplyClass::Moved | ReplyClass::Ask
+        ) {
+            // The replica no longer follows the slot's master.
+            env.shared.request_refresh();
+        }
     }
     WorkerStats::bump(&env.stats().replica_fallbacks);
     let map = env.shared.slots.load();
