@@ -9,9 +9,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use common::{Proxy, cluster};
+use common::{Proxy, cluster, send};
 use orthrus_cluster::Slot;
-use orthrus_devcluster::{Cluster, info_field};
+use orthrus_devcluster::{Cluster, ClusterSpec, NodeOptions, info_field};
 use redis::Commands;
 
 /// How many GETs node `i` has run (`cmdstat_get` calls; 0 before the
@@ -359,4 +359,31 @@ fn a_loading_replica_is_skipped() {
         fallbacks >= 1 && ran[0] >= 1,
         "{rounds} rounds of GETs; {fallbacks} sent on from the replica; GETs per node {ran:?}"
     );
+}
+
+#[test]
+fn replica_reads_with_a_backend_password_in_resp2_and_resp3() {
+    let spec = ClusterSpec::new(3, 1).with_node(NodeOptions::cluster().with_password("node-pw-4"));
+    let cluster = Cluster::start(spec).unwrap();
+    let env = [("ORTHRUS_BACKEND__PASSWORD", "node-pw-4")];
+    let proxy = Proxy::spawn(&cluster.seeds(), &["--read-from", "replica"], &env);
+    proxy.wait_ready(Duration::from_secs(20));
+    let mut con = proxy.client();
+    let keys = set_keys(&mut con, "auth-read", 30);
+    wait_replicated(&cluster);
+
+    // RESP2: AUTH and READONLY in the replica connections' handshake.
+    let before = all_get_calls(&cluster);
+    get_all(&mut con, &keys);
+    assert_eq!(split_by_role(&cluster, &before), (0, 30));
+
+    // RESP3: HELLO 3 AUTH and READONLY.
+    let mut v3 = proxy.stream();
+    assert!(send(&mut v3, &["HELLO", "3"]).starts_with('%'));
+    let before = all_get_calls(&cluster);
+    for (key, value) in &keys {
+        let reply = send(&mut v3, &["GET", key]);
+        assert_eq!(reply, format!("${}\r\n{value}\r\n", value.len()));
+    }
+    assert_eq!(split_by_role(&cluster, &before), (0, 30));
 }
