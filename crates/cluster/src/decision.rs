@@ -164,6 +164,45 @@ pub fn decide(reply: &[u8], attempt: u32, policy: &RedirectPolicy) -> Action {
     }
 }
 
+/// Whether a replica's reply to a read means "ask the master instead"
+/// rather than being the client's answer: a redirect (the node is not, or
+/// no longer, a replica of the slot's master, or its connection did not
+/// send `READONLY`), `TRYAGAIN`/`CLUSTERDOWN`, or a node that cannot
+/// serve now: `LOADING` (a full sync or a restart), `MASTERDOWN` (its link
+/// to the master is down and `replica-serve-stale-data` is off), `BUSY` (a
+/// script or function runs too long), `READONLY` (it took the command for a
+/// write). Any other reply, errors such as `WRONGTYPE` included, is the
+/// answer.
+pub fn replica_declined(reply: &[u8]) -> bool {
+    const NOT_NOW: [&[u8]; 4] = [b"LOADING", b"MASTERDOWN", b"BUSY", b"READONLY"];
+    match classify(reply) {
+        ReplyClass::Normal => false,
+        ReplyClass::Moved | ReplyClass::Ask | ReplyClass::TryAgain | ReplyClass::ClusterDown => {
+            true
+        }
+        ReplyClass::Error => NOT_NOW.contains(&error_code(reply)),
+    }
+}
+
+/// The first word of an error reply (`-CODE text` or RESP3 `!len CODE
+/// text`): empty if there is none.
+fn error_code(reply: &[u8]) -> &[u8] {
+    let text = match reply.split_first() {
+        Some((b'-', text)) => text,
+        Some((b'!', rest)) => rest
+            .iter()
+            .position(|&b| b == b'\n')
+            .and_then(|lf| rest.get(lf + 1..))
+            .unwrap_or_default(),
+        _ => return &[],
+    };
+    let end = text
+        .iter()
+        .position(|&b| b == b' ' || b == b'\r')
+        .unwrap_or(text.len());
+    text.get(..end).unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -363,5 +402,46 @@ mod tests {
         let reason = FailReason::MalformedRedirect;
         assert!(reason.message().starts_with("ERR orthrus: "));
         assert!(!reason.message().contains('\n'));
+    }
+
+    #[test]
+    fn what_a_replica_declines() {
+        let declined: &[&[u8]] = &[
+            b"-MOVED 3999 127.0.0.1:6381\r\n",
+            b"-ASK 3999 127.0.0.1:6381\r\n",
+            b"-TRYAGAIN Multiple keys request during rehashing of slot\r\n",
+            b"-CLUSTERDOWN The cluster is down\r\n",
+            b"-LOADING Redis is loading the dataset in memory\r\n",
+            b"-MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.\r\n",
+            b"-BUSY Redis is busy running a script.\r\n",
+            b"-READONLY You can't write against a read only replica.\r\n",
+            b"!7\r\nLOADING\r\n",
+            b"-LOADING\r\n",
+        ];
+        for reply in declined {
+            assert!(
+                replica_declined(reply),
+                "{}",
+                String::from_utf8_lossy(reply)
+            );
+        }
+        let answers: &[&[u8]] = &[
+            b"$1\r\nx\r\n",
+            b"$-1\r\n",
+            b"+OK\r\n",
+            b"-WRONGTYPE Operation against a key holding the wrong kind of value\r\n",
+            b"-ERR unknown command\r\n",
+            b"-LOADINGX not a code we know\r\n",
+            b"-BUSYKEY Target key name already exists.\r\n",
+            b"$7\r\nLOADING\r\n",
+            b"",
+        ];
+        for reply in answers {
+            assert!(
+                !replica_declined(reply),
+                "{}",
+                String::from_utf8_lossy(reply)
+            );
+        }
     }
 }

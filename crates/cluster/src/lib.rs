@@ -17,7 +17,8 @@
 //!   `TopologyError`.
 //! - `redirect`: `Redirect`, MOVED/ASK parsed from raw reply bytes.
 //! - `decision`: `decide`, `Action`, `RedirectPolicy`, `FailReason`: the
-//!   redirect decision.
+//!   redirect decision; `replica_declined`, which replica replies send a
+//!   read on to the master.
 
 #![forbid(unsafe_code)]
 #![cfg_attr(
@@ -39,7 +40,7 @@ mod slot_map;
 mod topology;
 
 pub use addr::{AddrParseError, NodeAddr};
-pub use decision::{Action, FailReason, RedirectPolicy, decide};
+pub use decision::{Action, FailReason, RedirectPolicy, decide, replica_declined};
 pub use node::{Health, Node, Role};
 pub use redirect::Redirect;
 pub use slot::{SLOT_COUNT, Slot, SlotOutOfRange, hash_tag};

@@ -108,6 +108,23 @@ pub struct AdminConfig {
 pub struct ClusterConfig {
     /// Periodic topology refresh, in milliseconds. Default 5000.
     pub refresh_interval_ms: u64,
+    /// Where keyed read-only commands go: `master`, or `replica` (a
+    /// replica of the slot's master, spread over its replicas; the master
+    /// when none is usable or one declines). Replica reads may be stale:
+    /// replication is asynchronous. A client that sends `READONLY` gets
+    /// replica reads whatever this says, `READWRITE` takes its connection
+    /// back to the master. Default `master`.
+    pub read_from: String,
+}
+
+/// Where keyed read-only commands go (`cluster.read_from`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ReadFrom {
+    /// The slot's master, as for writes.
+    #[default]
+    Master,
+    /// A replica of the slot's master; the master when none is usable.
+    Replica,
 }
 
 /// `[backend]`: connections to the cluster nodes.
@@ -115,7 +132,8 @@ pub struct ClusterConfig {
 #[serde(deny_unknown_fields, default)]
 pub struct BackendConfig {
     /// Multiplexed connections per worker thread, per node and per protocol
-    /// (RESP2, RESP3). Default 1.
+    /// (RESP2, RESP3); as many again for replica reads (connections that
+    /// sent `READONLY`). Default 1.
     pub connections_per_node: usize,
     /// Timeout to establish a backend connection, in milliseconds. Default 1000.
     pub connect_timeout_ms: u64,
@@ -219,6 +237,7 @@ pub struct Overrides {
     pub metrics: Option<String>,
     pub backend_password: Option<String>,
     pub requirepass: Option<String>,
+    pub read_from: Option<String>,
 }
 
 /// A setting that cannot be used, named so the operator can find it.
@@ -249,6 +268,9 @@ pub struct Settings {
     pub metrics: Option<SocketAddr>,
     /// The file the configuration came from, if any (shown in INFO).
     pub config_file: Option<PathBuf>,
+    /// Where a new client's keyed reads go until it sends READONLY or
+    /// READWRITE.
+    pub read_from: ReadFrom,
     pub raw: Config,
 }
 
@@ -279,6 +301,7 @@ impl Default for ClusterConfig {
     fn default() -> Self {
         ClusterConfig {
             refresh_interval_ms: 5000,
+            read_from: "master".to_owned(),
         }
     }
 }
@@ -384,6 +407,9 @@ impl Config {
         if let Some(password) = &flags.backend_password {
             builder = builder.set_override("backend.password", password.as_str())?;
         }
+        if let Some(read_from) = &flags.read_from {
+            builder = builder.set_override("cluster.read_from", read_from.as_str())?;
+        }
         if let Some(threads) = flags.threads {
             builder = builder.set_override("threads", threads as u64)?;
         }
@@ -434,6 +460,7 @@ impl Config {
                 "needs backend.password too".to_owned(),
             ));
         }
+        let read_from = ReadFrom::parse(&self.cluster.read_from)?;
         let threads = match self.threads {
             0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
             n if n > 1024 => return Err(invalid("threads", format!("{n} is more than 1024"))),
@@ -492,8 +519,42 @@ impl Config {
             announce,
             metrics,
             config_file: None,
+            read_from,
             raw: self,
         })
+    }
+}
+
+// === impl ReadFrom ===
+
+impl ReadFrom {
+    /// The setting's value, case-insensitive. `prefer-replica` is refused
+    /// with its reason: `replica` already prefers replicas and falls back
+    /// to the master (docs/ARCHITECTURE.md, "Reads from replicas").
+    fn parse(value: &str) -> Result<ReadFrom, ConfigError> {
+        match value.to_ascii_lowercase().as_str() {
+            "master" => Ok(ReadFrom::Master),
+            "replica" => Ok(ReadFrom::Replica),
+            "prefer-replica" | "prefer_replica" | "preferreplica" => Err(invalid(
+                "cluster.read_from",
+                "\"prefer-replica\" is not offered: \"replica\" already sends reads to a \
+                 replica and falls back to the master when none is usable or one declines \
+                 (see docs/ARCHITECTURE.md); use master or replica"
+                    .to_owned(),
+            )),
+            other => Err(invalid(
+                "cluster.read_from",
+                format!("{other:?} is not one of master, replica"),
+            )),
+        }
+    }
+
+    /// The setting's spelling, for INFO.
+    pub fn name(self) -> &'static str {
+        match self {
+            ReadFrom::Master => "master",
+            ReadFrom::Replica => "replica",
+        }
     }
 }
 

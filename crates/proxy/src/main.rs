@@ -35,6 +35,11 @@ struct Args {
     /// [env ORTHRUS_BACKEND__PASSWORD]
     #[arg(long, value_name = "PASSWORD")]
     backend_password: Option<String>,
+    /// Where keyed read-only commands go: master, or replica (a replica of
+    /// the slot's master, the master when none is usable; replica reads may
+    /// be stale) [default: master; env ORTHRUS_CLUSTER__READ_FROM]
+    #[arg(long, value_name = "master|replica")]
+    read_from: Option<String>,
     /// Validate the configuration, print it (passwords masked) and exit
     #[arg(long)]
     check_config: bool,
@@ -53,6 +58,7 @@ fn main() -> ExitCode {
         metrics: args.metrics,
         backend_password: args.backend_password,
         requirepass: args.requirepass,
+        read_from: args.read_from,
     };
     let settings =
         Config::load(file.as_deref(), std::env::vars(), &overrides).and_then(Config::validate);

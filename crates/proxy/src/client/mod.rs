@@ -11,6 +11,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use orthrus_resp::Protocol;
 
+use crate::config::ReadFrom;
 use crate::node::Done;
 use crate::node::forward::Remote;
 use crate::observe::clients::{ClientAddr, ClientEntry, Closer, Names, Signal};
@@ -73,6 +74,9 @@ pub struct Client {
     pub authenticated: bool,
     /// CLIENT REPLY.
     pub reply: ReplyMode,
+    /// Where its keyed reads go: `cluster.read_from` until it sends
+    /// READONLY (replicas) or READWRITE (the master).
+    pub read_from: ReadFrom,
 }
 
 /// CLIENT REPLY ON|OFF|SKIP.

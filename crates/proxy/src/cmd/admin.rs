@@ -29,7 +29,7 @@ use crate::client::{Client, Pending, PushSink};
 use crate::cmd::fanout;
 use crate::cmd::reply::{parse_integer, simple};
 use crate::node::Done;
-use crate::node::forward::{self, Sent, Target, error_reply, no_owner};
+use crate::node::forward::{self, Access, Sent, Target, error_reply, no_owner};
 use crate::route::table::CommandInfo;
 use crate::worker::WorkerCtx;
 
@@ -101,7 +101,7 @@ fn send(ctx: &Rc<WorkerCtx>, nodes: Vec<NodeAddr>, frame: &Bytes, proto: Protoco
             frame.clone(),
             Target::Node(one.clone()),
             proto,
-            false,
+            Access::Write,
         ) {
             Sent::Remote(remote) => Pending::Remote(remote),
             Sent::Refused(reply) => Pending::Ready(reply),

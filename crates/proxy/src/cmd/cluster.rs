@@ -12,7 +12,7 @@ use orthrus_resp::{Protocol, Request, encode};
 
 use crate::client::{Client, Pending};
 use crate::cmd::reply::{bulk, integer, verbatim};
-use crate::node::forward::{self, Sent, Target, error_reply};
+use crate::node::forward::{self, Access, Sent, Target, error_reply};
 use crate::worker::WorkerCtx;
 
 /// The address orthrus describes itself at.
@@ -75,7 +75,7 @@ fn forward_to_owner(req: &Request, client: &Client, ctx: &Rc<WorkerCtx>) -> Pend
         req.frame().clone(),
         Target::Slot(slot),
         client.proto,
-        true,
+        Access::Read,
     ) {
         Sent::Remote(remote) => Pending::Remote(remote),
         Sent::Refused(reply) => Pending::Ready(reply),

@@ -13,7 +13,7 @@ use orthrus_resp::{Protocol, Request, encode};
 use crate::client::Pending;
 use crate::cmd::reply::{array_elements, parse_integer};
 use crate::node::Done;
-use crate::node::forward::{self, Sent, Target, error_reply, no_owner};
+use crate::node::forward::{self, Access, Sent, Target, error_reply, no_owner};
 use crate::route::kind::FanOut;
 use crate::worker::WorkerCtx;
 
@@ -55,7 +55,10 @@ pub fn send_to_each(
 ) -> Vec<Sent> {
     nodes
         .into_iter()
-        .map(|n| forward::forward(&ctx.pool, frame.clone(), Target::Node(n), proto, readonly))
+        .map(|n| {
+            let access = Access::of(readonly);
+            forward::forward(&ctx.pool, frame.clone(), Target::Node(n), proto, access)
+        })
         .collect()
 }
 

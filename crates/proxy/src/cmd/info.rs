@@ -139,7 +139,7 @@ fn stats_section(out: &mut String, ctx: &WorkerCtx) {
     let t = stats::totals(&ctx.shared.stats);
     let _ = write!(
         out,
-        "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:{}\r\nrejected_connections:{}\r\northrus_redirects_moved:{}\r\northrus_redirects_ask:{}\r\northrus_retries_tryagain:{}\r\northrus_retries_clusterdown:{}\r\northrus_backend_errors:{}\r\northrus_protocol_errors:{}\r\northrus_rejected_commands:{}\r\northrus_topology_refreshes:{}\r\n",
+        "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:{}\r\nrejected_connections:{}\r\northrus_redirects_moved:{}\r\northrus_redirects_ask:{}\r\northrus_retries_tryagain:{}\r\northrus_retries_clusterdown:{}\r\northrus_backend_errors:{}\r\northrus_protocol_errors:{}\r\northrus_rejected_commands:{}\r\northrus_topology_refreshes:{}\r\northrus_reads_master:{}\r\northrus_reads_replica:{}\r\northrus_replica_read_fallbacks:{}\r\n",
         t.connections_received,
         t.commands,
         ctx.shared.ops.per_second(),
@@ -152,6 +152,9 @@ fn stats_section(out: &mut String, ctx: &WorkerCtx) {
         t.protocol_errors,
         t.rejected_commands,
         ctx.shared.refreshes(),
+        t.reads_master,
+        t.reads_replica,
+        t.replica_fallbacks,
     );
 }
 
@@ -191,12 +194,13 @@ fn cluster(out: &mut String, ctx: &WorkerCtx) {
     let map = ctx.shared.slots.load();
     let _ = write!(
         out,
-        "# Cluster\r\ncluster_enabled:0\r\northrus_cluster_known:{}\r\northrus_cluster_masters:{}\r\northrus_cluster_nodes:{}\r\northrus_cluster_slots_covered:{}\r\northrus_commands_from_cluster:{}\r\n",
+        "# Cluster\r\ncluster_enabled:0\r\northrus_cluster_known:{}\r\northrus_cluster_masters:{}\r\northrus_cluster_nodes:{}\r\northrus_cluster_slots_covered:{}\r\northrus_commands_from_cluster:{}\r\northrus_read_from:{}\r\n",
         u8::from(map.covered_slots() > 0),
         map.masters().len(),
         map.nodes().len(),
         map.covered_slots(),
         u8::from(ctx.shared.commands_learnt()),
+        ctx.shared.settings.read_from.name(),
     );
     for (i, node) in map.nodes().iter().enumerate() {
         let _ = write!(

@@ -11,6 +11,7 @@ use crate::client::ReplyMode;
 use crate::client::{Client, Pending};
 use crate::cmd::reply::{bulk, integer, null, simple, verbatim};
 use crate::cmd::{cluster as cluster_cmd, info};
+use crate::config::ReadFrom;
 use crate::node::forward::error_reply;
 use crate::observe::clients::KillReply;
 use crate::route::kind::Local;
@@ -28,7 +29,16 @@ pub fn execute(cmd: Local, req: &Request, client: &mut Client, ctx: &Rc<WorkerCt
         Local::Echo => bulk(req.arg(1).unwrap_or_default()),
         Local::Quit => return Pending::Last(simple("OK")),
         Local::Select => select(req),
-        Local::ReadOnly | Local::ReadWrite => simple("OK"),
+        // As on a cluster node, for this connection only: its keyed reads
+        // go to replicas, or back to the masters.
+        Local::ReadOnly => {
+            client.read_from = ReadFrom::Replica;
+            simple("OK")
+        }
+        Local::ReadWrite => {
+            client.read_from = ReadFrom::Master;
+            simple("OK")
+        }
         Local::Reset => {
             client.proto = Protocol::Resp2;
             client.names = None;
@@ -40,6 +50,7 @@ pub fn execute(cmd: Local, req: &Request, client: &mut Client, ctx: &Rc<WorkerCt
             let cfg = &live.client;
             client.authenticated = cfg.password.is_none() && cfg.users.is_empty();
             client.reply = ReplyMode::On;
+            client.read_from = ctx.shared.settings.read_from;
             simple("RESET")
         }
         Local::Auth if req.arg_count() > 3 => error_reply("ERR syntax error"),

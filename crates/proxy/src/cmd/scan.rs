@@ -13,7 +13,7 @@ use orthrus_resp::{Protocol, Request, encode};
 use crate::client::Pending;
 use crate::cmd::reply::array_elements;
 use crate::node::Done;
-use crate::node::forward::{self, Sent, Target, error_reply, no_owner};
+use crate::node::forward::{self, Access, Sent, Target, error_reply, no_owner};
 use crate::worker::WorkerCtx;
 
 const NODE_BITS: u32 = 10;
@@ -43,7 +43,8 @@ pub fn dispatch(ctx: &Rc<WorkerCtx>, req: &Request, proto: Protocol) -> Pending 
         *arg = node_cursor.as_bytes();
     }
     let frame = Request::from_args(&args).into_frame();
-    let sent = forward::forward(&ctx.pool, frame, Target::Node(node.clone()), proto, true);
+    let target = Target::Node(node.clone());
+    let sent = forward::forward(&ctx.pool, frame, target, proto, Access::Read);
     let count = masters.len();
     let ctx = ctx.clone();
     Pending::Future(Box::pin(async move {

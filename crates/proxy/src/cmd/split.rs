@@ -13,7 +13,7 @@ use orthrus_resp::{Protocol, Request, encode};
 use crate::client::Pending;
 use crate::cmd::reply::{array_elements, parse_integer};
 use crate::node::Done;
-use crate::node::forward::{self, Target, error_reply};
+use crate::node::forward::{self, Access, Target, error_reply};
 use crate::route::kind::Merge;
 use crate::worker::WorkerCtx;
 
@@ -29,7 +29,7 @@ pub fn dispatch(
     req: &Request,
     merge: Merge,
     proto: Protocol,
-    readonly: bool,
+    access: Access,
 ) -> Pending {
     let step = if merge == Merge::Ok { 2 } else { 1 };
     if (req.arg_count() - 1) % step != 0 {
@@ -69,7 +69,7 @@ pub fn dispatch(
             frame,
             Target::Slot(part.slot),
             proto,
-            readonly,
+            access,
         ));
     }
     let ctx = ctx.clone();

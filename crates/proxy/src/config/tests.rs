@@ -182,3 +182,31 @@ fn listen_takes_a_unix_socket_and_its_permissions() {
         }
     }
 }
+
+#[test]
+fn read_from_comes_from_the_file_the_environment_and_the_flag() {
+    let load = |vars: &[(&str, &str)], flag: Option<&str>| {
+        let flags = Overrides {
+            read_from: flag.map(str::to_owned),
+            ..Overrides::default()
+        };
+        let mut all = vec![("ORTHRUS_SEEDS", "a:1")];
+        all.extend_from_slice(vars);
+        Config::load(None, env(&all), &flags).and_then(Config::validate)
+    };
+    assert_eq!(load(&[], None).unwrap().read_from, ReadFrom::Master);
+    let vars = [("ORTHRUS_CLUSTER__READ_FROM", "replica")];
+    assert_eq!(load(&vars, None).unwrap().read_from, ReadFrom::Replica);
+    let flag = load(&vars, Some("Master")).unwrap();
+    assert_eq!(flag.read_from, ReadFrom::Master);
+    for (value, says) in [
+        ("prefer-replica", "not offered"),
+        ("slave", "not one of master, replica"),
+    ] {
+        let err = load(&[], Some(value)).unwrap_err().to_string();
+        assert!(
+            err.contains("cluster.read_from") && err.contains(says),
+            "{err}"
+        );
+    }
+}

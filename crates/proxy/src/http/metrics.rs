@@ -68,6 +68,21 @@ fn traffic_metrics(m: &mut Exposition, t: &stats::Totals, refreshes: u64) {
     m.sample(name, &[("kind", "tryagain")], t.tryagain);
     m.sample(name, &[("kind", "clusterdown")], t.clusterdown);
 
+    let name = "orthrus_reads_total";
+    m.family(
+        name,
+        "counter",
+        "Keyed read-only commands, by the role of the node they were sent to.",
+    );
+    m.sample(name, &[("role", "master")], t.reads_master);
+    m.sample(name, &[("role", "replica")], t.reads_replica);
+    let help = "Replica reads sent on to another replica or the master (the replica failed, was loading or redirected).";
+    m.counter(
+        "orthrus_replica_read_fallbacks_total",
+        help,
+        t.replica_fallbacks,
+    );
+
     let help = "Failures talking to cluster nodes.";
     m.counter("orthrus_backend_errors_total", help, t.backend_errors);
     let help = "Client connections closed for a protocol error.";

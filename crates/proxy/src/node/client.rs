@@ -15,19 +15,32 @@ use tokio::net::TcpStream;
 
 /// Replies of topology and `COMMAND` queries can be large, never unbounded.
 const MAX_REPLY: usize = 64 * 1024 * 1024;
+/// The `READONLY` command: a replica connection that sent it serves reads.
+const READONLY: &[u8] = b"*1\r\n$8\r\nREADONLY\r\n";
 
 /// Sends one encoded request and reads its whole reply.
 pub async fn call(stream: &mut TcpStream, frame: &[u8]) -> io::Result<Value> {
-    stream.write_all(frame).await?;
+    let mut replies = exchange(stream, frame, 1).await?;
+    replies
+        .pop()
+        .ok_or_else(|| io::Error::other("no reply read"))
+}
+
+/// Sends `frames` (one or more encoded requests) in one write and reads
+/// `count` whole replies.
+async fn exchange(stream: &mut TcpStream, frames: &[u8], count: usize) -> io::Result<Vec<Value>> {
+    stream.write_all(frames).await?;
     let limits = Limits::for_replies();
     let mut buf = BytesMut::with_capacity(4096);
-    loop {
+    let mut replies = Vec::with_capacity(count);
+    while replies.len() < count {
         if let Some(len) = scan_reply(&buf, &limits).map_err(io::Error::other)? {
             let frame = buf.split_to(len).freeze();
-            return match Value::parse(&frame, &limits).map_err(io::Error::other)? {
-                Some((value, _)) => Ok(value),
-                None => Err(io::Error::other("reply scanner and parser disagree")),
-            };
+            match Value::parse(&frame, &limits).map_err(io::Error::other)? {
+                Some((value, _)) => replies.push(value),
+                None => return Err(io::Error::other("reply scanner and parser disagree")),
+            }
+            continue;
         }
         if buf.len() > MAX_REPLY {
             return Err(io::Error::other("reply too large"));
@@ -39,33 +52,58 @@ pub async fn call(stream: &mut TcpStream, frame: &[u8]) -> io::Result<Value> {
             ));
         }
     }
+    Ok(replies)
 }
 
-/// Authenticates a new node connection (when a backend password is set)
-/// and switches it to RESP3 when asked, in one round trip.
+/// Authenticates a new node connection (when a backend password is set),
+/// switches it to RESP3 when asked and, with `readonly`, sends `READONLY`
+/// (a replica then answers reads of its master's slots), all in one round
+/// trip.
 pub async fn handshake(
     stream: &mut TcpStream,
     proto: Protocol,
     backend: &BackendConfig,
+    readonly: bool,
 ) -> io::Result<()> {
     let user = backend.username.as_deref().unwrap_or("default");
-    let req = match (&backend.password, proto) {
-        (None, Protocol::Resp2) => return Ok(()),
-        (None, Protocol::Resp3) => Request::from_args(&["HELLO", "3"]),
-        (Some(pass), Protocol::Resp3) => Request::from_args(&["HELLO", "3", "AUTH", user, pass]),
-        (Some(pass), Protocol::Resp2) if backend.username.is_none() => {
-            Request::from_args(&["AUTH", pass])
+    let hello = match (&backend.password, proto) {
+        (None, Protocol::Resp2) => None,
+        (None, Protocol::Resp3) => Some(Request::from_args(&["HELLO", "3"])),
+        (Some(pass), Protocol::Resp3) => {
+            Some(Request::from_args(&["HELLO", "3", "AUTH", user, pass]))
         }
-        (Some(pass), Protocol::Resp2) => Request::from_args(&["AUTH", user, pass]),
+        (Some(pass), Protocol::Resp2) if backend.username.is_none() => {
+            Some(Request::from_args(&["AUTH", pass]))
+        }
+        (Some(pass), Protocol::Resp2) => Some(Request::from_args(&["AUTH", user, pass])),
     };
-    match call(stream, req.frame()).await? {
-        // Never echo the command: it holds the password.
-        Value::Error(e) => Err(io::Error::other(format!(
-            "node refused the handshake: {}",
-            String::from_utf8_lossy(&e)
-        ))),
-        _ => Ok(()),
+    let mut frames = Vec::new();
+    if let Some(req) = &hello {
+        frames.extend_from_slice(req.frame());
     }
+    if readonly {
+        frames.extend_from_slice(READONLY);
+    }
+    let count = usize::from(hello.is_some()) + usize::from(readonly);
+    if count == 0 {
+        return Ok(());
+    }
+    let mut replies = exchange(stream, &frames, count).await?.into_iter();
+    if hello.is_some() {
+        if let Some(Value::Error(e)) = replies.next() {
+            // Never echo the command: it holds the password.
+            return Err(io::Error::other(format!(
+                "node refused the handshake: {}",
+                String::from_utf8_lossy(&e)
+            )));
+        }
+    }
+    if let Some(Value::Error(e)) = replies.next() {
+        // Not fatal: the node answers reads with MOVED, and they go to
+        // the master.
+        tracing::warn!(error = %String::from_utf8_lossy(&e), "node refused READONLY; its reads go to the master");
+    }
+    Ok(())
 }
 
 /// Opens a connection to `addr` and does the [`handshake`], each step within
@@ -75,12 +113,13 @@ pub async fn connect(
     proto: Protocol,
     timeout: Duration,
     backend: &BackendConfig,
+    readonly: bool,
 ) -> io::Result<TcpStream> {
     let mut stream = tokio::time::timeout(timeout, TcpStream::connect((addr.host(), addr.port())))
         .await
         .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connect timed out"))??;
     stream.set_nodelay(true)?;
-    tokio::time::timeout(timeout, handshake(&mut stream, proto, backend))
+    tokio::time::timeout(timeout, handshake(&mut stream, proto, backend, readonly))
         .await
         .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "handshake timed out"))??;
     Ok(stream)
@@ -98,7 +137,7 @@ impl NodeClient {
         timeout: Duration,
         backend: &BackendConfig,
     ) -> io::Result<NodeClient> {
-        let stream = connect(addr, Protocol::Resp2, timeout, backend).await?;
+        let stream = connect(addr, Protocol::Resp2, timeout, backend, false).await?;
         Ok(NodeClient { stream, timeout })
     }
 

@@ -120,10 +120,11 @@ enum Inflight {
 // === impl BackendConn ===
 
 impl BackendConn {
-    /// Starts the connection task on the current worker.
-    pub fn spawn(addr: NodeAddr, proto: Protocol, env: Rc<Env>) -> BackendConn {
+    /// Starts the connection task on the current worker; with `readonly`
+    /// its handshake sends `READONLY` (for reads sent to a replica).
+    pub fn spawn(addr: NodeAddr, proto: Protocol, readonly: bool, env: Rc<Env>) -> BackendConn {
         let queue = Rc::new(Queue::default());
-        tokio::task::spawn_local(run(addr, proto, env, queue.clone()));
+        tokio::task::spawn_local(run(addr, proto, readonly, env, queue.clone()));
         BackendConn { queue }
     }
 
@@ -185,8 +186,8 @@ impl Queue {
     }
 }
 
-async fn run(addr: NodeAddr, proto: Protocol, env: Rc<Env>, queue: Rc<Queue>) {
-    let stream = match connect(&addr, proto, &env.shared).await {
+async fn run(addr: NodeAddr, proto: Protocol, readonly: bool, env: Rc<Env>, queue: Rc<Queue>) {
+    let stream = match open(&addr, proto, readonly, &env.shared).await {
         Ok(stream) => {
             env.connected(&addr);
             stream
@@ -230,8 +231,25 @@ async fn run(addr: NodeAddr, proto: Protocol, env: Rc<Env>, queue: Rc<Queue>) {
 
 /// Opens a connection to a node with the live timeout and credentials.
 pub async fn connect(addr: &NodeAddr, proto: Protocol, shared: &Shared) -> io::Result<TcpStream> {
+    open(addr, proto, false, shared).await
+}
+
+/// [`connect`], sending `READONLY` in the handshake when `readonly`.
+async fn open(
+    addr: &NodeAddr,
+    proto: Protocol,
+    readonly: bool,
+    shared: &Shared,
+) -> io::Result<TcpStream> {
     let live = shared.live.load_full();
-    client::connect(addr, proto, shared.connect_timeout(), &live.backend).await
+    client::connect(
+        addr,
+        proto,
+        shared.connect_timeout(),
+        &live.backend,
+        readonly,
+    )
+    .await
 }
 
 async fn write_loop(

@@ -12,6 +12,12 @@
 //! waits (is parked) while the topology shows a replica that can be
 //! promoted, and fails at once when none can; a request already written to
 //! a node that failed is resent only if it just reads.
+//!
+//! A read the client allows on replicas ([`Access::ReplicaRead`]) goes to
+//! a usable replica of the slot's master, on a connection that sent
+//! `READONLY`; if that replica fails, is loading or answers a redirect,
+//! the read goes to another replica (once) or to the master, within the
+//! same deadline.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -20,11 +26,11 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
-use orthrus_cluster::{Action, NodeAddr, Slot, SlotMap, decide};
-use orthrus_resp::{Protocol, encode};
+use orthrus_cluster::{Action, NodeAddr, Slot, SlotMap, decide, replica_declined};
+use orthrus_resp::{Protocol, ReplyClass, classify, encode};
 
 use super::conn::{BackendError, Job, Reply, ReplyRx};
-use super::pool::Pool;
+use super::pool::{Lane, Pool};
 use super::{Done, Env};
 use crate::observe::stats::WorkerStats;
 
@@ -42,12 +48,28 @@ pub enum Target {
     Node(NodeAddr),
 }
 
+/// What a command may do: where it may go, and whether it may be sent
+/// again after its connection failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    /// It may write: to the master only, and never resent once written.
+    Write,
+    /// It only reads; from the master.
+    Read,
+    /// It only reads, and a replica of the slot's master may answer.
+    ReplicaRead,
+}
+
 /// A request sent to the cluster whose reply the client still waits for.
 pub struct Remote {
     frame: Bytes,
     target: Target,
     proto: Protocol,
-    readonly: bool,
+    access: Access,
+    /// Replicas this read was sent to; the last of them is `sent_to` while
+    /// `on_replica`.
+    replicas_tried: u8,
+    on_replica: bool,
     /// The node it was last sent to (a redirect with an empty host means
     /// this node's host).
     sent_to: NodeAddr,
@@ -67,6 +89,24 @@ pub enum Sent {
     Remote(Remote),
     /// No node to send it to: this error is the reply.
     Refused(Bytes),
+}
+
+// === impl Access ===
+
+impl Access {
+    /// `Read` for a read-only command, else `Write`.
+    pub fn of(readonly: bool) -> Access {
+        if readonly {
+            Access::Read
+        } else {
+            Access::Write
+        }
+    }
+
+    /// Whether the command only reads (so it may be resent).
+    pub fn reads(self) -> bool {
+        self != Access::Write
+    }
 }
 
 // === impl Remote ===
@@ -94,17 +134,38 @@ impl Remote {
 }
 
 /// Sends `frame` towards `target` on this worker's connections.
-pub fn forward(pool: &Pool, frame: Bytes, target: Target, proto: Protocol, readonly: bool) -> Sent {
-    let map = pool.env().shared.slots.load();
-    let Some(addr) = owner(&map, &target).cloned() else {
+pub fn forward(pool: &Pool, frame: Bytes, target: Target, proto: Protocol, access: Access) -> Sent {
+    let env = pool.env();
+    let map = env.shared.slots.load();
+    let replica = match (access, &target) {
+        (Access::ReplicaRead, Target::Slot(slot)) => pick_replica(env, map.replicas(*slot), None),
+        _ => None,
+    };
+    let Some(addr) = replica.or_else(|| owner(&map, &target)).cloned() else {
         return Sent::Refused(no_owner(&map));
     };
-    let rx = send(pool, &addr, &frame, proto, false);
+    let on_replica = replica.is_some();
+    if access.reads() && matches!(target, Target::Slot(_)) {
+        let stats = env.stats();
+        WorkerStats::bump(if on_replica {
+            &stats.reads_replica
+        } else {
+            &stats.reads_master
+        });
+    }
+    let lane = if on_replica {
+        Lane::Replica
+    } else {
+        Lane::Master
+    };
+    let rx = send_on(pool, &addr, &frame, proto, lane, false);
     Sent::Remote(Remote {
         frame,
         target,
         proto,
-        readonly,
+        access,
+        replicas_tried: u8::from(on_replica),
+        on_replica,
         sent_to: addr,
         attempt: 0,
         started: Instant::now(),
@@ -112,6 +173,22 @@ pub fn forward(pool: &Pool, frame: Bytes, target: Target, proto: Protocol, reado
         rx,
         early: None,
     })
+}
+
+/// A replica from `replicas` for one read, turning over on each call, that
+/// is not `skip` and whose connection is not in back-off after a failure.
+fn pick_replica<'a>(
+    env: &Env,
+    replicas: &'a [NodeAddr],
+    skip: Option<&NodeAddr>,
+) -> Option<&'a NodeAddr> {
+    if replicas.is_empty() {
+        return None;
+    }
+    let start = env.spread();
+    (0..replicas.len())
+        .filter_map(|i| replicas.get(start.wrapping_add(i) % replicas.len()))
+        .find(|addr| Some(*addr) != skip && env.backing_off(addr).is_none())
 }
 
 /// Waits for the reply of `remote`, following redirections, and returns
@@ -156,6 +233,15 @@ async fn follow(pool: &Pool, remote: &mut Remote) -> Bytes {
                     return last.unwrap_or_else(|| give_up(env, remote, BackendError::TimedOut));
                 }
             },
+        };
+        let reply = if remote.on_replica {
+            match declined_by_replica(pool, remote, reply, deadline).await {
+                Ok(reply) => reply,
+                Err(Some(refusal)) => return refusal,
+                Err(None) => continue,
+            }
+        } else {
+            reply
         };
         let frame = match reply {
             Ok(delivered) => {
@@ -210,6 +296,67 @@ async fn follow(pool: &Pool, remote: &mut Remote) -> Bytes {
     }
 }
 
+/// A replica's reply to a read: given back when it is the client's answer;
+/// otherwise (the replica failed, or declined with a redirect, `LOADING`,
+/// ...) the read is sent to another replica once, else to the master, and
+/// `Err(None)` says to wait for that. `Err(Some)` is the client's reply
+/// when the deadline leaves no time for it.
+async fn declined_by_replica(
+    pool: &Pool,
+    remote: &mut Remote,
+    reply: Reply,
+    deadline: Instant,
+) -> Result<Reply, Option<Bytes>> {
+    let declined = match &reply {
+        Ok(delivered) => replica_declined(&delivered.frame),
+        Err(_) => true,
+    };
+    if !declined {
+        return Ok(reply);
+    }
+    let env = pool.env();
+    if !wait(Duration::ZERO, deadline).await {
+        return Err(Some(match reply {
+            Ok(delivered) => delivered.frame,
+            Err(error) => give_up(env, remote, error),
+        }));
+    }
+    if let Ok(delivered) = &reply {
+        remote.backend += delivered.took;
+        if matches!(
+            classify(&delivered.frame),
+            ReplyClass::Moved | ReplyClass::Ask
+        ) {
+            // The replica no longer follows the slot's master.
+            env.shared.request_refresh();
+        }
+    }
+    WorkerStats::bump(&env.stats().replica_fallbacks);
+    let map = env.shared.slots.load();
+    let another = match remote.target {
+        Target::Slot(slot) if remote.replicas_tried < 2 => {
+            pick_replica(env, map.replicas(slot), Some(&remote.sent_to))
+        }
+        _ => None,
+    };
+    if let Some(addr) = another {
+        remote.replicas_tried += 1;
+        remote.rx = send_on(
+            pool,
+            addr,
+            &remote.frame,
+            remote.proto,
+            Lane::Replica,
+            false,
+        );
+        remote.sent_to = addr.clone();
+        return Err(None);
+    }
+    remote.on_replica = false;
+    resend(pool, remote).map_err(Some)?;
+    Err(None)
+}
+
 /// Sleeps `delay`, cut short to leave the next attempt some time before
 /// `deadline`; false, without sleeping, when too little time is left.
 async fn wait(delay: Duration, deadline: Instant) -> bool {
@@ -252,7 +399,7 @@ fn retry_after_failure(env: &Env, remote: &Remote, error: BackendError) -> Optio
     match error {
         // A write whose outcome is unknown is never resent behind the
         // client's back.
-        BackendError::Lost | BackendError::TimedOut if !remote.readonly => None,
+        BackendError::Lost | BackendError::TimedOut if !remote.access.reads() => None,
         BackendError::Lost | BackendError::TimedOut | BackendError::NotSent => {
             Some(Duration::from_millis(10u64 << remote.attempt.min(3)))
         }
@@ -285,7 +432,7 @@ fn give_up(env: &Env, remote: &Remote, error: BackendError) -> Bytes {
     WorkerStats::bump(&env.stats().backend_errors);
     let node = &remote.sent_to;
     let ms = env.shared.request_timeout().as_millis();
-    let outcome = if remote.readonly {
+    let outcome = if remote.access.reads() {
         ""
     } else {
         "; the command may or may not have been applied"
@@ -324,16 +471,40 @@ fn resend(pool: &Pool, remote: &mut Remote) -> Result<(), Bytes> {
 }
 
 fn send(pool: &Pool, addr: &NodeAddr, frame: &Bytes, proto: Protocol, asking: bool) -> ReplyRx {
-    send_frames(pool, addr, frame, proto, asking, 1)
+    send_on(pool, addr, frame, proto, Lane::Master, asking)
 }
 
-/// Queues `frame` on a shared connection to `addr`; its `frames` replies
-/// come back together.
+/// Queues `frame` on a shared connection to `addr` of `lane`.
+fn send_on(
+    pool: &Pool,
+    addr: &NodeAddr,
+    frame: &Bytes,
+    proto: Protocol,
+    lane: Lane,
+    asking: bool,
+) -> ReplyRx {
+    send_frames_on(pool, addr, frame, proto, lane, asking, 1)
+}
+
+/// Queues `frame` on a shared connection to `addr` (as the slot's master);
+/// its `frames` replies come back together.
 pub fn send_frames(
     pool: &Pool,
     addr: &NodeAddr,
     frame: &Bytes,
     proto: Protocol,
+    asking: bool,
+    frames: usize,
+) -> ReplyRx {
+    send_frames_on(pool, addr, frame, proto, Lane::Master, asking, frames)
+}
+
+fn send_frames_on(
+    pool: &Pool,
+    addr: &NodeAddr,
+    frame: &Bytes,
+    proto: Protocol,
+    lane: Lane,
     asking: bool,
     frames: usize,
 ) -> ReplyRx {
@@ -344,7 +515,7 @@ pub fn send_frames(
         frames,
         reply: tx,
     };
-    pool.send(addr, proto, job);
+    pool.send(addr, proto, lane, job);
     rx
 }
 

@@ -15,7 +15,7 @@
 //!   queries).
 //! - [`topology`] — discovery and refresh of the slot map, on its own thread.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -44,6 +44,9 @@ pub struct Env {
     pub shared: Arc<Shared>,
     pub worker: usize,
     backoff: RefCell<HashMap<NodeAddr, Backoff>>,
+    /// Turns over for every replica read, spreading them over a master's
+    /// replicas.
+    spread: Cell<usize>,
 }
 
 /// After a failure, connecting to the node again waits until `retry_at`.
@@ -81,6 +84,7 @@ impl Env {
             shared,
             worker,
             backoff: RefCell::new(HashMap::new()),
+            spread: Cell::new(worker),
         }
     }
 
@@ -116,6 +120,13 @@ impl Env {
                 unreachable,
             },
         );
+    }
+
+    /// A different number each call, to spread reads over replicas.
+    pub fn spread(&self) -> usize {
+        let n = self.spread.get().wrapping_add(1);
+        self.spread.set(n);
+        n
     }
 
     /// A connection to `addr` works again.

@@ -1,6 +1,8 @@
-//! A worker's backend connections: per node and per protocol, a few
-//! long-lived multiplexed connections, made on first use and remade after a
-//! failure, with a back-off so a dead node is not hammered with connects.
+//! A worker's backend connections: per node, per protocol and per lane
+//! (master requests, or replica reads on connections that sent `READONLY`),
+//! a few long-lived multiplexed connections, made on first use and remade
+//! after a failure, with a back-off so a dead node is not hammered with
+//! connects.
 
 use rustc_hash::FxHashMap as HashMap;
 use std::cell::{Cell, RefCell};
@@ -16,9 +18,22 @@ use super::{Blocked, Env};
 pub struct Pool {
     env: Rc<Env>,
     per_node: usize,
-    /// Per node, the RESP2 and the RESP3 connections.
-    conns: RefCell<HashMap<NodeAddr, [Vec<BackendConn>; 2]>>,
+    /// Per node, the connections of each protocol and lane (see
+    /// [`list_index`]).
+    conns: RefCell<HashMap<NodeAddr, [Vec<BackendConn>; 4]>>,
     next: Cell<usize>,
+}
+
+/// Which of a node's connections a request takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lane {
+    /// Requests for the node as the slot's master: connections that never
+    /// sent `READONLY`, so a master demoted by a failover answers MOVED
+    /// instead of serving what the client meant for the master.
+    Master,
+    /// Reads sent to a replica: connections whose handshake sent
+    /// `READONLY`.
+    Replica,
 }
 
 impl Pool {
@@ -34,7 +49,7 @@ impl Pool {
     /// Queues `job` on a connection to `addr`. If the node is in back-off,
     /// the job fails at once as never sent (`Unreachable` when the node
     /// could not be connected to at all).
-    pub fn send(&self, addr: &NodeAddr, proto: Protocol, job: Job) {
+    pub fn send(&self, addr: &NodeAddr, proto: Protocol, lane: Lane, job: Job) {
         if let Some(blocked) = self.env.backing_off(addr) {
             let error = match blocked {
                 Blocked::Lost => BackendError::NotSent,
@@ -47,18 +62,24 @@ impl Pool {
         self.next.set(i);
         let mut conns = self.conns.borrow_mut();
         let list = match conns.get_mut(addr) {
-            Some(lists) => &mut lists[proto_index(proto)],
+            Some(lists) => &mut lists[list_index(proto, lane)],
             // The address is cloned only the first time a node is used.
-            None => &mut conns.entry(addr.clone()).or_default()[proto_index(proto)],
+            None => &mut conns.entry(addr.clone()).or_default()[list_index(proto, lane)],
         };
+        let readonly = lane == Lane::Replica;
         if list.len() < self.per_node {
-            list.push(BackendConn::spawn(addr.clone(), proto, self.env.clone()));
+            list.push(BackendConn::spawn(
+                addr.clone(),
+                proto,
+                readonly,
+                self.env.clone(),
+            ));
         }
         // Not empty: it holds at least one connection.
         let index = i % list.len();
         let slot = &mut list[index];
         if slot.is_closed() {
-            *slot = BackendConn::spawn(addr.clone(), proto, self.env.clone());
+            *slot = BackendConn::spawn(addr.clone(), proto, readonly, self.env.clone());
         }
         if let Err(job) = slot.send(job) {
             // A connection that ends as it is made refuses at once.
@@ -72,9 +93,12 @@ impl Pool {
     }
 }
 
-fn proto_index(proto: Protocol) -> usize {
-    match proto {
-        Protocol::Resp2 => 0,
-        Protocol::Resp3 => 1,
+/// Where the connections of `proto` and `lane` are in a node's lists.
+fn list_index(proto: Protocol, lane: Lane) -> usize {
+    match (proto, lane) {
+        (Protocol::Resp2, Lane::Master) => 0,
+        (Protocol::Resp3, Lane::Master) => 1,
+        (Protocol::Resp2, Lane::Replica) => 2,
+        (Protocol::Resp3, Lane::Replica) => 3,
     }
 }

@@ -26,6 +26,13 @@ pub struct WorkerStats {
     pub rejected_commands: AtomicU64,
     /// Connections refused over `client.max_clients`.
     pub rejected_connections: AtomicU64,
+    /// Keyed read-only commands sent to the slot's master.
+    pub reads_master: AtomicU64,
+    /// Keyed read-only commands sent to a replica.
+    pub reads_replica: AtomicU64,
+    /// Replica reads sent on to another node (the replica failed, was
+    /// loading, or answered a redirect).
+    pub replica_fallbacks: AtomicU64,
 }
 
 /// A consistent-enough sum over every worker.
@@ -44,6 +51,9 @@ pub struct Totals {
     pub protocol_errors: u64,
     pub rejected_commands: u64,
     pub rejected_connections: u64,
+    pub reads_master: u64,
+    pub reads_replica: u64,
+    pub replica_fallbacks: u64,
 }
 
 impl WorkerStats {
@@ -64,6 +74,9 @@ impl WorkerStats {
             &self.protocol_errors,
             &self.rejected_commands,
             &self.rejected_connections,
+            &self.reads_master,
+            &self.reads_replica,
+            &self.replica_fallbacks,
         ] {
             c.store(0, Ordering::Relaxed);
         }
@@ -104,6 +117,9 @@ pub fn totals(workers: &[WorkerStats]) -> Totals {
         t.protocol_errors += get(&w.protocol_errors);
         t.rejected_commands += get(&w.rejected_commands);
         t.rejected_connections += get(&w.rejected_connections);
+        t.reads_master += get(&w.reads_master);
+        t.reads_replica += get(&w.reads_replica);
+        t.replica_fallbacks += get(&w.replica_fallbacks);
     }
     t
 }

@@ -13,8 +13,9 @@ use orthrus_resp::Request;
 use crate::client::subscriptions::PubSub;
 use crate::client::{Client, Pending, PushSink, ReplyMode};
 use crate::cmd::{admin, blocking, fanout, local, pubsub, scan, split, transaction};
+use crate::config::ReadFrom;
 use crate::node::Done;
-use crate::node::forward::{self, Sent, Target, error_reply};
+use crate::node::forward::{self, Access, Sent, Target, error_reply};
 use crate::observe::clients::Closer;
 use crate::observe::stats::WorkerStats;
 use crate::route::kind::Family;
@@ -145,13 +146,18 @@ fn run(
         }
     }
     let readonly = info.is_some_and(|info| info.readonly);
+    let access = match (readonly, client.read_from) {
+        (false, _) => Access::Write,
+        (true, ReadFrom::Master) => Access::Read,
+        (true, ReadFrom::Replica) => Access::ReplicaRead,
+    };
     let proto = client.proto;
     let target = match route {
         Route::Local(cmd) => return Started::ran(local::execute(cmd, &req, client, ctx), family),
         Route::Slot(slot) => Target::Slot(slot),
         Route::AnyNode => Target::Any,
         Route::Split(merge) => {
-            let pending = split::dispatch(ctx, &req, merge, proto, readonly);
+            let pending = split::dispatch(ctx, &req, merge, proto, access);
             return Started::ran(pending, family);
         }
         Route::FanOut(how) => {
@@ -181,12 +187,15 @@ fn run(
     };
     // PUBLISH goes where this orthrus keeps its subscriptions, so that its
     // count of receivers includes them.
-    let (target, readonly) = if matches!(target, Target::Any) && is_publish(&req) {
-        (crate::client::subscriptions::publish_target(), false)
+    let (target, access) = if matches!(target, Target::Any) && is_publish(&req) {
+        (
+            crate::client::subscriptions::publish_target(),
+            Access::Write,
+        )
     } else {
-        (target, readonly)
+        (target, access)
     };
-    let pending = match forward::forward(&ctx.pool, req.into_frame(), target, proto, readonly) {
+    let pending = match forward::forward(&ctx.pool, req.into_frame(), target, proto, access) {
         Sent::Remote(remote) => Pending::Remote(remote),
         Sent::Refused(reply) => Pending::Ready(reply),
     };

@@ -242,6 +242,7 @@ fn new_client(stream: &impl Stream, peer: ClientAddr, ctx: &WorkerCtx) -> Client
         pubsub: None,
         authenticated: live.client.password.is_none() && live.client.users.is_empty(),
         reply: ReplyMode::On,
+        read_from: ctx.shared.settings.read_from,
     }
 }
 

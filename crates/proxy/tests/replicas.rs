@@ -1,0 +1,389 @@
+//! Reads from replicas against a real cluster of 3 masters with 1 replica
+//! each: `--read-from replica`, READONLY/READWRITE per connection with the
+//! default `master`, a replica killed under traffic, and a failover. Where
+//! a GET ran is read from the nodes' own `INFO commandstats`.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use common::{Proxy, cluster, send};
+use orthrus_cluster::Slot;
+use orthrus_devcluster::{Cluster, ClusterSpec, NodeOptions, info_field};
+use redis::Commands;
+
+/// How many GETs node `i` has run (`cmdstat_get` calls; 0 before the
+/// first, and for a node that is down).
+fn get_calls(cluster: &Cluster, i: usize) -> u64 {
+    let Ok(info) = cluster.nodes()[i].cmd(&["INFO", "commandstats"]) else {
+        return 0;
+    };
+    let text = info.as_str().unwrap_or_default().to_owned();
+    info_field(&text, "cmdstat_get")
+        .and_then(|stats| stats.split(',').find_map(|kv| kv.strip_prefix("calls=")))
+        .map_or(0, |calls| calls.parse().expect("numeric calls"))
+}
+
+/// GETs run by each node, by index.
+fn all_get_calls(cluster: &Cluster) -> Vec<u64> {
+    (0..cluster.nodes().len())
+        .map(|i| get_calls(cluster, i))
+        .collect()
+}
+
+/// GETs each node ran since `before` (a restarted node starts from 0).
+fn ran_since(cluster: &Cluster, before: &[u64]) -> Vec<u64> {
+    let after = all_get_calls(cluster);
+    after
+        .iter()
+        .zip(before)
+        .map(|(a, b)| a.saturating_sub(*b))
+        .collect()
+}
+
+/// GETs run since `before`: (on masters, on replicas), by the roles the
+/// cluster gives the nodes now.
+fn split_by_role(cluster: &Cluster, before: &[u64]) -> (u64, u64) {
+    let masters = cluster.masters().expect("masters");
+    let mut split = (0, 0);
+    for (i, ran) in ran_since(cluster, before).into_iter().enumerate() {
+        if masters.contains(&i) {
+            split.0 += ran;
+        } else {
+            split.1 += ran;
+        }
+    }
+    split
+}
+
+/// A field of `INFO replication` on node `i`.
+fn replication_field(cluster: &Cluster, i: usize, name: &str) -> Option<String> {
+    let info = cluster.nodes()[i].cmd(&["INFO", "replication"]).ok()?;
+    info_field(info.as_str()?, name).map(str::to_owned)
+}
+
+/// Waits until every replica has applied everything its master has (its
+/// replication offset reached the master's): what was written through
+/// orthrus is then readable on the replicas.
+fn wait_replicated(cluster: &Cluster) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    for master in cluster.masters().expect("masters") {
+        let offset = |i: usize, name: &str| -> Option<u64> {
+            replication_field(cluster, i, name)?.parse().ok()
+        };
+        let target = offset(master, "master_repl_offset").expect("master offset");
+        for replica in cluster.replicas_of(master).expect("replicas") {
+            while offset(replica, "slave_repl_offset").unwrap_or(0) < target {
+                assert!(
+                    Instant::now() < deadline,
+                    "replica {replica} did not catch up with master {master}"
+                );
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+    }
+}
+
+fn set_keys(con: &mut redis::Connection, prefix: &str, n: usize) -> Vec<(String, String)> {
+    (0..n)
+        .map(|i| {
+            let (key, value) = (format!("{prefix}:{i}"), format!("value-{i}"));
+            let () = con.set(&key, &value).expect("SET");
+            (key, value)
+        })
+        .collect()
+}
+
+fn get_all(con: &mut redis::Connection, keys: &[(String, String)]) {
+    for (key, value) in keys {
+        let got: Option<String> = con.get(key).expect("GET");
+        assert_eq!(got.as_deref(), Some(value.as_str()), "GET {key}");
+    }
+}
+
+#[test]
+fn read_from_replica_sends_reads_to_replicas() {
+    let cluster = cluster(3, 1);
+    let proxy = Proxy::start(&cluster.seeds(), &["--read-from", "replica"]);
+    let mut con = proxy.client();
+    let keys = set_keys(&mut con, "replica-read", 300);
+    wait_replicated(&cluster);
+
+    let before = all_get_calls(&cluster);
+    let replica_reads = proxy.info_field("orthrus_reads_replica");
+    get_all(&mut con, &keys);
+    let (on_masters, on_replicas) = split_by_role(&cluster, &before);
+    assert_eq!(on_masters + on_replicas, 300, "every GET ran once");
+    assert!(
+        on_replicas >= 270,
+        "{on_replicas} of 300 GETs ran on replicas, {on_masters} on masters"
+    );
+    // Every replica took its master's share.
+    let after = all_get_calls(&cluster);
+    for replica in 3..6 {
+        assert!(
+            after[replica] > before[replica],
+            "replica {replica} ran no GET"
+        );
+    }
+    let counted = proxy.info_field("orthrus_reads_replica") - replica_reads;
+    assert!(counted >= 270, "orthrus counted {counted} replica reads");
+    // INFO says what it does.
+    let mut con = proxy.client();
+    let info: String = redis::cmd("INFO").arg("cluster").query(&mut con).unwrap();
+    assert_eq!(info_field(&info, "orthrus_read_from"), Some("replica"));
+
+    // Writes still go to the masters, and a value written is read back
+    // once replicated.
+    let () = con.set("replica-read:0", "changed").unwrap();
+    wait_replicated(&cluster);
+    let got: String = con.get("replica-read:0").unwrap();
+    assert_eq!(got, "changed");
+}
+
+#[test]
+fn readonly_and_readwrite_per_connection() {
+    let cluster = cluster(3, 1);
+    let proxy = Proxy::start(&cluster.seeds(), &[]);
+    let mut writer = proxy.client();
+    let keys = set_keys(&mut writer, "per-conn", 60);
+    wait_replicated(&cluster);
+
+    // The default: masters only.
+    let before = all_get_calls(&cluster);
+    get_all(&mut writer, &keys);
+    assert_eq!(split_by_role(&cluster, &before), (60, 0));
+
+    // READONLY on one connection: its reads go to replicas; another
+    // connection's do not.
+    let mut reader = proxy.client();
+    let ok: String = redis::cmd("READONLY").query(&mut reader).unwrap();
+    assert_eq!(ok, "OK");
+    let before = all_get_calls(&cluster);
+    get_all(&mut reader, &keys);
+    let (on_masters, on_replicas) = split_by_role(&cluster, &before);
+    assert!(
+        on_replicas >= 54,
+        "{on_replicas} on replicas, {on_masters} on masters"
+    );
+    let before = all_get_calls(&cluster);
+    get_all(&mut writer, &keys);
+    assert_eq!(split_by_role(&cluster, &before), (60, 0));
+
+    // A read-only MULTI of the READONLY client still runs on the masters.
+    let before = all_get_calls(&cluster);
+    let (a,): (String,) = redis::pipe()
+        .atomic()
+        .get(&keys[0].0)
+        .query(&mut reader)
+        .unwrap();
+    assert_eq!(a, keys[0].1);
+    assert_eq!(split_by_role(&cluster, &before), (1, 0));
+
+    // READWRITE takes it back, and so does RESET.
+    let ok: String = redis::cmd("READWRITE").query(&mut reader).unwrap();
+    assert_eq!(ok, "OK");
+    let before = all_get_calls(&cluster);
+    get_all(&mut reader, &keys);
+    assert_eq!(split_by_role(&cluster, &before), (60, 0));
+    let _: String = redis::cmd("READONLY").query(&mut reader).unwrap();
+    let _: String = redis::cmd("RESET").query(&mut reader).unwrap();
+    let before = all_get_calls(&cluster);
+    get_all(&mut reader, &keys);
+    assert_eq!(split_by_role(&cluster, &before), (60, 0));
+}
+
+#[test]
+fn a_replica_killed_under_reads_costs_no_client_error() {
+    let mut cluster = cluster(3, 1);
+    let proxy = Proxy::start(&cluster.seeds(), &["--read-from", "replica"]);
+    let mut con = proxy.client();
+    let keys = Arc::new(set_keys(&mut con, "kill-replica", 200));
+    wait_replicated(&cluster);
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let readers: Vec<_> = (0..4)
+        .map(|_| {
+            let (url, keys, stop) = (proxy.url(), keys.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut con = redis::Client::open(url).unwrap().get_connection().unwrap();
+                con.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+                let (mut reads, mut errors) = (0u64, Vec::new());
+                while !stop.load(Ordering::Relaxed) {
+                    for (key, value) in keys.iter() {
+                        match con.get::<_, Option<String>>(key) {
+                            Ok(Some(got)) if got == *value => reads += 1,
+                            other => errors.push(format!("GET {key}: {other:?}")),
+                        }
+                    }
+                }
+                (reads, errors)
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    let fallbacks = proxy.info_field("orthrus_replica_read_fallbacks");
+    // Node 3 replicates node 0.
+    assert_eq!(cluster.replicas_of(0).unwrap(), [3]);
+    cluster.kill(3);
+    std::thread::sleep(Duration::from_secs(2));
+    stop.store(true, Ordering::Relaxed);
+    let mut total = 0;
+    for reader in readers {
+        let (reads, errors) = reader.join().unwrap();
+        assert!(
+            errors.is_empty(),
+            "{} errors, first: {}",
+            errors.len(),
+            errors[0]
+        );
+        total += reads;
+    }
+    assert!(total > 1000, "only {total} reads in 2.5 s");
+    let fallbacks = proxy.info_field("orthrus_replica_read_fallbacks") - fallbacks;
+    assert!(fallbacks >= 1, "no read was sent on after the replica died");
+    // Reads of node 0's slots go to node 0 now, the others' still to
+    // their replicas.
+    let before = all_get_calls(&cluster);
+    get_all(&mut con, &keys);
+    for (i, ran) in ran_since(&cluster, &before).into_iter().enumerate() {
+        match i {
+            0 | 4 | 5 => assert!(ran > 0, "node {i} ran no GET"),
+            _ => assert_eq!(ran, 0, "node {i} ran {ran} GETs"),
+        }
+    }
+}
+
+#[test]
+fn after_a_failover_reads_follow_the_roles() {
+    let mut cluster = cluster(3, 1);
+    let env = [("ORTHRUS_CLUSTER__REFRESH_INTERVAL_MS", "200")];
+    let proxy = Proxy::spawn(&cluster.seeds(), &["--read-from", "replica"], &env);
+    proxy.wait_ready(Duration::from_secs(20));
+    let mut con = proxy.client();
+    // Keys of node 0's slots, whose replica is node 3.
+    let keys: Vec<(String, String)> = (0..)
+        .map(|i| format!("failover-read:{i}"))
+        .filter(|key| {
+            cluster
+                .master_of_slot(Slot::for_key(key.as_bytes()).get())
+                .unwrap()
+                == 0
+        })
+        .take(40)
+        .map(|key| {
+            let () = con.set(&key, &key).unwrap();
+            (key.clone(), key)
+        })
+        .collect();
+    wait_replicated(&cluster);
+
+    // Before: node 3, the replica, serves them.
+    let before = all_get_calls(&cluster);
+    get_all(&mut con, &keys);
+    assert_eq!(ran_since(&cluster, &before), [0, 0, 0, 40, 0, 0]);
+
+    // Node 0 dies and node 3 takes over: still node 3, now as the master
+    // (there is no replica left).
+    cluster.kill(0);
+    let promoted = cluster.wait_failover(0, Duration::from_secs(30)).unwrap();
+    assert_eq!(promoted, 3);
+    let before = all_get_calls(&cluster);
+    get_all(&mut con, &keys);
+    assert_eq!(ran_since(&cluster, &before)[1..], [0, 0, 40, 0, 0]);
+
+    // Node 0 comes back as node 3's replica: reads go to it again once
+    // it has synced and the topology shows it.
+    cluster.restart(0).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let before = all_get_calls(&cluster);
+        get_all(&mut con, &keys);
+        let ran = ran_since(&cluster, &before);
+        if ran[0] == 40 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "reads never went to the restarted node 0 (last round: {ran:?})"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn a_loading_replica_is_skipped() {
+    let cluster = cluster(3, 1);
+    let proxy = Proxy::start(&cluster.seeds(), &["--read-from", "replica"]);
+    let mut con = proxy.client();
+    let keys: Vec<(String, String)> = (0..)
+        .map(|i| format!("loading-read:{i}"))
+        .filter(|key| {
+            cluster
+                .master_of_slot(Slot::for_key(key.as_bytes()).get())
+                .unwrap()
+                == 0
+        })
+        .take(20)
+        .map(|key| {
+            let () = con.set(&key, &key).unwrap();
+            (key.clone(), key)
+        })
+        .collect();
+    wait_replicated(&cluster);
+    // Enough data on node 3 (node 0's replica) that reloading it takes a
+    // while; it answers -LOADING meanwhile.
+    let replica = &cluster.nodes()[3];
+    replica
+        .connect_timeout(Duration::from_secs(60))
+        .unwrap()
+        .cmd_ok(&["DEBUG", "POPULATE", "1000000", "junk", "8"])
+        .unwrap();
+    let before = all_get_calls(&cluster);
+    let fallbacks = proxy.info_field("orthrus_replica_read_fallbacks");
+    let reload = {
+        let mut conn = replica.connect_timeout(Duration::from_secs(60)).unwrap();
+        std::thread::spawn(move || conn.cmd_ok(&["DEBUG", "RELOAD"]).map(|_| ()))
+    };
+    let mut rounds = 0;
+    while !reload.is_finished() {
+        get_all(&mut con, &keys);
+        rounds += 1;
+    }
+    reload.join().unwrap().expect("DEBUG RELOAD");
+    let ran = ran_since(&cluster, &before);
+    let fallbacks = proxy.info_field("orthrus_replica_read_fallbacks") - fallbacks;
+    assert!(
+        fallbacks >= 1 && ran[0] >= 1,
+        "{rounds} rounds of GETs; {fallbacks} sent on from the replica; GETs per node {ran:?}"
+    );
+}
+
+#[test]
+fn replica_reads_with_a_backend_password_in_resp2_and_resp3() {
+    let spec = ClusterSpec::new(3, 1).with_node(NodeOptions::cluster().with_password("node-pw-4"));
+    let cluster = Cluster::start(spec).unwrap();
+    let env = [("ORTHRUS_BACKEND__PASSWORD", "node-pw-4")];
+    let proxy = Proxy::spawn(&cluster.seeds(), &["--read-from", "replica"], &env);
+    proxy.wait_ready(Duration::from_secs(20));
+    let mut con = proxy.client();
+    let keys = set_keys(&mut con, "auth-read", 30);
+    wait_replicated(&cluster);
+
+    // RESP2: AUTH and READONLY in the replica connections' handshake.
+    let before = all_get_calls(&cluster);
+    get_all(&mut con, &keys);
+    assert_eq!(split_by_role(&cluster, &before), (0, 30));
+
+    // RESP3: HELLO 3 AUTH and READONLY.
+    let mut v3 = proxy.stream();
+    assert!(send(&mut v3, &["HELLO", "3"]).starts_with('%'));
+    let before = all_get_calls(&cluster);
+    for (key, value) in &keys {
+        let reply = send(&mut v3, &["GET", key]);
+        assert_eq!(reply, format!("${}\r\n{value}\r\n", value.len()));
+    }
+    assert_eq!(split_by_role(&cluster, &before), (0, 30));
+}
