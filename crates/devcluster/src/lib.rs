@@ -46,6 +46,8 @@ pub use binaries::{REDIS_CLI_ENV, REDIS_SERVER_ENV, RedisBin, free_port};
 pub use cluster::{CREATE_TIMEOUT, Cluster, ClusterSpec, wait_until};
 pub use conn::{COMMAND_TEXT_MAX, Conn, DEFAULT_TIMEOUT, command_text};
 pub use error::DevError;
-pub use node::{DEFAULT_NODE_TIMEOUT_MS, NodeOptions, RedisNode, START_TIMEOUT, info_field};
+pub use node::{
+    DEFAULT_NODE_TIMEOUT_MS, NodeOptions, RedisNode, START_TIMEOUT, TlsFiles, info_field,
+};
 pub use orthrus_resp::Value;
 pub use topology::SLOT_COUNT;

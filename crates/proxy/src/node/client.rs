@@ -1,6 +1,8 @@
 //! A plain one-request-at-a-time client for the few conversations orthrus
 //! has with a node outside the data path: topology discovery, `COMMAND`,
-//! and the handshake of a backend connection.
+//! and the handshake of a backend connection; and [`connect`], which every
+//! connection to a node goes through (TCP, TLS when configured, then the
+//! handshake).
 
 use std::io;
 use std::time::Duration;
@@ -9,16 +11,21 @@ use bytes::BytesMut;
 use orthrus_cluster::NodeAddr;
 use orthrus_resp::{Limits, Protocol, Request, Value, scan_reply};
 
-use crate::config::BackendConfig;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use super::stream::NodeStream;
+use crate::config::{BackendConfig, BackendTls};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 /// Replies of topology and `COMMAND` queries can be large, never unbounded.
 const MAX_REPLY: usize = 64 * 1024 * 1024;
 
 /// Sends one encoded request and reads its whole reply.
-pub async fn call(stream: &mut TcpStream, frame: &[u8]) -> io::Result<Value> {
+pub async fn call(
+    stream: &mut (impl AsyncRead + AsyncWrite + Unpin),
+    frame: &[u8],
+) -> io::Result<Value> {
     stream.write_all(frame).await?;
+    stream.flush().await?;
     let limits = Limits::for_replies();
     let mut buf = BytesMut::with_capacity(4096);
     loop {
@@ -44,7 +51,7 @@ pub async fn call(stream: &mut TcpStream, frame: &[u8]) -> io::Result<Value> {
 /// Authenticates a new node connection (when a backend password is set)
 /// and switches it to RESP3 when asked, in one round trip.
 pub async fn handshake(
-    stream: &mut TcpStream,
+    stream: &mut (impl AsyncRead + AsyncWrite + Unpin),
     proto: Protocol,
     backend: &BackendConfig,
 ) -> io::Result<()> {
@@ -68,18 +75,22 @@ pub async fn handshake(
     }
 }
 
-/// Opens a connection to `addr` and does the [`handshake`], each step within
-/// `timeout`.
+/// Opens a connection to `addr`, over TLS when `tls` is given, and does the
+/// [`handshake`], each step within `timeout`.
 pub async fn connect(
     addr: &NodeAddr,
     proto: Protocol,
     timeout: Duration,
     backend: &BackendConfig,
-) -> io::Result<TcpStream> {
-    let mut stream = tokio::time::timeout(timeout, TcpStream::connect((addr.host(), addr.port())))
+    tls: Option<&BackendTls>,
+) -> io::Result<NodeStream> {
+    let tcp = tokio::time::timeout(timeout, TcpStream::connect((addr.host(), addr.port())))
         .await
         .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connect timed out"))??;
-    stream.set_nodelay(true)?;
+    tcp.set_nodelay(true)?;
+    let mut stream = tokio::time::timeout(timeout, NodeStream::start(tcp, addr, tls))
+        .await
+        .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "TLS handshake timed out"))??;
     tokio::time::timeout(timeout, handshake(&mut stream, proto, backend))
         .await
         .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "handshake timed out"))??;
@@ -88,7 +99,7 @@ pub async fn connect(
 
 /// A short-lived connection to `addr` for one or more calls.
 pub struct NodeClient {
-    stream: TcpStream,
+    stream: NodeStream,
     timeout: Duration,
 }
 
@@ -97,8 +108,9 @@ impl NodeClient {
         addr: &NodeAddr,
         timeout: Duration,
         backend: &BackendConfig,
+        tls: Option<&BackendTls>,
     ) -> io::Result<NodeClient> {
-        let stream = connect(addr, Protocol::Resp2, timeout, backend).await?;
+        let stream = connect(addr, Protocol::Resp2, timeout, backend, tls).await?;
         Ok(NodeClient { stream, timeout })
     }
 

@@ -15,10 +15,9 @@ use bytes::{Bytes, BytesMut};
 use orthrus_cluster::NodeAddr;
 use orthrus_resp::{Protocol, ReplyScanner};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::{mpsc, oneshot};
 
+use super::stream::{NodeReadHalf, NodeStream, NodeWriteHalf};
 use super::{Env, client};
 use crate::observe::latency::NodeLatency;
 use crate::process::Shared;
@@ -159,10 +158,13 @@ async fn run(addr: NodeAddr, proto: Protocol, env: Rc<Env>, mut rx: mpsc::Unboun
     }
 }
 
-/// Opens a connection to a node with the live timeout and credentials.
-pub async fn connect(addr: &NodeAddr, proto: Protocol, shared: &Shared) -> io::Result<TcpStream> {
+/// Opens a connection to a node with the live timeout, credentials and
+/// TLS settings.
+pub async fn connect(addr: &NodeAddr, proto: Protocol, shared: &Shared) -> io::Result<NodeStream> {
     let live = shared.live.load_full();
-    client::connect(addr, proto, shared.connect_timeout(), &live.backend).await
+    let tls = shared.tls.load_full();
+    let timeout = shared.connect_timeout();
+    client::connect(addr, proto, timeout, &live.backend, tls.backend.as_ref()).await
 }
 
 /// Refuses every job still queued: none of them was written.
@@ -174,7 +176,7 @@ fn fail_queued(rx: &mut mpsc::UnboundedReceiver<Job>, error: BackendError) {
 }
 
 async fn write_loop(
-    mut wr: OwnedWriteHalf,
+    mut wr: NodeWriteHalf,
     rx: &mut mpsc::UnboundedReceiver<Job>,
     inflight: &RefCell<VecDeque<Inflight>>,
 ) -> io::Result<()> {
@@ -215,12 +217,13 @@ async fn write_loop(
             wr.write_all(&batch).await?;
             batch.clear();
         }
+        wr.flush().await?; // TLS: what its records still hold
     }
     Ok(())
 }
 
 async fn read_loop(
-    mut rd: OwnedReadHalf,
+    mut rd: NodeReadHalf,
     inflight: &RefCell<VecDeque<Inflight>>,
     env: &Env,
     latency: &NodeLatency,
@@ -312,7 +315,7 @@ fn deliver(
 /// full time and no more, so a silent node fails each request about
 /// `timeout` after it was written.
 async fn read_within(
-    rd: &mut OwnedReadHalf,
+    rd: &mut NodeReadHalf,
     buf: &mut BytesMut,
     inflight: &RefCell<VecDeque<Inflight>>,
     timeout: Duration,
