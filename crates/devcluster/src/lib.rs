@@ -22,8 +22,12 @@
 //! - `error`: [`DevError`], the library's one error type.
 //! - `binaries`: finding `redis-server`/`redis-cli` ([`RedisBin`]) and
 //!   [`free_port`].
-//! - `conn`: [`Conn`], a small blocking RESP client with timeouts.
-//! - `node`: [`NodeOptions`] and [`RedisNode`], one server process.
+//! - `conn`: [`Conn`], a small blocking RESP client with timeouts (over
+//!   TCP, or the Unix socket of a TLS-only node).
+//! - `node`: [`NodeOptions`] and [`RedisNode`], one server process;
+//!   [`NodeOptions::with_tls`] makes it TLS-only (`port 0`, `tls-port`,
+//!   TLS on the cluster bus and for replication) with [`TlsFiles`] the
+//!   caller made.
 //! - `signal`: SIGSTOP/SIGCONT for pausing nodes.
 //! - `spawner`: starts servers so that they die with this process even when
 //!   it is killed and no Drop runs.
