@@ -481,6 +481,11 @@ fn nodes_that_require_a_client_certificate_get_orthrus_own() {
         &[],
     );
     wait_log(&without, "cluster not reachable yet");
+    let log = without.log_text();
+    assert!(
+        log.contains("TLS handshake failed") && log.contains("backend.tls.cert_file"),
+        "{log}"
+    );
     drop(without);
     let mine = pki.cert("ca", "orthrus-client");
     let dir = pki.path("orthrus.toml");

@@ -196,7 +196,10 @@ fn tls_settings_from_env_and_flags() {
     assert_eq!(cfg.tls.listen.as_deref(), Some("127.0.0.1:6380"));
     assert_eq!(cfg.tls.auth_clients, Some(AuthClients::Optional));
     assert!(cfg.backend.tls.enabled);
-    assert_eq!(cfg.backend.tls.server_name.as_deref(), Some("redis.internal"));
+    assert_eq!(
+        cfg.backend.tls.server_name.as_deref(),
+        Some("redis.internal")
+    );
     let flags = Overrides {
         tls_auth_clients: Some("no".into()),
         backend_tls_ca_cert_file: Some("/etc/ca.crt".into()),
@@ -218,7 +221,10 @@ fn listen_none_needs_a_tls_listener() {
         ..Config::default()
     };
     let err = cfg.validate().unwrap_err().to_string();
-    assert!(err.contains("listen: is none and there is no tls.listen"), "{err}");
+    assert!(
+        err.contains("listen: is none and there is no tls.listen"),
+        "{err}"
+    );
     assert_eq!(
         Listen::parse("none", None).unwrap().to_string(),
         "none",

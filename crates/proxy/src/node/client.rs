@@ -11,7 +11,7 @@ use bytes::BytesMut;
 use orthrus_cluster::NodeAddr;
 use orthrus_resp::{Limits, Protocol, Request, Value, scan_reply};
 
-use super::stream::NodeStream;
+use super::stream::{self, NodeStream};
 use crate::config::{BackendConfig, BackendTls};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -49,15 +49,20 @@ pub async fn call(
 }
 
 /// Authenticates a new node connection (when a backend password is set)
-/// and switches it to RESP3 when asked, in one round trip.
+/// and switches it to RESP3 when asked, in one round trip. With `confirm`,
+/// a connection that needs neither gets a PING: over TLS 1.3 a node that
+/// refuses orthrus's certificate says so only at the first read, and that
+/// should fail the connect, not the first request sent on it.
 pub async fn handshake(
     stream: &mut (impl AsyncRead + AsyncWrite + Unpin),
     proto: Protocol,
     backend: &BackendConfig,
+    confirm: bool,
 ) -> io::Result<()> {
     let user = backend.username.as_deref().unwrap_or("default");
     let req = match (&backend.password, proto) {
-        (None, Protocol::Resp2) => return Ok(()),
+        (None, Protocol::Resp2) if !confirm => return Ok(()),
+        (None, Protocol::Resp2) => Request::from_args(&["PING"]),
         (None, Protocol::Resp3) => Request::from_args(&["HELLO", "3"]),
         (Some(pass), Protocol::Resp3) => Request::from_args(&["HELLO", "3", "AUTH", user, pass]),
         (Some(pass), Protocol::Resp2) if backend.username.is_none() => {
@@ -91,9 +96,11 @@ pub async fn connect(
     let mut stream = tokio::time::timeout(timeout, NodeStream::start(tcp, addr, tls))
         .await
         .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "TLS handshake timed out"))??;
-    tokio::time::timeout(timeout, handshake(&mut stream, proto, backend))
+    let tls = matches!(stream, NodeStream::Tls(_));
+    tokio::time::timeout(timeout, handshake(&mut stream, proto, backend, tls))
         .await
-        .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "handshake timed out"))??;
+        .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "handshake timed out"))?
+        .map_err(stream::tls_error)?;
     Ok(stream)
 }
 

@@ -67,7 +67,7 @@ impl NodeStream {
         let connector = tokio_rustls::TlsConnector::from(tls.config.clone());
         match connector.connect(name, tcp).await {
             Ok(stream) => Ok(NodeStream::Tls(Box::new(stream))),
-            Err(e) => Err(handshake_error(e)),
+            Err(e) => Err(tls_error(e)),
         }
     }
 
@@ -88,22 +88,32 @@ impl NodeStream {
     }
 }
 
-/// Says that the TLS handshake failed, and for a certificate the node's
-/// name or CA did not match, which settings decide that.
-fn handshake_error(e: io::Error) -> io::Error {
-    let certificate = e
+/// For a TLS error (from the handshake or the first exchange after it),
+/// says that the TLS handshake failed and which settings decide it: the
+/// node's certificate against orthrus's CA and name, or orthrus's own
+/// certificate refused by the node. Any other error is returned as it is.
+pub fn tls_error(e: io::Error) -> io::Error {
+    use rustls::AlertDescription as Alert;
+    let Some(tls) = e
         .get_ref()
         .and_then(|inner| inner.downcast_ref::<rustls::Error>())
-        .is_some_and(|e| {
-            matches!(
-                e,
-                rustls::Error::InvalidCertificate(_) | rustls::Error::NoCertificatesPresented
-            )
-        });
-    let hint = if certificate {
-        " (the node's certificate is checked against backend.tls.ca_cert_file and backend.tls.server_name)"
-    } else {
-        ""
+    else {
+        return e;
+    };
+    let hint = match tls {
+        rustls::Error::InvalidCertificate(_) | rustls::Error::NoCertificatesPresented => {
+            " (the node's certificate is checked against backend.tls.ca_cert_file and backend.tls.server_name)"
+        }
+        rustls::Error::AlertReceived(
+            Alert::CertificateRequired
+            | Alert::BadCertificate
+            | Alert::UnknownCA
+            | Alert::CertificateUnknown
+            | Alert::HandshakeFailure,
+        ) => {
+            " (the node refused orthrus's client certificate, or its lack of one: backend.tls.cert_file and backend.tls.key_file)"
+        }
+        _ => "",
     };
     io::Error::new(e.kind(), format!("TLS handshake failed: {e}{hint}"))
 }
