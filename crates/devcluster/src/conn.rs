@@ -1,9 +1,12 @@
-//! A tiny synchronous RESP client over a blocking `TcpStream`: enough to
-//! administer nodes and to drive tests, with timeouts on every read and write
-//! so that a paused or wedged server fails a test instead of hanging it.
+//! A tiny synchronous RESP client over a blocking `TcpStream` (or the Unix
+//! socket of a TLS-only node): enough to administer nodes and to drive
+//! tests, with timeouts on every read and write so that a paused or wedged
+//! server fails a test instead of hanging it.
 
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream};
+use std::os::unix::net::UnixStream;
+use std::path::Path;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
@@ -23,12 +26,20 @@ pub const COMMAND_TEXT_MAX: usize = 120;
 /// A blocking connection to one server.
 #[derive(Debug)]
 pub struct Conn {
-    stream: TcpStream,
+    stream: Stream,
+    /// The server's TCP address (for a Unix socket, the node's TLS port).
     addr: SocketAddr,
     /// Bytes read but not yet returned as values. Replies are parsed straight
     /// out of it, so values share its allocation instead of copying.
     pending: Bytes,
     limits: Limits,
+}
+
+/// What a [`Conn`] talks over.
+#[derive(Debug)]
+enum Stream {
+    Tcp(TcpStream),
+    Unix(UnixStream),
 }
 
 // === impl Conn ===
@@ -44,7 +55,25 @@ impl Conn {
         let stream = TcpStream::connect_timeout(&addr, timeout)?;
         stream.set_nodelay(true)?;
         let mut conn = Conn {
-            stream,
+            stream: Stream::Tcp(stream),
+            addr,
+            pending: Bytes::new(),
+            limits: Limits::default(),
+        };
+        conn.set_timeout(Some(timeout))?;
+        Ok(conn)
+    }
+
+    /// Connects over the Unix socket at `path` (of the server that `addr`
+    /// names in messages), with `timeout` for reading and writing.
+    pub fn connect_unix(
+        path: &Path,
+        addr: SocketAddr,
+        timeout: Duration,
+    ) -> Result<Conn, DevError> {
+        let stream = UnixStream::connect(path)?;
+        let mut conn = Conn {
+            stream: Stream::Unix(stream),
             addr,
             pending: Bytes::new(),
             limits: Limits::default(),
@@ -61,8 +90,16 @@ impl Conn {
     /// Changes the read and write timeout (`None`: wait forever), e.g. around
     /// a `DEBUG SLEEP` or a blocking command.
     pub fn set_timeout(&mut self, timeout: Option<Duration>) -> Result<(), DevError> {
-        self.stream.set_read_timeout(timeout)?;
-        self.stream.set_write_timeout(timeout)?;
+        match &self.stream {
+            Stream::Tcp(s) => {
+                s.set_read_timeout(timeout)?;
+                s.set_write_timeout(timeout)?;
+            }
+            Stream::Unix(s) => {
+                s.set_read_timeout(timeout)?;
+                s.set_write_timeout(timeout)?;
+            }
+        }
         Ok(())
     }
 
@@ -98,9 +135,11 @@ impl Conn {
     /// Writes bytes as they are (inline commands, malformed input, halves of
     /// a frame).
     pub fn send_raw(&mut self, bytes: &[u8]) -> Result<(), DevError> {
-        self.stream
-            .write_all(bytes)
-            .map_err(|e| self.io_error(e, "writing"))
+        let written = match &mut self.stream {
+            Stream::Tcp(s) => s.write_all(bytes),
+            Stream::Unix(s) => s.write_all(bytes),
+        };
+        written.map_err(|e| self.io_error(e, "writing"))
     }
 
     /// Reads the next reply (or push message).
@@ -133,7 +172,11 @@ impl Conn {
         let filled = buf.len();
         buf.resize(filled + READ_CHUNK.max(filled), 0);
         let read = loop {
-            match self.stream.read(&mut buf[filled..]) {
+            let read = match &mut self.stream {
+                Stream::Tcp(s) => s.read(&mut buf[filled..]),
+                Stream::Unix(s) => s.read(&mut buf[filled..]),
+            };
+            match read {
                 Ok(n) => break n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(self.io_error(e, "reading a reply")),

@@ -22,8 +22,12 @@
 //! - `error`: [`DevError`], the library's one error type.
 //! - `binaries`: finding `redis-server`/`redis-cli` ([`RedisBin`]) and
 //!   [`free_port`].
-//! - `conn`: [`Conn`], a small blocking RESP client with timeouts.
-//! - `node`: [`NodeOptions`] and [`RedisNode`], one server process.
+//! - `conn`: [`Conn`], a small blocking RESP client with timeouts (over
+//!   TCP, or the Unix socket of a TLS-only node).
+//! - `node`: [`NodeOptions`] and [`RedisNode`], one server process;
+//!   [`NodeOptions::with_tls`] makes it TLS-only (`port 0`, `tls-port`,
+//!   TLS on the cluster bus and for replication) with [`TlsFiles`] the
+//!   caller made.
 //! - `signal`: SIGSTOP/SIGCONT for pausing nodes.
 //! - `spawner`: starts servers so that they die with this process even when
 //!   it is killed and no Drop runs.
@@ -46,6 +50,8 @@ pub use binaries::{REDIS_CLI_ENV, REDIS_SERVER_ENV, RedisBin, free_port};
 pub use cluster::{CREATE_TIMEOUT, Cluster, ClusterSpec, wait_until};
 pub use conn::{COMMAND_TEXT_MAX, Conn, DEFAULT_TIMEOUT, command_text};
 pub use error::DevError;
-pub use node::{DEFAULT_NODE_TIMEOUT_MS, NodeOptions, RedisNode, START_TIMEOUT, info_field};
+pub use node::{
+    DEFAULT_NODE_TIMEOUT_MS, NodeOptions, RedisNode, START_TIMEOUT, TlsFiles, info_field,
+};
 pub use orthrus_resp::Value;
 pub use topology::SLOT_COUNT;

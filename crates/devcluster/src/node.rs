@@ -36,6 +36,7 @@ const LOG_FILE: &str = "redis.log";
 /// its log file.
 const STDIO_FILE: &str = "stdio.log";
 const NODES_FILE: &str = "nodes.conf";
+const SOCKET_FILE: &str = "redis.sock";
 
 /// How to start a node.
 #[derive(Clone, Debug, Default)]
@@ -51,6 +52,17 @@ pub struct NodeOptions {
     /// The password devcluster sends with AUTH on its own connections. It
     /// does not configure the server: see [`NodeOptions::with_password`].
     pub password: Option<String>,
+    /// TLS only: see [`NodeOptions::with_tls`].
+    pub tls: Option<TlsFiles>,
+}
+
+/// A node's certificate, its key, and the CA it verifies peers with
+/// (PEM files).
+#[derive(Clone, Debug)]
+pub struct TlsFiles {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    pub ca: PathBuf,
 }
 
 /// A running (or killed, or paused) `redis-server`. Dropping it kills the
@@ -84,6 +96,16 @@ impl NodeOptions {
         self.config.push(("requirepass".into(), password.into()));
         self.config.push(("masterauth".into(), password.into()));
         self.password = Some(password.into());
+        self
+    }
+
+    /// TLS only: the client port is a `tls-port` (no plain port), the
+    /// cluster bus and replication use TLS too, and clients may present a
+    /// certificate (`tls-auth-clients optional`; override with
+    /// [`NodeOptions::with_config`]). devcluster itself talks to the node
+    /// over a Unix socket in its directory.
+    pub fn with_tls(mut self, files: TlsFiles) -> NodeOptions {
+        self.tls = Some(files);
         self
     }
 
@@ -181,7 +203,7 @@ impl RedisNode {
 
     /// Like [`RedisNode::connect`], with another connect/read/write timeout.
     pub fn connect_timeout(&self, timeout: Duration) -> Result<Conn, DevError> {
-        let mut conn = Conn::connect_timeout(self.addr(), timeout)?;
+        let mut conn = self.open(timeout)?;
         if let Some(password) = &self.opts.password {
             conn.auth(password)?;
         }
@@ -323,7 +345,7 @@ impl RedisNode {
     /// `INFO server` guards against another program that happens to listen
     /// on the port we picked: then ours fails to bind and is retried.
     fn answers_as_itself(&self) -> bool {
-        let Ok(mut conn) = Conn::connect_timeout(self.addr(), PROBE_TIMEOUT) else {
+        let Ok(mut conn) = self.open(PROBE_TIMEOUT) else {
             return false;
         };
         if let Some(password) = &self.opts.password {
@@ -344,6 +366,20 @@ impl RedisNode {
         }
     }
 
+    /// A connection, not authenticated: over TCP, or for a TLS-only node
+    /// over its Unix socket.
+    fn open(&self, timeout: Duration) -> Result<Conn, DevError> {
+        match &self.opts.tls {
+            None => Conn::connect_timeout(self.addr(), timeout),
+            Some(_) => Conn::connect_unix(&self.unix_socket(), self.addr(), timeout),
+        }
+    }
+
+    /// Where a TLS-only node also listens, for devcluster's own use.
+    pub fn unix_socket(&self) -> PathBuf {
+        self.dir.path().join(SOCKET_FILE)
+    }
+
     fn start_failed(&self, reason: String) -> DevError {
         DevError::StartFailed {
             port: self.port,
@@ -362,7 +398,26 @@ impl RedisNode {
             text.push('\n');
         };
         line("bind", "127.0.0.1");
-        line("port", &self.port.to_string());
+        match &self.opts.tls {
+            None => line("port", &self.port.to_string()),
+            Some(tls) => {
+                line("port", "0");
+                line("tls-port", &self.port.to_string());
+                line("tls-cert-file", &quote(&tls.cert.to_string_lossy()));
+                line("tls-key-file", &quote(&tls.key.to_string_lossy()));
+                line("tls-ca-cert-file", &quote(&tls.ca.to_string_lossy()));
+                line("tls-auth-clients", "optional");
+                line("tls-replication", "yes");
+                if self.cluster_port.is_some() {
+                    line("tls-cluster", "yes");
+                }
+                line(
+                    "unixsocket",
+                    &quote(&dir.join(SOCKET_FILE).to_string_lossy()),
+                );
+                line("unixsocketperm", "700");
+            }
+        }
         line("dir", &quote(&dir.to_string_lossy()));
         line("logfile", &quote(&dir.join(LOG_FILE).to_string_lossy()));
         line("save", "\"\"");

@@ -9,12 +9,15 @@ use orthrus_cluster::NodeAddr;
 use serde::{Deserialize, Serialize};
 
 mod listen;
+mod tls;
 
 pub use listen::Listen;
+pub use tls::{AuthClients, BackendTls, BackendTlsConfig, Tls, TlsConfig};
 
 /// The top-level settings, as environment variables name them.
 const SETTINGS: &[&str] = &[
     "listen",
+    "tls",
     "seeds",
     "threads",
     "announce",
@@ -47,7 +50,8 @@ pub const EXIT_BAD_CONFIG: i32 = 64;
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
     /// Address clients connect to: `ip:port`, or `unix:/path/to.sock` for
-    /// a Unix socket (a sidecar on the same host). Default `127.0.0.1:7777`.
+    /// a Unix socket (a sidecar on the same host), or `none` for no plain
+    /// listener (TLS only, with `tls.listen`). Default `127.0.0.1:7777`.
     pub listen: String,
     /// Permissions of the Unix socket file, in octal as for chmod (e.g.
     /// `"770"`), like Redis's `unixsocketperm`. Default: none (the
@@ -85,6 +89,8 @@ pub struct Config {
     pub log: LogConfig,
     /// Administrative commands through orthrus.
     pub admin: AdminConfig,
+    /// The TLS listener for clients.
+    pub tls: TlsConfig,
 }
 
 /// `[admin]`: administrative commands (CONFIG, SAVE, DEBUG, ACL, ...).
@@ -154,6 +160,8 @@ pub struct BackendConfig {
     /// Password for the cluster nodes (`requirepass` or the ACL user's).
     /// Default: none (no AUTH).
     pub password: Option<String>,
+    /// TLS to the nodes.
+    pub tls: BackendTlsConfig,
 }
 
 /// `[client]`: per-client limits.
@@ -238,6 +246,17 @@ pub struct Overrides {
     pub backend_password: Option<String>,
     pub requirepass: Option<String>,
     pub read_from: Option<String>,
+    pub tls_listen: Option<String>,
+    pub tls_cert_file: Option<String>,
+    pub tls_key_file: Option<String>,
+    pub tls_ca_cert_file: Option<String>,
+    pub tls_auth_clients: Option<String>,
+    /// `--backend-tls`: only ever turns TLS on.
+    pub backend_tls: bool,
+    pub backend_tls_ca_cert_file: Option<String>,
+    pub backend_tls_cert_file: Option<String>,
+    pub backend_tls_key_file: Option<String>,
+    pub backend_tls_server_name: Option<String>,
 }
 
 /// A setting that cannot be used, named so the operator can find it.
@@ -271,6 +290,8 @@ pub struct Settings {
     /// Where a new client's keyed reads go until it sends READONLY or
     /// READWRITE.
     pub read_from: ReadFrom,
+    /// The TLS listener's address and the certificates, loaded.
+    pub tls: Tls,
     pub raw: Config,
 }
 
@@ -293,6 +314,7 @@ impl Default for Config {
             slowlog: SlowlogConfig::default(),
             log: LogConfig::default(),
             admin: AdminConfig::default(),
+            tls: TlsConfig::default(),
         }
     }
 }
@@ -315,6 +337,7 @@ impl Default for BackendConfig {
             dedicated_per_node: 128,
             username: None,
             password: None,
+            tls: BackendTlsConfig::default(),
         }
     }
 }
@@ -412,6 +435,25 @@ impl Config {
         }
         if let Some(threads) = flags.threads {
             builder = builder.set_override("threads", threads as u64)?;
+        }
+        let strings = [
+            ("tls.listen", &flags.tls_listen),
+            ("tls.cert_file", &flags.tls_cert_file),
+            ("tls.key_file", &flags.tls_key_file),
+            ("tls.ca_cert_file", &flags.tls_ca_cert_file),
+            ("tls.auth_clients", &flags.tls_auth_clients),
+            ("backend.tls.ca_cert_file", &flags.backend_tls_ca_cert_file),
+            ("backend.tls.cert_file", &flags.backend_tls_cert_file),
+            ("backend.tls.key_file", &flags.backend_tls_key_file),
+            ("backend.tls.server_name", &flags.backend_tls_server_name),
+        ];
+        for (key, value) in strings {
+            if let Some(value) = value {
+                builder = builder.set_override(key, value.as_str())?;
+            }
+        }
+        if flags.backend_tls {
+            builder = builder.set_override("backend.tls.enabled", true)?;
         }
         let built = builder.build()?;
         for (setting, reason) in REMOVED {
@@ -512,6 +554,13 @@ impl Config {
                 format!("{:?} is not a log filter", self.log.level),
             ));
         }
+        let tls = Tls::load(&self)?;
+        if listen == Listen::None && tls.listen.is_none() {
+            return Err(invalid(
+                "listen",
+                "is none and there is no tls.listen: clients could not connect at all".to_owned(),
+            ));
+        }
         Ok(Settings {
             listen,
             seeds,
@@ -520,6 +569,7 @@ impl Config {
             metrics,
             config_file: None,
             read_from,
+            tls,
             raw: self,
         })
     }

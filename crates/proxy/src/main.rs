@@ -14,9 +14,46 @@ use tracing_subscriber::EnvFilter;
 #[derive(Parser, Debug)]
 #[command(name = "orthrus", version, about, long_about = None)]
 struct Args {
-    /// Address to accept clients on [default: 127.0.0.1:7777; env ORTHRUS_LISTEN]
+    /// Address to accept clients on; `unix:/path` for a Unix socket, `none`
+    /// for TLS only [default: 127.0.0.1:7777; env ORTHRUS_LISTEN]
     #[arg(long, value_name = "HOST:PORT")]
     listen: Option<String>,
+    /// Address to accept TLS clients on (needs --tls-cert-file and
+    /// --tls-key-file) [env ORTHRUS_TLS__LISTEN]
+    #[arg(long, value_name = "HOST:PORT")]
+    tls_listen: Option<String>,
+    /// orthrus's certificate chain for TLS clients, PEM [env ORTHRUS_TLS__CERT_FILE]
+    #[arg(long, value_name = "FILE")]
+    tls_cert_file: Option<String>,
+    /// The private key of --tls-cert-file, PEM [env ORTHRUS_TLS__KEY_FILE]
+    #[arg(long, value_name = "FILE")]
+    tls_key_file: Option<String>,
+    /// CA certificates that TLS clients' certificates are verified against
+    /// [env ORTHRUS_TLS__CA_CERT_FILE]
+    #[arg(long, value_name = "FILE")]
+    tls_ca_cert_file: Option<String>,
+    /// Whether TLS clients must present a certificate: yes, optional or no
+    /// [default: yes with --tls-ca-cert-file, else no; env ORTHRUS_TLS__AUTH_CLIENTS]
+    #[arg(long, value_name = "yes|optional|no")]
+    tls_auth_clients: Option<String>,
+    /// Speak TLS to the cluster nodes [env ORTHRUS_BACKEND__TLS__ENABLED]
+    #[arg(long)]
+    backend_tls: bool,
+    /// CA certificates that the nodes' certificates are verified against
+    /// [default: the system's; env ORTHRUS_BACKEND__TLS__CA_CERT_FILE]
+    #[arg(long, value_name = "FILE")]
+    backend_tls_ca_cert_file: Option<String>,
+    /// Client certificate for nodes that require one, PEM
+    /// [env ORTHRUS_BACKEND__TLS__CERT_FILE]
+    #[arg(long, value_name = "FILE")]
+    backend_tls_cert_file: Option<String>,
+    /// The private key of --backend-tls-cert-file [env ORTHRUS_BACKEND__TLS__KEY_FILE]
+    #[arg(long, value_name = "FILE")]
+    backend_tls_key_file: Option<String>,
+    /// Name to verify every node's certificate against [default: the node's
+    /// host as the cluster announces it; env ORTHRUS_BACKEND__TLS__SERVER_NAME]
+    #[arg(long, value_name = "NAME")]
+    backend_tls_server_name: Option<String>,
     /// Comma-separated cluster nodes to discover the topology from; any one
     /// reachable node is enough [env ORTHRUS_SEEDS]
     #[arg(long, value_name = "HOST:PORT,...")]
@@ -59,6 +96,16 @@ fn main() -> ExitCode {
         backend_password: args.backend_password,
         requirepass: args.requirepass,
         read_from: args.read_from,
+        tls_listen: args.tls_listen,
+        tls_cert_file: args.tls_cert_file,
+        tls_key_file: args.tls_key_file,
+        tls_ca_cert_file: args.tls_ca_cert_file,
+        tls_auth_clients: args.tls_auth_clients,
+        backend_tls: args.backend_tls,
+        backend_tls_ca_cert_file: args.backend_tls_ca_cert_file,
+        backend_tls_cert_file: args.backend_tls_cert_file,
+        backend_tls_key_file: args.backend_tls_key_file,
+        backend_tls_server_name: args.backend_tls_server_name,
     };
     let settings =
         Config::load(file.as_deref(), std::env::vars(), &overrides).and_then(Config::validate);
@@ -85,16 +132,18 @@ fn main() -> ExitCode {
     }
     let log_filter = init_logging(&settings.raw.log);
 
-    let listeners = match orthrus_proxy::bind(&settings.listen, settings.threads) {
+    let listeners = match orthrus_proxy::bind(&settings) {
         Ok(l) => l,
         Err(e) => {
-            eprintln!("orthrus: cannot listen on {}: {e}", settings.listen);
+            eprintln!("orthrus: {e:#}");
             return ExitCode::FAILURE;
         }
     };
     let seeds: Vec<String> = settings.seeds.iter().map(ToString::to_string).collect();
     tracing::info!(
         listen = %listeners.address(),
+        tls_listen = %listeners.tls_address().unwrap_or_else(|| "none".to_owned()),
+        backend_tls = settings.tls.backend.is_some(),
         seeds = %seeds.join(","),
         threads = settings.threads,
         "orthrus {} listening",
@@ -159,7 +208,7 @@ fn reloads(
     file: Option<PathBuf>,
     overrides: Overrides,
     log_filter: LogFilter,
-) -> tokio::sync::mpsc::UnboundedReceiver<Config> {
+) -> tokio::sync::mpsc::UnboundedReceiver<orthrus_proxy::Settings> {
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     tokio::spawn(async move {
         use tokio::signal::unix::{SignalKind, signal};
@@ -177,7 +226,7 @@ fn reloads(
                             tracing::warn!(error = %e, "cannot change the log level");
                         }
                     }
-                    let _ = tx.send(settings.raw);
+                    let _ = tx.send(settings);
                 }
                 Err(e) => {
                     tracing::error!(error = %e, "SIGHUP: configuration refused; keeping the current one")

@@ -12,7 +12,7 @@ use orthrus_cluster::{NodeAddr, RedirectPolicy, Slot, SlotMap};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{Config, Settings};
+use crate::config::{Config, Settings, Tls};
 use crate::observe::clients::Registry;
 use crate::observe::latency;
 use crate::observe::slowlog::SlowLog;
@@ -35,6 +35,11 @@ const LIVE: &[&str] = &[
     "slowlog.max_len",
     "log.level",
     "admin.passthrough",
+    "tls.cert_file",
+    "tls.key_file",
+    "tls.ca_cert_file",
+    "tls.auth_clients",
+    "backend.tls",
 ];
 
 /// What every worker reads.
@@ -43,6 +48,9 @@ pub struct Shared {
     /// The settings that SIGHUP can change without a restart are read from
     /// here (client passwords and limits, timeouts, refresh interval).
     pub live: ArcSwap<Config>,
+    /// The certificates and keys new connections use (clients' and
+    /// nodes'); read again on SIGHUP.
+    pub tls: ArcSwap<Tls>,
     pub policy: RedirectPolicy,
     /// The current slot map; empty until the first discovery succeeds.
     pub slots: ArcSwap<SlotMap>,
@@ -84,6 +92,7 @@ impl Shared {
         );
         Arc::new(Shared {
             live: ArcSwap::from_pointee(settings.raw.clone()),
+            tls: ArcSwap::from_pointee(settings.tls.clone()),
             settings,
             policy,
             slots: ArcSwap::from_pointee(SlotMap::empty()),
@@ -130,9 +139,20 @@ impl Shared {
     }
 
     /// Takes a reloaded, validated configuration: what can change at run
-    /// time changes now; returns the names of the settings that changed
-    /// and of those that changed but need a restart. Never the values.
-    pub fn reload(&self, new: Config) -> (Vec<String>, Vec<String>) {
+    /// time changes now, and new connections use the certificates and keys
+    /// just read; returns the names of the settings that changed and of
+    /// those that changed but need a restart. Never the values.
+    pub fn reload(&self, settings: Settings) -> (Vec<String>, Vec<String>) {
+        let new = settings.raw;
+        let tls = settings.tls;
+        if tls.server.is_some() || tls.backend.is_some() {
+            tracing::info!(
+                clients = tls.server.is_some() && self.settings.tls.listen.is_some(),
+                nodes = tls.backend.is_some(),
+                "TLS certificates and keys read again; new connections use them"
+            );
+        }
+        self.tls.store(Arc::new(tls));
         let old = self.live.load_full();
         let (changed, restart) = differences(&old, &new)
             .into_iter()
@@ -234,13 +254,14 @@ mod tests {
         new.memory_limit_mb = 512;
         new.listen = "127.0.0.1:1".to_owned();
         new.slowlog.max_len = 3;
-        let (mut changed, mut restart) = shared.reload(new);
+        let (mut changed, mut restart) = shared.reload(new.validate().expect("valid"));
         changed.sort();
         restart.sort();
         assert_eq!(changed, ["client.password", "log.level", "slowlog.max_len"]);
         assert_eq!(restart, ["listen", "memory_limit_mb"]);
         assert_eq!(shared.live.load().slowlog.max_len, 3);
-        let (changed, restart) = shared.reload(Config::clone(&shared.live.load()));
+        let same = Config::clone(&shared.live.load());
+        let (changed, restart) = shared.reload(same.validate().expect("valid"));
         assert!(changed.is_empty() && restart.is_empty());
     }
 }

@@ -9,6 +9,9 @@
 //! on orthrus; every difference is collected and the test fails once at the
 //! end with the full list, so one run shows all of them.
 //!
+//! The whole table runs twice: in plain text, and over TLS both ways
+//! (orthrus's TLS listener in front of a TLS-only cluster).
+//!
 //! # Layout
 //!
 //! - `differential/cases.txt`: the case table and its format (described at
@@ -25,11 +28,13 @@ mod common;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
+use common::tls::Pki;
 use common::{Proxy, encode_bytes, frame_len};
 use orthrus_cluster::Slot;
-use orthrus_devcluster::{Cluster, ClusterSpec, NodeOptions, RedisNode};
+use orthrus_devcluster::{Cluster, ClusterSpec, NodeOptions, RedisNode, free_port};
 
 #[path = "differential/compare.rs"]
 mod compare;
@@ -142,17 +147,75 @@ enum Target {
 
 /// A RESP connection with a buffer, so one read may hold several frames.
 struct Conn {
-    stream: TcpStream,
+    stream: Box<dyn ReadWrite>,
     buf: Vec<u8>,
+}
+
+/// A TCP or TLS stream.
+trait ReadWrite: Read + Write {}
+impl<T: Read + Write> ReadWrite for T {}
+
+/// Where a target is: its address, and for TLS the CA to trust.
+#[derive(Clone, Copy)]
+struct Endpoint<'a> {
+    addr: SocketAddr,
+    tls_ca: Option<&'a Path>,
 }
 
 #[test]
 fn single_server_and_orthrus_answer_alike() {
+    answer_alike(false);
+}
+
+#[test]
+fn single_server_and_orthrus_over_tls_answer_alike() {
+    answer_alike(true);
+}
+
+fn answer_alike(tls: bool) {
     let started = Instant::now();
     let single = RedisNode::start(NodeOptions::default()).expect("start the single redis-server");
-    let node = NodeOptions::cluster().with_config("cluster-node-timeout", NODE_TIMEOUT_MS);
+    let pki = Pki::new();
+    let ca = pki.ca("ca");
+    let mut node = NodeOptions::cluster().with_config("cluster-node-timeout", NODE_TIMEOUT_MS);
+    if tls {
+        node = node.with_tls(pki.node_files("ca", "node"));
+    }
     let cluster = Cluster::start(ClusterSpec::new(3, 1).with_node(node)).expect("start cluster");
-    let proxy = Proxy::start(&cluster.seeds(), &[]);
+    let server = pki.cert("ca", "orthrus");
+    let tls_at = SocketAddr::from(([127, 0, 0, 1], free_port().expect("free port")));
+    let (at, cert, key, ca_arg) = (
+        tls_at.to_string(),
+        server.cert.to_string_lossy().into_owned(),
+        server.key.to_string_lossy().into_owned(),
+        ca.to_string_lossy().into_owned(),
+    );
+    let tls_args = [
+        "--tls-listen",
+        &at,
+        "--tls-cert-file",
+        &cert,
+        "--tls-key-file",
+        &key,
+        "--backend-tls",
+        "--backend-tls-ca-cert-file",
+        &ca_arg,
+    ];
+    let proxy = Proxy::start(&cluster.seeds(), if tls { &tls_args } else { &[] });
+    let single_at = Endpoint {
+        addr: single.addr(),
+        tls_ca: None,
+    };
+    let proxy_at = match tls {
+        false => Endpoint {
+            addr: proxy.addr,
+            tls_ca: None,
+        },
+        true => Endpoint {
+            addr: tls_at,
+            tls_ca: Some(&ca),
+        },
+    };
     single
         .cmd_ok(&["FLUSHALL"])
         .expect("FLUSHALL on the single server");
@@ -168,8 +231,8 @@ fn single_server_and_orthrus_answer_alike() {
     let mut per_category: BTreeMap<&str, usize> = BTreeMap::new();
     for case in &cases {
         *per_category.entry(&case.category).or_default() += 1;
-        let from_single = run_case(single.addr(), case, Target::Single);
-        let from_proxy = run_case(proxy.addr, case, Target::Proxy);
+        let from_single = run_case(single_at, case, Target::Single);
+        let from_proxy = run_case(proxy_at, case, Target::Proxy);
         let before = mismatches.len();
         for (i, step) in case.steps.iter().enumerate() {
             compare(
@@ -195,8 +258,9 @@ fn single_server_and_orthrus_answer_alike() {
         .collect();
     println!("differential categories: {}", categories.join(", "));
     println!(
-        "differential: {} cases, {identical} identical, {refused} refused as expected \
+        "differential{}: {} cases, {identical} identical, {refused} refused as expected \
          (setup {:.1} s, total {:.1} s)",
+        if tls { " over TLS" } else { "" },
         cases.len(),
         setup.as_secs_f64(),
         started.elapsed().as_secs_f64()
@@ -213,7 +277,7 @@ fn single_server_and_orthrus_answer_alike() {
 
 // === running ===
 
-fn run_case(addr: SocketAddr, case: &Case, target: Target) -> Vec<Got> {
+fn run_case(addr: Endpoint<'_>, case: &Case, target: Target) -> Vec<Got> {
     let mut main = Conn::open(addr);
     let mut side: Option<io::Result<Conn>> = None;
     let mut broken: Option<String> = None;
@@ -289,10 +353,21 @@ fn encode_args(args: &[Vec<u8>]) -> Vec<u8> {
 // === impl Conn ===
 
 impl Conn {
-    fn open(addr: SocketAddr) -> io::Result<Conn> {
-        let stream = TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT)?;
-        stream.set_read_timeout(Some(READ_TIMEOUT))?;
-        stream.set_nodelay(true)?;
+    fn open(at: Endpoint<'_>) -> io::Result<Conn> {
+        let stream: Box<dyn ReadWrite> = match at.tls_ca {
+            None => {
+                let stream = TcpStream::connect_timeout(&at.addr, CONNECT_TIMEOUT)?;
+                stream.set_read_timeout(Some(READ_TIMEOUT))?;
+                stream.set_nodelay(true)?;
+                Box::new(stream)
+            }
+            Some(ca) => {
+                let tls = common::tls::connect(at.addr, ca, None)?;
+                tls.sock.set_read_timeout(Some(READ_TIMEOUT))?;
+                tls.sock.set_nodelay(true)?;
+                Box::new(tls)
+            }
+        };
         Ok(Conn {
             stream,
             buf: Vec::new(),
@@ -300,7 +375,8 @@ impl Conn {
     }
 
     fn send(&mut self, bytes: &[u8]) -> io::Result<()> {
-        self.stream.write_all(bytes)
+        self.stream.write_all(bytes)?;
+        self.stream.flush()
     }
 
     fn call(&mut self, args: &[Vec<u8>]) -> io::Result<Vec<u8>> {

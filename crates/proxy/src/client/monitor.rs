@@ -55,7 +55,7 @@ async fn stream(addr: NodeAddr, ctx: Rc<WorkerCtx>, push: PushSink) {
             return;
         }
     };
-    if stream.write_all(MONITOR).await.is_err() {
+    if stream.write_all(MONITOR).await.is_err() || stream.flush().await.is_err() {
         return;
     }
     let mut buf = BytesMut::with_capacity(4096);

@@ -558,7 +558,7 @@ async fn run(
         tokio::select! {
             cmd = rx.recv() => match cmd {
                 Some(frame) => {
-                    if wr.write_all(&frame).await.is_err() {
+                    if wr.write_all(&frame).await.is_err() || wr.flush().await.is_err() {
                         break true;
                     }
                 }

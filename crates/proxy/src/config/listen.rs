@@ -1,4 +1,5 @@
-//! Where clients connect: a TCP address or a Unix socket.
+//! Where clients connect: a TCP address, a Unix socket, or nowhere (TLS
+//! only).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -15,6 +16,8 @@ pub enum Listen {
         path: PathBuf,
         perm: Option<u32>,
     },
+    /// No plain listener (`none`): clients connect over TLS only.
+    None,
 }
 
 // === impl Listen ===
@@ -34,6 +37,9 @@ impl Listen {
                     })
             })
             .transpose()?;
+        if listen == "none" && perm.is_none() {
+            return Ok(Listen::None);
+        }
         if let Some(path) = listen.strip_prefix("unix:") {
             if path.is_empty() {
                 return Err(invalid("listen", "unix: needs a path".to_owned()));
@@ -52,7 +58,7 @@ impl Listen {
         listen.parse::<SocketAddr>().map(Listen::Tcp).map_err(|e| {
             invalid(
                 "listen",
-                format!("{listen:?} is neither an ip:port nor unix:/path ({e})"),
+                format!("{listen:?} is neither an ip:port nor unix:/path nor none ({e})"),
             )
         })
     }
@@ -61,7 +67,7 @@ impl Listen {
     pub fn tcp(&self) -> Option<SocketAddr> {
         match self {
             Listen::Tcp(addr) => Some(*addr),
-            Listen::Unix { .. } => None,
+            Listen::Unix { .. } | Listen::None => None,
         }
     }
 }
@@ -71,6 +77,7 @@ impl std::fmt::Display for Listen {
         match self {
             Listen::Tcp(addr) => addr.fmt(f),
             Listen::Unix { path, .. } => write!(f, "unix:{}", path.display()),
+            Listen::None => f.write_str("none"),
         }
     }
 }

@@ -210,3 +210,52 @@ fn read_from_comes_from_the_file_the_environment_and_the_flag() {
         );
     }
 }
+
+#[test]
+fn tls_settings_from_env_and_flags() {
+    let e = env(&[
+        ("ORTHRUS_SEEDS", "127.0.0.1:1"),
+        ("ORTHRUS_TLS__LISTEN", "127.0.0.1:6380"),
+        ("ORTHRUS_TLS__AUTH_CLIENTS", "optional"),
+        ("ORTHRUS_BACKEND__TLS__ENABLED", "true"),
+        ("ORTHRUS_BACKEND__TLS__SERVER_NAME", "redis.internal"),
+    ]);
+    let cfg = Config::load(None, e.clone(), &Overrides::default()).unwrap();
+    assert_eq!(cfg.tls.listen.as_deref(), Some("127.0.0.1:6380"));
+    assert_eq!(cfg.tls.auth_clients, Some(AuthClients::Optional));
+    assert!(cfg.backend.tls.enabled);
+    assert_eq!(
+        cfg.backend.tls.server_name.as_deref(),
+        Some("redis.internal")
+    );
+    let flags = Overrides {
+        tls_auth_clients: Some("no".into()),
+        backend_tls_ca_cert_file: Some("/etc/ca.crt".into()),
+        ..Overrides::default()
+    };
+    let cfg = Config::load(None, e, &flags).unwrap();
+    assert_eq!(cfg.tls.auth_clients, Some(AuthClients::No));
+    assert_eq!(cfg.backend.tls.ca_cert_file.as_deref(), Some("/etc/ca.crt"));
+    // The files are read by validate: a listener without them is refused.
+    let err = cfg.validate().unwrap_err().to_string();
+    assert!(err.contains("tls.listen: needs tls.cert_file"), "{err}");
+}
+
+#[test]
+fn listen_none_needs_a_tls_listener() {
+    let cfg = Config {
+        listen: "none".to_owned(),
+        seeds: vec!["127.0.0.1:1".to_owned()],
+        ..Config::default()
+    };
+    let err = cfg.validate().unwrap_err().to_string();
+    assert!(
+        err.contains("listen: is none and there is no tls.listen"),
+        "{err}"
+    );
+    assert_eq!(
+        Listen::parse("none", None).unwrap().to_string(),
+        "none",
+        "shown as written"
+    );
+}

@@ -1,6 +1,8 @@
 //! A plain one-request-at-a-time client for the few conversations orthrus
 //! has with a node outside the data path: topology discovery, `COMMAND`,
-//! and the handshake of a backend connection.
+//! and the handshake of a backend connection; and [`connect`], which every
+//! connection to a node goes through (TCP, TLS when configured, then the
+//! handshake).
 
 use std::io;
 use std::time::Duration;
@@ -9,8 +11,9 @@ use bytes::BytesMut;
 use orthrus_cluster::NodeAddr;
 use orthrus_resp::{Limits, Protocol, Request, Value, scan_reply};
 
-use crate::config::BackendConfig;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use super::stream::{self, NodeStream};
+use crate::config::{BackendConfig, BackendTls};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 /// Replies of topology and `COMMAND` queries can be large, never unbounded.
@@ -19,7 +22,10 @@ const MAX_REPLY: usize = 64 * 1024 * 1024;
 const READONLY: &[u8] = b"*1\r\n$8\r\nREADONLY\r\n";
 
 /// Sends one encoded request and reads its whole reply.
-pub async fn call(stream: &mut TcpStream, frame: &[u8]) -> io::Result<Value> {
+pub async fn call(
+    stream: &mut (impl AsyncRead + AsyncWrite + Unpin),
+    frame: &[u8],
+) -> io::Result<Value> {
     let mut replies = exchange(stream, frame, 1).await?;
     replies
         .pop()
@@ -28,8 +34,13 @@ pub async fn call(stream: &mut TcpStream, frame: &[u8]) -> io::Result<Value> {
 
 /// Sends `frames` (one or more encoded requests) in one write and reads
 /// `count` whole replies.
-async fn exchange(stream: &mut TcpStream, frames: &[u8], count: usize) -> io::Result<Vec<Value>> {
+async fn exchange(
+    stream: &mut (impl AsyncRead + AsyncWrite + Unpin),
+    frames: &[u8],
+    count: usize,
+) -> io::Result<Vec<Value>> {
     stream.write_all(frames).await?;
+    stream.flush().await?;
     let limits = Limits::for_replies();
     let mut buf = BytesMut::with_capacity(4096);
     let mut replies = Vec::with_capacity(count);
@@ -58,15 +69,20 @@ async fn exchange(stream: &mut TcpStream, frames: &[u8], count: usize) -> io::Re
 /// Authenticates a new node connection (when a backend password is set),
 /// switches it to RESP3 when asked and, with `readonly`, sends `READONLY`
 /// (a replica then answers reads of its master's slots), all in one round
-/// trip.
+/// trip. With `confirm`, a connection that needs none of these gets a
+/// PING: over TLS 1.3 a node that refuses orthrus's certificate says so
+/// only at the first read, and that should fail the connect, not the first
+/// request sent on it.
 pub async fn handshake(
-    stream: &mut TcpStream,
+    stream: &mut (impl AsyncRead + AsyncWrite + Unpin),
     proto: Protocol,
     backend: &BackendConfig,
     readonly: bool,
+    confirm: bool,
 ) -> io::Result<()> {
     let user = backend.username.as_deref().unwrap_or("default");
     let hello = match (&backend.password, proto) {
+        (None, Protocol::Resp2) if confirm && !readonly => Some(Request::from_args(&["PING"])),
         (None, Protocol::Resp2) => None,
         (None, Protocol::Resp3) => Some(Request::from_args(&["HELLO", "3"])),
         (Some(pass), Protocol::Resp3) => {
@@ -106,28 +122,37 @@ pub async fn handshake(
     Ok(())
 }
 
-/// Opens a connection to `addr` and does the [`handshake`], each step within
-/// `timeout`.
+/// Opens a connection to `addr`, over TLS when `tls` is given, and does the
+/// [`handshake`], each step within `timeout`.
 pub async fn connect(
     addr: &NodeAddr,
     proto: Protocol,
     timeout: Duration,
     backend: &BackendConfig,
     readonly: bool,
-) -> io::Result<TcpStream> {
-    let mut stream = tokio::time::timeout(timeout, TcpStream::connect((addr.host(), addr.port())))
+    tls: Option<&BackendTls>,
+) -> io::Result<NodeStream> {
+    let tcp = tokio::time::timeout(timeout, TcpStream::connect((addr.host(), addr.port())))
         .await
         .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connect timed out"))??;
-    stream.set_nodelay(true)?;
-    tokio::time::timeout(timeout, handshake(&mut stream, proto, backend, readonly))
+    tcp.set_nodelay(true)?;
+    let mut stream = tokio::time::timeout(timeout, NodeStream::start(tcp, addr, tls))
         .await
-        .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "handshake timed out"))??;
+        .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "TLS handshake timed out"))??;
+    let tls = matches!(stream, NodeStream::Tls(_));
+    tokio::time::timeout(
+        timeout,
+        handshake(&mut stream, proto, backend, readonly, tls),
+    )
+    .await
+    .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "handshake timed out"))?
+    .map_err(stream::tls_error)?;
     Ok(stream)
 }
 
 /// A short-lived connection to `addr` for one or more calls.
 pub struct NodeClient {
-    stream: TcpStream,
+    stream: NodeStream,
     timeout: Duration,
 }
 
@@ -136,8 +161,9 @@ impl NodeClient {
         addr: &NodeAddr,
         timeout: Duration,
         backend: &BackendConfig,
+        tls: Option<&BackendTls>,
     ) -> io::Result<NodeClient> {
-        let stream = connect(addr, Protocol::Resp2, timeout, backend, false).await?;
+        let stream = connect(addr, Protocol::Resp2, timeout, backend, false, tls).await?;
         Ok(NodeClient { stream, timeout })
     }
 

@@ -13,17 +13,15 @@ use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
+use super::slot::{SlotRx, SlotTx};
+use super::stream::{NodeReadHalf, NodeStream, NodeWriteHalf};
+use super::{Env, client};
+use crate::observe::latency::NodeLatency;
+use crate::process::Shared;
 use bytes::{Bytes, BytesMut};
 use orthrus_cluster::NodeAddr;
 use orthrus_resp::{Protocol, ReplyScanner};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
-
-use super::slot::{SlotRx, SlotTx};
-use super::{Env, client};
-use crate::observe::latency::NodeLatency;
-use crate::process::Shared;
 
 /// Frames at least this large are written on their own instead of being
 /// copied into the batch buffer.
@@ -229,8 +227,9 @@ async fn run(addr: NodeAddr, proto: Protocol, readonly: bool, env: Rc<Env>, queu
     }
 }
 
-/// Opens a connection to a node with the live timeout and credentials.
-pub async fn connect(addr: &NodeAddr, proto: Protocol, shared: &Shared) -> io::Result<TcpStream> {
+/// Opens a connection to a node with the live timeout, credentials and
+/// TLS settings.
+pub async fn connect(addr: &NodeAddr, proto: Protocol, shared: &Shared) -> io::Result<NodeStream> {
     open(addr, proto, false, shared).await
 }
 
@@ -240,20 +239,22 @@ async fn open(
     proto: Protocol,
     readonly: bool,
     shared: &Shared,
-) -> io::Result<TcpStream> {
+) -> io::Result<NodeStream> {
     let live = shared.live.load_full();
+    let tls = shared.tls.load_full();
     client::connect(
         addr,
         proto,
         shared.connect_timeout(),
         &live.backend,
         readonly,
+        tls.backend.as_ref(),
     )
     .await
 }
 
 async fn write_loop(
-    mut wr: OwnedWriteHalf,
+    mut wr: NodeWriteHalf,
     queue: &Queue,
     inflight: &RefCell<VecDeque<Inflight>>,
 ) -> io::Result<()> {
@@ -294,12 +295,13 @@ async fn write_loop(
             wr.write_all(&batch).await?;
             batch.clear();
         }
+        wr.flush().await?; // TLS: what its records still hold
     }
     Ok(())
 }
 
 async fn read_loop(
-    mut rd: OwnedReadHalf,
+    mut rd: NodeReadHalf,
     inflight: &RefCell<VecDeque<Inflight>>,
     env: &Env,
     latency: &NodeLatency,

@@ -14,8 +14,8 @@ use bytes::{Bytes, BytesMut};
 use orthrus_cluster::NodeAddr;
 use orthrus_resp::{Protocol, ReplyScanner};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 
+use super::stream::NodeStream;
 use super::{Env, conn};
 
 /// Idle connections kept per node and protocol.
@@ -23,7 +23,7 @@ const MAX_IDLE: usize = 8;
 
 /// One connection, used by one client at a time.
 pub struct Dedicated {
-    stream: TcpStream,
+    stream: NodeStream,
     buf: BytesMut,
     scanner: ReplyScanner,
     addr: NodeAddr,
@@ -165,6 +165,7 @@ impl Drop for Lease {
 impl Dedicated {
     async fn call(&mut self, frame: &[u8], frames: usize) -> io::Result<Bytes> {
         self.stream.write_all(frame).await?;
+        self.stream.flush().await?;
         let (mut len, mut done) = (0, 0);
         loop {
             while done < frames.max(1) {

@@ -14,6 +14,7 @@
 //! - [`client`] — a small one-request-at-a-time client (handshakes, topology
 //!   queries).
 //! - [`topology`] — discovery and refresh of the slot map, on its own thread.
+//! - [`stream`] — a connection to a node, plain or TLS.
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -32,6 +33,7 @@ pub mod dedicated;
 pub mod forward;
 pub mod pool;
 pub mod slot;
+pub mod stream;
 pub mod topology;
 
 const FIRST_BACKOFF: Duration = Duration::from_millis(50);

@@ -14,7 +14,7 @@ use std::time::Duration;
 use orthrus_cluster::{NodeAddr, SlotMap};
 use orthrus_resp::Value;
 
-use crate::config::BackendConfig;
+use crate::config::{BackendConfig, BackendTls};
 use crate::node::client::NodeClient;
 use crate::process::Shared;
 use crate::route::table::CommandTable;
@@ -89,7 +89,9 @@ async fn refresh_once(shared: &Shared) -> io::Result<()> {
     let timeout = shared.connect_timeout().max(Duration::from_millis(500));
     let mut last_error = io::Error::other("no seed configured");
     for addr in candidates {
-        match discover(&addr, timeout, &shared.live.load_full().backend).await {
+        let tls = shared.tls.load_full();
+        let backend = &shared.live.load_full().backend;
+        match discover(&addr, timeout, backend, tls.backend.as_ref()).await {
             Ok(map) => {
                 // Learn the command table first, so that the first client
                 // served already routes with the cluster's own table.
@@ -109,8 +111,9 @@ async fn discover(
     addr: &NodeAddr,
     timeout: Duration,
     backend: &BackendConfig,
+    tls: Option<&BackendTls>,
 ) -> io::Result<SlotMap> {
-    let mut node = NodeClient::connect(addr, timeout, backend).await?;
+    let mut node = NodeClient::connect(addr, timeout, backend, tls).await?;
     let shards = node.cmd(&[b"CLUSTER", b"SHARDS"]).await?;
     let map = if shards.is_error() {
         let slots = node.cmd(&[b"CLUSTER", b"SLOTS"]).await?;
@@ -156,7 +159,9 @@ fn install(shared: &Shared, current: &SlotMap, map: SlotMap) {
 
 /// Learns the command table and the server version from one node.
 async fn learn(shared: &Shared, addr: &NodeAddr, timeout: Duration) {
-    let Ok(mut node) = NodeClient::connect(addr, timeout, &shared.live.load_full().backend).await
+    let tls = shared.tls.load_full();
+    let backend = &shared.live.load_full().backend;
+    let Ok(mut node) = NodeClient::connect(addr, timeout, backend, tls.backend.as_ref()).await
     else {
         return;
     };

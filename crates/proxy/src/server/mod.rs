@@ -1,5 +1,7 @@
 //! Starting and stopping: the listeners (one per worker, SO_REUSEPORT on
-//! one address; or one Unix socket shared by the workers), the worker threads and the topology refresher.
+//! one address; or one Unix socket shared by the workers; and the TLS
+//! listener, one per worker too), the worker threads and the topology
+//! refresher.
 
 use std::future::Future;
 use std::io;
@@ -22,25 +24,44 @@ mod thread;
 /// Pending connections the kernel queues per listener.
 const BACKLOG: i32 = 1024;
 
-/// What orthrus listens on: one TCP listener per worker (SO_REUSEPORT on
-/// one address), or one Unix socket that every worker accepts from.
-pub enum Listeners {
+/// What orthrus listens on: the plain listener and the TLS one (either
+/// may be absent, not both).
+pub struct Listeners {
+    plain: Plain,
+    /// One per worker (SO_REUSEPORT on `tls.listen`); empty without TLS.
+    tls: Vec<std::net::TcpListener>,
+}
+
+/// The plain listener: one TCP listener per worker (SO_REUSEPORT on one
+/// address), or one Unix socket that every worker accepts from, or none.
+enum Plain {
     Tcp(Vec<std::net::TcpListener>),
     Unix {
         listener: std::os::unix::net::UnixListener,
         path: PathBuf,
     },
+    None,
 }
 
-/// Binds what `listen` says, for `count` workers.
-pub fn bind(listen: &Listen, count: usize) -> io::Result<Listeners> {
-    match listen {
-        Listen::Tcp(addr) => bind_tcp(*addr, count).map(Listeners::Tcp),
-        Listen::Unix { path, perm } => Ok(Listeners::Unix {
-            listener: bind_unix(path, *perm)?,
+/// Binds what `listen` and `tls.listen` say, for `threads` workers.
+pub fn bind(settings: &Settings) -> anyhow::Result<Listeners> {
+    let count = settings.threads;
+    let listen = &settings.listen;
+    let plain = match listen {
+        Listen::Tcp(addr) => bind_tcp(*addr, count).map(Plain::Tcp),
+        Listen::Unix { path, perm } => bind_unix(path, *perm).map(|listener| Plain::Unix {
+            listener,
             path: path.clone(),
         }),
+        Listen::None => Ok(Plain::None),
     }
+    .with_context(|| format!("cannot listen on {listen}"))?;
+    let tls = match settings.tls.listen {
+        Some(addr) => bind_tcp(addr, count)
+            .with_context(|| format!("cannot listen for TLS (tls.listen) on {addr}"))?,
+        None => Vec::new(),
+    };
+    Ok(Listeners { plain, tls })
 }
 
 /// Binds `count` listeners on `addr` with SO_REUSEPORT. With port 0, the
@@ -86,26 +107,52 @@ fn bind_unix(path: &Path, perm: Option<u32>) -> io::Result<std::os::unix::net::U
 // === impl Listeners ===
 
 impl Listeners {
-    /// Where clients connect, as an operator writes it.
+    /// Where clients connect in plain text, as an operator writes it.
     pub fn address(&self) -> String {
-        match self {
-            Listeners::Tcp(list) => list
-                .first()
-                .and_then(|l| l.local_addr().ok())
-                .map_or_else(String::new, |a| a.to_string()),
-            Listeners::Unix { path, .. } => format!("unix:{}", path.display()),
+        match &self.plain {
+            Plain::Tcp(list) => first_address(list),
+            Plain::Unix { path, .. } => format!("unix:{}", path.display()),
+            Plain::None => "none".to_owned(),
         }
     }
 
-    /// One listener for each of `count` workers.
-    fn split(self, count: usize) -> io::Result<Vec<thread::Listener>> {
-        match self {
-            Listeners::Tcp(list) => Ok(list.into_iter().map(thread::Listener::Tcp).collect()),
-            Listeners::Unix { listener, .. } => (0..count.max(1))
-                .map(|_| listener.try_clone().map(thread::Listener::Unix))
-                .collect(),
-        }
+    /// Where clients connect over TLS, if they can.
+    pub fn tls_address(&self) -> Option<String> {
+        (!self.tls.is_empty()).then(|| first_address(&self.tls))
     }
+
+    /// What each of `count` workers accepts on.
+    fn split(self, count: usize) -> io::Result<Vec<thread::Listeners>> {
+        let count = count.max(1);
+        let plain: Vec<Option<thread::Listener>> = match self.plain {
+            Plain::Tcp(list) => list
+                .into_iter()
+                .map(|l| Some(thread::Listener::Tcp(l)))
+                .collect(),
+            Plain::Unix { listener, .. } => (0..count)
+                .map(|_| {
+                    listener
+                        .try_clone()
+                        .map(|l| Some(thread::Listener::Unix(l)))
+                })
+                .collect::<io::Result<_>>()?,
+            Plain::None => (0..count).map(|_| None).collect(),
+        };
+        let mut tls = self.tls.into_iter();
+        Ok(plain
+            .into_iter()
+            .map(|plain| thread::Listeners {
+                plain,
+                tls: tls.next(),
+            })
+            .collect())
+    }
+}
+
+fn first_address(list: &[std::net::TcpListener]) -> String {
+    list.first()
+        .and_then(|l| l.local_addr().ok())
+        .map_or_else(String::new, |a| a.to_string())
 }
 
 /// Runs orthrus on `listeners` (one per worker) until `shutdown` resolves,
@@ -116,7 +163,7 @@ pub async fn run(
     listeners: Listeners,
     shutdown: impl Future<Output = ()>,
     force: impl Future<Output = ()>,
-    mut reloads: tokio::sync::mpsc::UnboundedReceiver<crate::Config>,
+    mut reloads: tokio::sync::mpsc::UnboundedReceiver<Settings>,
 ) -> anyhow::Result<()> {
     let shared = Shared::new(settings);
     if shared.settings.raw.memory_limit_mb > 0 {
@@ -126,8 +173,8 @@ pub async fn run(
     tokio::spawn(memory::give_back_when_clients_leave(shared.clone()));
     let reloading = shared.clone();
     tokio::spawn(async move {
-        while let Some(config) = reloads.recv().await {
-            let (changed, restart) = reloading.reload(config);
+        while let Some(settings) = reloads.recv().await {
+            let (changed, restart) = reloading.reload(settings);
             tracing::info!(
                 changed = %changed.join(","),
                 needs_restart = %restart.join(","),
@@ -142,9 +189,9 @@ pub async fn run(
         admin::spawn(listener, shared.clone()).context("cannot start the admin endpoint")?;
     }
     topology::spawn(shared.clone())?;
-    let socket_file = match &listeners {
-        Listeners::Unix { path, .. } => Some(path.clone()),
-        Listeners::Tcp(_) => None,
+    let socket_file = match &listeners.plain {
+        Plain::Unix { path, .. } => Some(path.clone()),
+        Plain::Tcp(_) | Plain::None => None,
     };
     let listeners = listeners.split(shared.settings.threads)?;
     let mut workers = Vec::with_capacity(listeners.len());

@@ -1,7 +1,12 @@
-//! A worker thread: one thread with a current-thread runtime, its own listener
-//! (SO_REUSEPORT, so the kernel spreads connections over workers), its own
-//! client sessions and its own backend connections. Nothing on its request
-//! path takes a lock or crosses a thread.
+//! A worker thread: one thread with a current-thread runtime, its own
+//! listeners (SO_REUSEPORT, so the kernel spreads connections over
+//! workers; a plain one, a TLS one, or both), its own client sessions and
+//! its own backend connections. Nothing on its request path takes a lock
+//! or crosses a thread.
+//!
+//! A TLS client's handshake runs in its own task, with the certificates
+//! current when it connected, before its session starts; the session is
+//! then the same code over a TLS stream instead of a TCP one.
 
 use std::io;
 use std::rc::Rc;
@@ -10,6 +15,7 @@ use std::time::Duration;
 
 use std::sync::atomic::Ordering;
 
+use std::net::SocketAddr;
 use std::path::Path;
 
 use tokio::io::{AsyncWrite, AsyncWriteExt};
@@ -21,17 +27,24 @@ use crate::process::Shared;
 use crate::session;
 use crate::worker::WorkerCtx;
 
+/// How long a TLS client may take to finish its handshake.
+const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// Runs worker `index` on the calling thread until `Shared::shutdown` is
 /// cancelled and its clients are drained.
-pub fn run(index: usize, listener: Listener, shared: Arc<Shared>) -> io::Result<()> {
+pub fn run(index: usize, listeners: Listeners, shared: Arc<Shared>) -> io::Result<()> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
     let local = tokio::task::LocalSet::new();
     let ctx = Rc::new(WorkerCtx::new(shared, index));
     local.block_on(&runtime, async move {
-        let listener = Acceptor::new(listener)?;
-        accept_loop(listener, ctx.clone()).await;
+        let plain = listeners.plain.map(Acceptor::new).transpose()?;
+        let tls = listeners
+            .tls
+            .map(|l| TcpListener::from_std(l).map(Acceptor::Tls))
+            .transpose()?;
+        accept_loop(plain, tls, ctx.clone()).await;
         drain(&ctx).await;
         Ok(())
     })
@@ -67,56 +80,98 @@ async fn drain(ctx: &WorkerCtx) {
     }
 }
 
-async fn accept_loop(listener: Acceptor, ctx: Rc<WorkerCtx>) {
+async fn accept_loop(plain: Option<Acceptor>, tls: Option<Acceptor>, ctx: Rc<WorkerCtx>) {
     loop {
-        tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok(conn) => {
-                    if connected(&ctx.shared) >= ctx.shared.live.load().client.max_clients {
-                        WorkerStats::bump(&ctx.stats().rejected_connections);
-                        match conn {
-                            Conn::Tcp(stream, _) => tokio::task::spawn_local(refuse(stream)),
-                            Conn::Unix(stream, _) => tokio::task::spawn_local(refuse(stream)),
-                        };
-                    } else {
-                        match conn {
-                            Conn::Tcp(stream, peer) => tokio::task::spawn_local(
-                                session::serve(stream, ClientAddr::Tcp(peer), ctx.clone()),
-                            ),
-                            Conn::Unix(stream, path) => tokio::task::spawn_local(
-                                session::serve(stream, ClientAddr::Unix(path), ctx.clone()),
-                            ),
-                        };
-                    }
-                }
-                Err(e) => {
-                    // Out of file descriptors and the like: do not spin.
-                    tracing::warn!(error = %e, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
-            },
+        let accepted = tokio::select! {
+            accepted = accept(plain.as_ref()) => accepted,
+            accepted = accept(tls.as_ref()) => accepted,
             () = ctx.shared.shutdown.cancelled() => return,
+        };
+        match accepted {
+            // A TLS client is counted once its handshake is done.
+            Ok(Conn::Tls(stream, peer)) => {
+                tokio::task::spawn_local(serve_tls(stream, peer, ctx.clone()));
+            }
+            Ok(Conn::Tcp(stream, peer)) => admit(stream, ClientAddr::Tcp(peer), &ctx),
+            Ok(Conn::Unix(stream, path)) => admit(stream, ClientAddr::Unix(path), &ctx),
+            Err(e) => {
+                // Out of file descriptors and the like: do not spin.
+                tracing::warn!(error = %e, "accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
         }
     }
 }
 
-/// A worker's listener, as it is handed over from the binding thread.
+/// Starts a session for a new client, or refuses it over
+/// `client.max_clients`.
+fn admit<S: session::Stream>(stream: S, peer: ClientAddr, ctx: &Rc<WorkerCtx>) {
+    if connected(&ctx.shared) >= ctx.shared.live.load().client.max_clients {
+        WorkerStats::bump(&ctx.stats().rejected_connections);
+        tokio::task::spawn_local(refuse(stream));
+    } else {
+        tokio::task::spawn_local(session::serve(stream, peer, ctx.clone()));
+    }
+}
+
+/// Waits for the next client of `acceptor`; never, without one.
+async fn accept(acceptor: Option<&Acceptor>) -> io::Result<Conn> {
+    match acceptor {
+        Some(acceptor) => acceptor.accept().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Does a TLS client's handshake (with the certificates current now), then
+/// serves it like any client.
+async fn serve_tls(stream: TcpStream, peer: SocketAddr, ctx: Rc<WorkerCtx>) {
+    let Some(config) = ctx.shared.tls.load().server.clone() else {
+        return; // tls.listen was removed by a reload: no certificate
+    };
+    let _ = stream.set_nodelay(true);
+    let handshake = tokio_rustls::TlsAcceptor::from(config).accept(stream);
+    let stream = match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, handshake).await {
+        Ok(Ok(stream)) => stream,
+        Ok(Err(e)) => {
+            tracing::info!(client.addr = %peer, error = %e, "TLS handshake with a client failed");
+            return;
+        }
+        Err(_) => {
+            tracing::info!(client.addr = %peer, "TLS handshake with a client timed out");
+            return;
+        }
+    };
+    // Its own task from here on: the handshake's state is not kept.
+    admit(stream, ClientAddr::Tcp(peer), &ctx);
+}
+
+/// What one worker accepts on, as handed over from the binding thread.
+pub struct Listeners {
+    pub plain: Option<Listener>,
+    pub tls: Option<std::net::TcpListener>,
+}
+
+/// A worker's plain listener.
 pub enum Listener {
     Tcp(std::net::TcpListener),
     Unix(std::os::unix::net::UnixListener),
 }
 
-/// The same, registered with the worker's runtime.
+/// A listener registered with the worker's runtime.
 enum Acceptor {
     Tcp(TcpListener),
     /// With the socket's path, that clients on it are shown with.
     Unix(UnixListener, Arc<Path>),
+    /// Clients that start with a TLS handshake.
+    Tls(TcpListener),
 }
 
 /// An accepted client connection.
 enum Conn {
-    Tcp(TcpStream, std::net::SocketAddr),
+    Tcp(TcpStream, SocketAddr),
     Unix(UnixStream, Arc<Path>),
+    /// Its TLS handshake is still to be done.
+    Tls(TcpStream, SocketAddr),
 }
 
 // === impl Acceptor ===
@@ -139,6 +194,7 @@ impl Acceptor {
         match self {
             Acceptor::Tcp(l) => l.accept().await.map(|(s, peer)| Conn::Tcp(s, peer)),
             Acceptor::Unix(l, path) => l.accept().await.map(|(s, _)| Conn::Unix(s, path.clone())),
+            Acceptor::Tls(l) => l.accept().await.map(|(s, peer)| Conn::Tls(s, peer)),
         }
     }
 }

@@ -66,7 +66,8 @@ thread_local! {
     static PARSER: RefCell<Option<RequestParser>> = const { RefCell::new(None) };
 }
 
-/// A client's connection: TCP or the Unix socket.
+/// A client's connection: TCP, the Unix socket, or TLS over TCP. The
+/// session is generic over it, so the plain paths pay nothing for TLS.
 pub trait Stream: AsyncRead + AsyncWrite + Unpin + 'static {
     /// Readies a new connection (Nagle off for TCP).
     fn prepare(&self);
@@ -81,6 +82,14 @@ impl Stream for TcpStream {
 
     fn local(&self) -> Option<SocketAddr> {
         self.local_addr().ok()
+    }
+}
+
+impl Stream for tokio_rustls::server::TlsStream<TcpStream> {
+    fn prepare(&self) {} // Nagle is off since before the handshake
+
+    fn local(&self) -> Option<SocketAddr> {
+        self.get_ref().0.local_addr().ok()
     }
 }
 

@@ -3,6 +3,10 @@
 //! one is kept as its own chunk (no copy), and everything due goes out in
 //! one vectored write. The buffer is given back once it is written, so an
 //! idle client holds no output memory.
+//!
+//! Once everything is written the stream is flushed: a TLS stream may
+//! take the bytes into its records and keep some for when the socket has
+//! room (for TCP and Unix sockets the flush does nothing).
 
 use std::collections::VecDeque;
 use std::io::{self, IoSlice};
@@ -29,6 +33,8 @@ pub struct Output {
     chunks: Option<Box<VecDeque<Bytes>>>,
     tail: BytesMut,
     len: usize,
+    /// Bytes were written since the last flush of the stream.
+    unflushed: bool,
 }
 
 // === impl Output ===
@@ -39,8 +45,9 @@ impl Output {
         self.len
     }
 
+    /// Whether everything is written and flushed.
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.len == 0 && !self.unflushed
     }
 
     /// Queues `reply` after everything queued before it.
@@ -49,6 +56,7 @@ impl Output {
             return;
         }
         self.len += reply.len();
+        self.unflushed = true;
         if reply.len() >= LARGE {
             let chunks = self.chunks.get_or_insert_with(Box::default);
             if !self.tail.is_empty() {
@@ -61,8 +69,8 @@ impl Output {
     }
 
     /// Writes as much as the socket takes; `Ready(Ok(()))` once all is
-    /// written, `Pending` when the socket is full (the task is woken when
-    /// it has room).
+    /// written and flushed, `Pending` when the socket is full (the task is
+    /// woken when it has room).
     pub fn poll_flush(
         &mut self,
         stream: &mut (impl AsyncWrite + Unpin),
@@ -84,6 +92,10 @@ impl Output {
                 return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
             }
             self.advance(n);
+        }
+        if self.unflushed {
+            std::task::ready!(Pin::new(&mut *stream).poll_flush(cx))?;
+            self.unflushed = false;
         }
         self.release();
         Poll::Ready(Ok(()))
@@ -138,7 +150,8 @@ mod tests {
         assert_eq!(out.len(), 4);
         assert_eq!(&out.tail[..], b"+b\r\n");
         out.advance(4);
-        assert!(out.is_empty());
+        assert_eq!(out.len(), 0);
+        assert!(!out.is_empty(), "written, not flushed yet");
     }
 
     #[test]

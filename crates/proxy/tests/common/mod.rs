@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use orthrus_devcluster::{Cluster, ClusterSpec, free_port};
 
 pub mod admin;
+pub mod tls;
 
 /// A running orthrus process; killed on drop. Its log goes to a file that
 /// is printed if the test fails.
@@ -185,13 +186,13 @@ pub fn cluster(masters: usize, replicas: usize) -> Cluster {
 }
 
 /// Sends one command and reads its reply, as text.
-pub fn send(s: &mut TcpStream, args: &[&str]) -> String {
+pub fn send(s: &mut (impl Read + Write), args: &[&str]) -> String {
     s.write_all(&encode(args)).expect("send");
     reply_text(s)
 }
 
 /// Reads one reply, as text.
-pub fn reply_text(s: &mut TcpStream) -> String {
+pub fn reply_text(s: &mut impl Read) -> String {
     String::from_utf8_lossy(&read_reply(s).expect("reply")).into_owned()
 }
 
@@ -211,7 +212,7 @@ pub fn encode_bytes(args: &[&[u8]]) -> Vec<u8> {
 }
 
 /// Reads exactly one reply frame (RESP2 or RESP3) from the stream.
-pub fn read_reply(s: &mut TcpStream) -> std::io::Result<Vec<u8>> {
+pub fn read_reply(s: &mut impl Read) -> std::io::Result<Vec<u8>> {
     let mut buf = Vec::new();
     loop {
         if let Some(n) = frame_len(&buf, 0) {
