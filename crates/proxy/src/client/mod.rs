@@ -14,7 +14,7 @@ use orthrus_resp::Protocol;
 use crate::config::ReadFrom;
 use crate::node::Done;
 use crate::node::forward::Remote;
-use crate::observe::clients::{ClientAddr, ClientEntry, Closer, Names, Signal};
+use crate::observe::clients::{ClientAddr, ClientEntry, Closer, Identity, Names, Signal};
 
 pub mod monitor;
 pub mod push;
@@ -53,19 +53,17 @@ impl Pending {
 
 /// Per-connection state the commands can change.
 pub struct Client {
-    pub id: u64,
-    pub peer: ClientAddr,
-    pub local_addr: Option<SocketAddr>,
+    /// Its addresses, when it connected, and the signal that wakes its
+    /// task when orthrus closes it or shuts down; shared with its entry in
+    /// the client registry.
+    pub identity: Arc<Identity>,
     pub proto: Protocol,
     /// CLIENT SETNAME and SETINFO; `None` until the client names itself.
     pub names: Option<Box<Names>>,
-    pub created: std::time::Instant,
-    /// Wakes the client's task when orthrus closes it or shuts down.
-    pub signal: Arc<Signal>,
     /// Between MULTI and EXEC.
     pub multi: Option<Box<Multi>>,
     /// After WATCH, until EXEC, DISCARD, UNWATCH or RESET.
-    pub watch: Option<Watch>,
+    pub watch: Option<Box<Watch>>,
     /// MONITOR streams (with `admin.passthrough`).
     pub monitor: Option<Box<monitor::Monitor>>,
     /// Subscriptions, from the first (S|P)SUBSCRIBE on.
@@ -98,22 +96,36 @@ impl Client {
     /// What closes this client from anywhere.
     pub fn closer(&self) -> Closer {
         Closer {
-            signal: self.signal.clone(),
+            identity: self.identity.clone(),
         }
+    }
+
+    /// The client's id (CLIENT ID).
+    pub fn id(&self) -> u64 {
+        self.identity.id
+    }
+
+    pub fn signal(&self) -> &Signal {
+        &self.identity.signal
+    }
+
+    pub fn peer(&self) -> &ClientAddr {
+        &self.identity.peer
+    }
+
+    /// orthrus's own address on the connection, for TCP.
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        self.identity.local
     }
 
     /// What CLIENT LIST shows of this client now.
     pub fn entry(&self, worker: usize) -> ClientEntry {
         ClientEntry {
-            id: self.id,
-            peer: self.peer.clone(),
-            local: self.local_addr,
-            created: self.created,
+            identity: self.identity.clone(),
             names: self.names.clone(),
             proto: self.proto,
             subscribed: self.pubsub.as_ref().is_some_and(PubSub::active),
-            worker,
-            closer: self.closer(),
+            worker: u32::try_from(worker).unwrap_or(u32::MAX),
         }
     }
 }

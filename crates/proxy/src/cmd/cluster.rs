@@ -83,7 +83,7 @@ fn forward_to_owner(req: &Request, client: &Client, ctx: &Rc<WorkerCtx>) -> Pend
 }
 
 fn me(client: &Client, ctx: &WorkerCtx) -> Me {
-    let announced: Option<SocketAddr> = ctx.shared.settings.announce.or(client.local_addr);
+    let announced: Option<SocketAddr> = ctx.shared.settings.announce.or(client.local_addr());
     // A client on the Unix socket has no address to give: the TCP one if
     // orthrus has one, else a placeholder (cluster-aware clients need
     // `announce` there).

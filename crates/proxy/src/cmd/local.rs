@@ -195,7 +195,7 @@ fn hello(req: &Request, client: &mut Client, ctx: &WorkerCtx) -> Bytes {
     encode::bulk(&mut out, b"proto");
     encode::integer(&mut out, proto.version().into());
     encode::bulk(&mut out, b"id");
-    encode::integer(&mut out, i64::try_from(client.id).unwrap_or(i64::MAX));
+    encode::integer(&mut out, i64::try_from(client.id()).unwrap_or(i64::MAX));
     encode::bulk(&mut out, b"mode");
     encode::bulk(&mut out, b"standalone");
     encode::bulk(&mut out, b"role");
@@ -236,7 +236,7 @@ fn client_command(req: &Request, client: &mut Client, ctx: &WorkerCtx) -> Bytes 
         ),
         b"id" => arity(
             argc == 2,
-            integer(i64::try_from(client.id).unwrap_or(i64::MAX)),
+            integer(i64::try_from(client.id()).unwrap_or(i64::MAX)),
         ),
         b"setinfo" if argc == 4 => {
             let attr = req.arg(2).unwrap_or_default();
@@ -272,7 +272,7 @@ fn client_command(req: &Request, client: &mut Client, ctx: &WorkerCtx) -> Bytes 
         b"list" => verbatim(&ctx.shared.clients.list(), client.proto),
         b"kill" if argc >= 3 => {
             let args: Vec<&[u8]> = req.args().skip(2).collect();
-            match ctx.shared.clients.kill(&args, client.id) {
+            match ctx.shared.clients.kill(&args, client.id()) {
                 Ok(KillReply::Ok) => simple("OK"),
                 Ok(KillReply::Count(n)) => integer(n),
                 Err(e) => error_reply(e),

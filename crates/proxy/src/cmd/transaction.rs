@@ -73,7 +73,7 @@ pub fn intercept(
     if is("exec") {
         return Some(match client.multi.take() {
             None => Pending::Ready(error_reply("ERR EXEC without MULTI")),
-            Some(multi) => exec(*multi, client.watch.take(), client, ctx),
+            Some(multi) => exec(*multi, client.watch.take().map(|w| *w), client, ctx),
         });
     }
     if is("discard") {
@@ -190,10 +190,10 @@ fn watch(client: &mut Client, req: &Request, table: &CommandTable, ctx: &Rc<Work
         Some(w) => w.lease.clone(),
         None => {
             let lease = Rc::new(RefCell::new(None));
-            client.watch = Some(Watch {
+            client.watch = Some(Box::new(Watch {
                 slot,
                 lease: lease.clone(),
-            });
+            }));
             lease
         }
     };

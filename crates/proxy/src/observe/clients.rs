@@ -15,19 +15,28 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::task::Waker;
 
-/// What CLIENT LIST shows of one client, and how to close it.
-#[derive(Clone, Debug)]
-pub struct ClientEntry {
+/// What never changes about a client, and the signal that closes it: made
+/// once when it connects, one allocation shared by its task, its registry
+/// entry and whoever may close it (its push queue).
+#[derive(Debug)]
+pub struct Identity {
     pub id: u64,
     pub peer: ClientAddr,
     pub local: Option<SocketAddr>,
     pub created: Instant,
+    pub signal: Signal,
+}
+
+/// What CLIENT LIST shows of one client, and how to close it. Small: every
+/// connection has one in the registry's table.
+#[derive(Clone, Debug)]
+pub struct ClientEntry {
+    pub identity: Arc<Identity>,
     /// `None` until the client names itself (most never do).
     pub names: Option<Box<Names>>,
     pub proto: Protocol,
     pub subscribed: bool,
-    pub worker: usize,
-    pub closer: Closer,
+    pub worker: u32,
 }
 
 /// Every connected client.
@@ -84,7 +93,7 @@ pub struct Signal {
 /// it had in flight (a blocked command's connection closes with it).
 #[derive(Clone, Debug)]
 pub struct Closer {
-    pub signal: Arc<Signal>,
+    pub identity: Arc<Identity>,
 }
 
 /// Which clients CLIENT KILL closes.
@@ -163,11 +172,11 @@ impl Pause {
 
 impl Closer {
     pub fn close(&self) {
-        self.signal.raise(Signal::CLOSE);
+        self.identity.signal.raise(Signal::CLOSE);
     }
 
     pub fn is_closed(&self) -> bool {
-        self.signal.bits() & Signal::CLOSE != 0
+        self.identity.signal.bits() & Signal::CLOSE != 0
     }
 }
 
@@ -194,7 +203,7 @@ impl Registry {
         self.pause.until_ms.store(0, Ordering::Release);
         self.pause.all.store(false, Ordering::Release);
         for e in self.clients.iter() {
-            e.closer.signal.wake();
+            e.identity.signal.wake();
         }
     }
 
@@ -216,13 +225,13 @@ impl Registry {
     /// Tells every client's task that orthrus is shutting down.
     pub fn drain_all(&self) {
         for e in self.clients.iter() {
-            e.closer.signal.raise(Signal::DRAIN);
+            e.identity.signal.raise(Signal::DRAIN);
         }
     }
 
     /// Records a client as it is now (on connect and after a change).
     pub fn update(&self, entry: ClientEntry) {
-        self.clients.insert(entry.id, entry);
+        self.clients.insert(entry.identity.id, entry);
     }
 
     /// The name a client gave itself (CLIENT SETNAME, HELLO SETNAME).
@@ -240,7 +249,7 @@ impl Registry {
     pub fn list(&self) -> String {
         let mut entries: Vec<ClientEntry> =
             self.clients.iter().map(|e| e.value().clone()).collect();
-        entries.sort_by_key(|e| e.id);
+        entries.sort_by_key(|e| e.identity.id);
         entries.iter().map(ClientEntry::line).collect()
     }
 
@@ -254,8 +263,8 @@ impl Registry {
             let found = self
                 .clients
                 .iter()
-                .find(|e| e.peer.to_string() == addr)
-                .map(|e| e.closer.clone());
+                .find(|e| e.identity.peer.to_string() == addr)
+                .map(|e| e.closer());
             return match found {
                 Some(closer) => {
                     closer.close();
@@ -291,18 +300,19 @@ impl Registry {
         }
         let mut killed = 0;
         for e in self.clients.iter() {
-            let matches = filter.id.is_none_or(|id| id == e.id)
+            let who = &e.identity;
+            let matches = filter.id.is_none_or(|id| id == who.id)
                 && filter
                     .addr
                     .as_ref()
-                    .is_none_or(|a| *a == e.peer.to_string())
+                    .is_none_or(|a| *a == who.peer.to_string())
                 && filter
                     .laddr
                     .as_ref()
-                    .is_none_or(|a| e.local.is_some_and(|l| *a == l.to_string()))
-                && !(filter.skip_me && e.id == me);
+                    .is_none_or(|a| who.local.is_some_and(|l| *a == l.to_string()))
+                && !(filter.skip_me && who.id == me);
             if matches {
-                e.closer.close();
+                e.closer().close();
                 killed += 1;
             }
         }
@@ -317,6 +327,12 @@ pub enum KillReply {
 }
 
 impl ClientEntry {
+    pub fn closer(&self) -> Closer {
+        Closer {
+            identity: self.identity.clone(),
+        }
+    }
+
     /// One line in the format of Redis's CLIENT LIST and CLIENT INFO.
     pub fn line(&self) -> String {
         let show = |b: &Option<Bytes>| {
@@ -325,16 +341,17 @@ impl ClientEntry {
                 .unwrap_or_default()
                 .into_owned()
         };
-        let laddr = self.local.map(|a| a.to_string()).unwrap_or_default();
+        let who = &self.identity;
+        let laddr = who.local.map(|a| a.to_string()).unwrap_or_default();
         let names = self.names.as_deref().cloned().unwrap_or_default();
         let flags = if self.subscribed { "P" } else { "N" };
         format!(
             "id={} addr={} laddr={} fd=-1 name={} age={} idle=0 flags={flags} db=0 sub=0 psub=0 ssub=0 multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd=client user=default redir=-1 resp={} lib-name={} lib-ver={} worker={}\n",
-            self.id,
-            self.peer,
+            who.id,
+            who.peer,
             laddr,
             show(&names.name),
-            self.created.elapsed().as_secs(),
+            who.created.elapsed().as_secs(),
             self.proto.version(),
             show(&names.lib_name),
             show(&names.lib_ver),
