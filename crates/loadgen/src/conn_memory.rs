@@ -270,6 +270,10 @@ fn mib(kib: u64) -> String {
 fn measure(subject: &Subject, steps: Steps) -> Result<ConnMemory> {
     let deadline = Instant::now() + steps.timeout;
     let pid = subject.pid;
+    // Counted after the settle: a connection that was closing when the
+    // measurement began (a readiness check's) would raise the count that
+    // the new connections are looked for above.
+    thread::sleep(steps.settle);
     let idle_fds = open_files(pid)?;
     if let Some(max) = read_proc(pid, "limits")
         .ok()
@@ -282,7 +286,6 @@ fn measure(subject: &Subject, steps: Steps) -> Result<ConnMemory> {
             steps.connections
         );
     }
-    thread::sleep(steps.settle);
     let idle = rss(pid)?;
 
     let mut conns = Vec::with_capacity(steps.connections);
