@@ -73,6 +73,8 @@ thread_local! {
 
 /// How many given up [`Work`]s a worker keeps.
 const STOCK_MAX: usize = 64;
+/// Reply queue entries a session keeps room for once its queue is empty.
+const QUEUE_KEPT: usize = 16;
 
 /// A client's connection: TCP, the Unix socket, or TLS over TCP. The
 /// session is generic over it, so the plain paths pay nothing for TLS.
@@ -374,13 +376,17 @@ impl<S: Stream> Session<S> {
                     Poll::Ready(Ok(0) | Err(_)) => return Some(End::Gone),
                     Poll::Ready(Ok(_)) => {
                         w.read_at = Instant::now();
-                        self.reset_idle_timer();
                         progress = true;
                     }
                     Poll::Pending => {}
                 }
             }
             progress |= self.start_requests(w);
+            if progress {
+                // Bytes read or a request started: not idle (one look at
+                // the live settings for both).
+                self.reset_idle_timer();
+            }
             match self.take_replies(w, cx) {
                 Ok(took) => progress |= took,
                 Err(_) => return Some(End::Gone),
@@ -472,9 +478,6 @@ impl<S: Stream> Session<S> {
         };
         if w.input.is_empty() {
             w.input = BytesMut::new();
-        }
-        if started {
-            self.reset_idle_timer();
         }
         started
     }
@@ -594,7 +597,9 @@ impl<S: Stream> Session<S> {
             took = true;
             self.take_pushes(w, cx);
         }
-        if w.queue.is_empty() && w.queue.capacity() > 0 {
+        // A client sending one request at a time reuses its queue; one
+        // that pipelined deeply gives the room back.
+        if w.queue.is_empty() && w.queue.capacity() > QUEUE_KEPT {
             w.queue = VecDeque::new();
         }
         Ok(took)
