@@ -325,3 +325,41 @@ fn client_registry_and_info_keyspace() {
         .unwrap_or_else(|| panic!("{info}"));
     assert!(line.starts_with("db0:keys=302,expires=1,"), "{line}");
 }
+
+/// A client that kills itself (`SKIPME no`, or the old `addr` form) gets the
+/// reply first and then is closed, as in Redis: also when the CLIENT KILL
+/// comes in a pipeline behind a command still waiting for its node.
+#[test]
+fn client_kill_of_itself_replies_before_closing() {
+    use std::io::{Read, Write};
+
+    let cluster = cluster(1, 0);
+    let proxy = Proxy::start(&cluster.seeds(), &[]);
+    let mut me = proxy.stream();
+    let id = common::send(&mut me, &["CLIENT", "ID"]);
+    let id = id.trim_start_matches(':').trim().to_owned();
+    let mut batch = common::encode(&["SET", "kill:k", "v"]);
+    batch.extend(common::encode(&[
+        "CLIENT", "KILL", "ID", &id, "SKIPME", "no",
+    ]));
+    me.write_all(&batch).unwrap();
+    me.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .unwrap();
+    let mut rest = Vec::new();
+    me.read_to_end(&mut rest).unwrap();
+    assert_eq!(
+        rest, b"+OK\r\n:1\r\n",
+        "both replies, then the connection closes"
+    );
+
+    let mut me = proxy.stream();
+    let addr = me.local_addr().unwrap().to_string();
+    let mut batch = common::encode(&["SET", "kill:k", "v"]);
+    batch.extend(common::encode(&["CLIENT", "KILL", &addr]));
+    me.write_all(&batch).unwrap();
+    me.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .unwrap();
+    let mut rest = Vec::new();
+    me.read_to_end(&mut rest).unwrap();
+    assert_eq!(rest, b"+OK\r\n+OK\r\n");
+}

@@ -101,7 +101,9 @@ struct Filter {
 impl Signal {
     /// orthrus closes the client.
     pub const CLOSE: u8 = 1;
-    /// orthrus is shutting down: read nothing more, finish what is queued.
+    /// Read nothing more, finish what is queued, then close: orthrus is
+    /// shutting down, or the client killed itself (Redis answers that
+    /// CLIENT KILL before closing).
     pub const DRAIN: u8 = 2;
 
     pub fn raise(&self, bit: u8) {
@@ -164,6 +166,12 @@ impl Pause {
 impl Closer {
     pub fn close(&self) {
         self.signal.raise(Signal::CLOSE);
+    }
+
+    /// Closes the client once the replies already queued, the current
+    /// one included, are written.
+    pub fn close_after_reply(&self) {
+        self.signal.raise(Signal::DRAIN);
     }
 
     pub fn is_closed(&self) -> bool {
@@ -255,10 +263,10 @@ impl Registry {
                 .clients
                 .iter()
                 .find(|e| e.peer.to_string() == addr)
-                .map(|e| e.closer.clone());
+                .map(|e| (e.closer.clone(), e.id == me));
             return match found {
-                Some(closer) => {
-                    closer.close();
+                Some((closer, itself)) => {
+                    close(&closer, itself);
                     Ok(KillReply::Ok)
                 }
                 None => Err("ERR No such client"),
@@ -302,11 +310,20 @@ impl Registry {
                     .is_none_or(|a| e.local.is_some_and(|l| *a == l.to_string()))
                 && !(filter.skip_me && e.id == me);
             if matches {
-                e.closer.close();
+                close(&e.closer, e.id == me);
                 killed += 1;
             }
         }
         Ok(KillReply::Count(killed))
+    }
+}
+
+/// A client killing itself still gets the reply, as in Redis.
+fn close(closer: &Closer, itself: bool) {
+    if itself {
+        closer.close_after_reply();
+    } else {
+        closer.close();
     }
 }
 
