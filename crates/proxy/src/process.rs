@@ -18,6 +18,7 @@ use crate::observe::latency;
 use crate::observe::slowlog::SlowLog;
 use crate::observe::stats::{OpsMeter, WorkerStats};
 use crate::route::table::CommandTable;
+use crate::scripts::Scripts;
 
 /// The settings a reload applies at once (read from `Shared::live` where
 /// they are used); any other setting that changes needs a restart.
@@ -67,6 +68,8 @@ pub struct Shared {
     pub slowlog: SlowLog,
     /// Every connected client, for CLIENT LIST and CLIENT KILL.
     pub clients: Registry,
+    /// Lua script bodies seen, so EVALSHA works on every master.
+    pub scripts: Scripts,
     pub started: Instant,
     refresh: Notify,
     /// Set while resident memory is over `memory_limit_mb`.
@@ -104,6 +107,7 @@ impl Shared {
             ops: OpsMeter::default(),
             slowlog,
             clients: Registry::default(),
+            scripts: Scripts::default(),
             started: Instant::now(),
             refresh: Notify::new(),
             over_memory: AtomicBool::new(false),

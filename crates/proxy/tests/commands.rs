@@ -363,3 +363,74 @@ fn client_kill_of_itself_replies_before_closing() {
     me.read_to_end(&mut rest).unwrap();
     assert_eq!(rest, b"+OK\r\n+OK\r\n");
 }
+
+/// A script run with EVAL on one master is cached there only; orthrus
+/// keeps its body, so an EVALSHA for a key on another master (which
+/// answers NOSCRIPT) loads it there and runs, and SCRIPT EXISTS says 1.
+/// SCRIPT FLUSH makes orthrus forget it too.
+#[test]
+fn evalsha_runs_on_every_master_after_eval_on_one() {
+    let cluster = cluster(3, 0);
+    let proxy = Proxy::start(&cluster.seeds(), &[]);
+    let mut con = proxy.client();
+    let body = "return redis.call('get', KEYS[1])";
+    let first = "script:a";
+    let other = (0..1000)
+        .map(|i| format!("script:{i}"))
+        .find(|k| {
+            common::owner_of(&cluster, k.as_bytes()) != common::owner_of(&cluster, first.as_bytes())
+        })
+        .unwrap();
+    let _: () = con.set(first, "1").unwrap();
+    let _: () = con.set(&other, "2").unwrap();
+    let v: String = redis::cmd("EVAL")
+        .arg(body)
+        .arg(1)
+        .arg(first)
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(v, "1");
+    let sha = "4e6d8fc8bb01276962cce5371fa795a7763657ae";
+    // The node that ran it names it: check orthrus's SHA1 is the same.
+    let node = cluster.nodes()[common::owner_of(&cluster, first.as_bytes())].addr();
+    let mut direct = redis::Client::open(format!("redis://{node}"))
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let real: Vec<i64> = redis::cmd("SCRIPT")
+        .arg("EXISTS")
+        .arg(sha)
+        .query(&mut direct)
+        .unwrap();
+    assert_eq!(real, vec![1], "the SHA1 of {body}");
+
+    let exists: Vec<i64> = redis::cmd("SCRIPT")
+        .arg("EXISTS")
+        .arg(sha)
+        .arg("0000")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(exists, vec![1, 0]);
+    let v: String = redis::cmd("EVALSHA")
+        .arg(sha)
+        .arg(1)
+        .arg(&other)
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(v, "2", "loaded on the other master and run there");
+
+    let _: () = redis::cmd("SCRIPT").arg("FLUSH").query(&mut con).unwrap();
+    let exists: Vec<i64> = redis::cmd("SCRIPT")
+        .arg("EXISTS")
+        .arg(sha)
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(exists, vec![0]);
+    let err = redis::cmd("EVALSHA")
+        .arg(sha)
+        .arg(1)
+        .arg(&other)
+        .query::<String>(&mut con)
+        .unwrap_err();
+    assert_eq!(err.code(), Some("NOSCRIPT"), "{err}");
+}

@@ -1,0 +1,151 @@
+//! Lua script bodies: orthrus keeps the ones it sees (EVAL, EVAL_RO,
+//! SCRIPT LOAD), bounded, so that EVALSHA works wherever its key lives.
+//!
+//! A script that ran with EVAL is cached by the one master that ran it; an
+//! EVALSHA of it for a key on another master gets `NOSCRIPT` there. When
+//! orthrus holds the body of that SHA1 it loads it on every master (SCRIPT
+//! LOAD) and sends the EVALSHA again, so the client sees the script's
+//! reply. SCRIPT EXISTS answers 1 for a script orthrus holds (EVALSHA of
+//! it will run), and SCRIPT FLUSH forgets them all, as it makes the nodes
+//! forget theirs.
+
+use std::rc::Rc;
+
+use bytes::{Bytes, BytesMut};
+use orthrus_resp::{Protocol, Request, encode};
+
+use crate::client::Pending;
+use crate::cmd::fanout::send_to_each;
+use crate::cmd::reply::{array_elements, integer};
+use crate::node::Done;
+use crate::node::forward::{self, Access, Sent, Target};
+use crate::route::table::Route;
+use crate::worker::WorkerCtx;
+
+/// Runs a scripting command that needs orthrus's script bodies; `None`
+/// lets it take its usual route. EVAL and SCRIPT LOAD are only noted.
+pub fn intercept(
+    ctx: &Rc<WorkerCtx>,
+    req: &Request,
+    route: &Route,
+    proto: Protocol,
+    access: Access,
+) -> Option<Pending> {
+    let name = req.arg(0)?;
+    let is = |n: &[u8]| name.eq_ignore_ascii_case(n);
+    let scripts = &ctx.shared.scripts;
+    if is(b"eval") || is(b"eval_ro") {
+        scripts.keep(&req.arg_bytes(1)?);
+        return None;
+    }
+    if is(b"evalsha") || is(b"evalsha_ro") {
+        let target = match route {
+            Route::Slot(slot) => Target::Slot(*slot),
+            Route::AnyNode => Target::Any,
+            _ => return None,
+        };
+        let body = scripts.body(req.arg(1)?)?;
+        return Some(evalsha(
+            ctx,
+            req.frame().clone(),
+            body,
+            target,
+            proto,
+            access,
+        ));
+    }
+    if !is(b"script") {
+        return None;
+    }
+    let sub = req.arg(1)?;
+    if sub.eq_ignore_ascii_case(b"load") {
+        scripts.keep(&req.arg_bytes(2)?);
+    } else if sub.eq_ignore_ascii_case(b"flush") {
+        scripts.clear();
+    } else if sub.eq_ignore_ascii_case(b"exists") && req.arg_count() > 2 {
+        return Some(exists(ctx, req, proto));
+    }
+    None
+}
+
+/// EVALSHA of a script orthrus holds: on `NOSCRIPT`, SCRIPT LOAD on every
+/// master, then the EVALSHA once more.
+fn evalsha(
+    ctx: &Rc<WorkerCtx>,
+    frame: Bytes,
+    body: Bytes,
+    target: Target,
+    proto: Protocol,
+    access: Access,
+) -> Pending {
+    let first = forward::forward(&ctx.pool, frame.clone(), target.clone(), proto, access);
+    let ctx = ctx.clone();
+    Pending::Future(Box::pin(async move {
+        let done = resolve(&ctx, first).await;
+        if !done.reply.starts_with(b"-NOSCRIPT") {
+            return done;
+        }
+        let mut load = BytesMut::with_capacity(body.len() + 40);
+        encode::array_header(&mut load, 3);
+        encode::bulk(&mut load, b"SCRIPT");
+        encode::bulk(&mut load, b"LOAD");
+        encode::bulk(&mut load, &body);
+        let masters = ctx.shared.slots.load().masters();
+        let sent = send_to_each(&ctx, masters, &load.freeze(), proto, false);
+        let (replies, _) = forward::resolve_all(&ctx.pool, sent).await;
+        if let Some(err) = replies.into_iter().find(|r| r.starts_with(b"-")) {
+            return Done::from_nodes(err, std::time::Duration::ZERO);
+        }
+        let again = forward::forward(&ctx.pool, frame, target, proto, access);
+        resolve(&ctx, again).await
+    }))
+}
+
+async fn resolve(ctx: &Rc<WorkerCtx>, sent: Sent) -> Done {
+    match sent {
+        Sent::Remote(remote) => forward::resolve(&ctx.pool, remote).await,
+        Sent::Refused(reply) => Done::local(reply),
+    }
+}
+
+/// SCRIPT EXISTS: 1 where every master has the script, or orthrus holds
+/// its body (an EVALSHA of it runs).
+fn exists(ctx: &Rc<WorkerCtx>, req: &Request, proto: Protocol) -> Pending {
+    let held: Vec<bool> = (2..req.arg_count())
+        .map(|i| {
+            req.arg(i)
+                .is_some_and(|sha| ctx.shared.scripts.body(sha).is_some())
+        })
+        .collect();
+    let masters = ctx.shared.slots.load().masters();
+    let sent = send_to_each(ctx, masters, req.frame(), proto, true);
+    let ctx = ctx.clone();
+    Pending::Future(Box::pin(async move {
+        let (replies, backend) = forward::resolve_all(&ctx.pool, sent).await;
+        if let Some(err) = replies.iter().find(|r| r.starts_with(b"-")) {
+            return Done::from_nodes(err.clone(), backend);
+        }
+        let mut answer: Vec<bool> = held.clone();
+        let mut all = vec![true; held.len()];
+        for r in &replies {
+            let Some(elements) = array_elements(r) else {
+                let msg = "ERR orthrus: unexpected reply from a master";
+                return Done::from_nodes(forward::error_reply(msg), backend);
+            };
+            for (i, e) in elements.iter().enumerate() {
+                if let Some(a) = all.get_mut(i) {
+                    *a &= &e[..] == b":1\r\n";
+                }
+            }
+        }
+        for (a, every) in answer.iter_mut().zip(&all) {
+            *a |= *every && !replies.is_empty();
+        }
+        let mut out = BytesMut::with_capacity(8 + 4 * answer.len());
+        encode::array_header(&mut out, answer.len());
+        for a in answer {
+            out.extend_from_slice(&integer(i64::from(a)));
+        }
+        Done::from_nodes(out.freeze(), backend)
+    }))
+}
