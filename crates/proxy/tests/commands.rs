@@ -434,3 +434,53 @@ fn evalsha_runs_on_every_master_after_eval_on_one() {
         .unwrap_err();
     assert_eq!(err.code(), Some("NOSCRIPT"), "{err}");
 }
+
+/// SCRIPT KILL reaches the master running a busy script (over its own
+/// connection: the shared one waits behind the script) and answers +OK;
+/// with nothing running, the masters' NOTBUSY.
+#[test]
+fn script_kill_stops_a_busy_script_on_its_master() {
+    use std::io::Write;
+
+    let cluster = cluster(3, 0);
+    for node in cluster.nodes() {
+        let mut direct = redis::Client::open(format!("redis://{}", node.addr()))
+            .unwrap()
+            .get_connection()
+            .unwrap();
+        let _: () = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("busy-reply-threshold")
+            .arg(50)
+            .query(&mut direct)
+            .unwrap();
+    }
+    let proxy = Proxy::start(&cluster.seeds(), &[]);
+    let mut con = proxy.client();
+    let err = redis::cmd("SCRIPT")
+        .arg("KILL")
+        .query::<String>(&mut con)
+        .unwrap_err();
+    assert_eq!(err.code(), Some("NOTBUSY"), "{err}");
+
+    let mut busy = proxy.stream();
+    busy.write_all(&common::encode(&[
+        "EVAL",
+        "while true do end",
+        "1",
+        "kill:k",
+    ]))
+    .unwrap();
+    orthrus_devcluster::wait_until(std::time::Duration::from_secs(10), "script killed", || {
+        match redis::cmd("SCRIPT").arg("KILL").query::<String>(&mut con) {
+            Ok(ok) if ok == "OK" => Ok(()),
+            Ok(other) => Err(other),
+            Err(e) => Err(e.to_string()),
+        }
+    })
+    .unwrap();
+    let reply = common::reply_text(&mut busy);
+    assert!(reply.contains("killed"), "{reply}");
+    let v: Option<String> = con.get("kill:k").unwrap();
+    assert_eq!(v, None, "the master serves again");
+}

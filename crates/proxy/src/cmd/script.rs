@@ -18,7 +18,8 @@ use crate::client::Pending;
 use crate::cmd::fanout::send_to_each;
 use crate::cmd::reply::{array_elements, integer};
 use crate::node::Done;
-use crate::node::forward::{self, Access, Sent, Target};
+use crate::node::dedicated::DedicatedPool;
+use crate::node::forward::{self, Access, Sent, Target, no_owner};
 use crate::route::table::Route;
 use crate::worker::WorkerCtx;
 
@@ -54,10 +55,19 @@ pub fn intercept(
             access,
         ));
     }
+    let sub = req.arg(1)?;
+    if (is(b"script") || is(b"function")) && sub.eq_ignore_ascii_case(b"kill") {
+        if req.arg_count() != 2 {
+            let name = String::from_utf8_lossy(name).to_ascii_lowercase();
+            return Some(Pending::Ready(forward::error_reply(&format!(
+                "ERR wrong number of arguments for '{name}|kill' command"
+            ))));
+        }
+        return Some(kill(ctx, req.frame().clone(), proto));
+    }
     if !is(b"script") {
         return None;
     }
-    let sub = req.arg(1)?;
     if sub.eq_ignore_ascii_case(b"load") {
         scripts.keep(&req.arg_bytes(2)?);
     } else if sub.eq_ignore_ascii_case(b"flush") {
@@ -106,6 +116,75 @@ async fn resolve(ctx: &Rc<WorkerCtx>, sent: Sent) -> Done {
         Sent::Remote(remote) => forward::resolve(&ctx.pool, remote).await,
         Sent::Refused(reply) => Done::local(reply),
     }
+}
+
+/// SCRIPT KILL, FUNCTION KILL: to every master, each over a connection of
+/// its own (the shared one to the busy node waits behind the script). The
+/// master running the script answers `+OK`, the others `-NOTBUSY`; the
+/// client gets the `+OK`, else the first master's error.
+fn kill(ctx: &Rc<WorkerCtx>, frame: Bytes, proto: Protocol) -> Pending {
+    let masters = ctx.shared.slots.load().masters();
+    let ctx = ctx.clone();
+    Pending::Future(Box::pin(async move {
+        let timeout = Some(ctx.shared.request_timeout());
+        let asks = masters.iter().map(|addr| {
+            let (ctx, frame) = (ctx.clone(), frame.clone());
+            async move {
+                let mut conn = DedicatedPool::take(&ctx.dedicated, addr, proto)
+                    .await
+                    .map_err(|e| format!("ERR orthrus: cannot reach {addr}: {e}"))?;
+                let reply = conn
+                    .call(&frame, 1, timeout)
+                    .await
+                    .map_err(|e| format!("ERR orthrus: no reply from {addr}: {e}"))?;
+                conn.release();
+                Ok::<Bytes, String>(reply)
+            }
+        });
+        let replies = futures_join_all(asks).await;
+        let mut first_error = None;
+        for r in replies {
+            match r {
+                Ok(reply) if !reply.starts_with(b"-") => return Done::local(reply),
+                Ok(reply) => {
+                    first_error.get_or_insert(reply);
+                }
+                Err(msg) => {
+                    first_error.get_or_insert(forward::error_reply(&msg));
+                }
+            }
+        }
+        Done::local(first_error.unwrap_or_else(|| no_owner(&ctx.shared.slots.load())))
+    }))
+}
+
+/// Runs `futures` at once on this task; their outputs in order.
+async fn futures_join_all<F: std::future::Future>(
+    futures: impl Iterator<Item = F>,
+) -> Vec<F::Output> {
+    let mut set = Vec::new();
+    for f in futures {
+        set.push(Box::pin(f));
+    }
+    let mut out: Vec<Option<F::Output>> = set.iter().map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut done = true;
+        for (f, slot) in set.iter_mut().zip(out.iter_mut()) {
+            if slot.is_none() {
+                match f.as_mut().poll(cx) {
+                    std::task::Poll::Ready(v) => *slot = Some(v),
+                    std::task::Poll::Pending => done = false,
+                }
+            }
+        }
+        if done {
+            std::task::Poll::Ready(())
+        } else {
+            std::task::Poll::Pending
+        }
+    })
+    .await;
+    out.into_iter().flatten().collect()
 }
 
 /// SCRIPT EXISTS: 1 where every master has the script, or orthrus holds
