@@ -484,3 +484,58 @@ fn script_kill_stops_a_busy_script_on_its_master() {
     let v: Option<String> = con.get("kill:k").unwrap();
     assert_eq!(v, None, "the master serves again");
 }
+
+/// INFO commandstats and errorstats count what clients sent through
+/// orthrus (a failed call, a refused one), CONFIG RESETSTAT clears them,
+/// and INFO has Redis's cpu and memory sections (orthrus's own figures).
+#[test]
+fn info_commandstats_and_errorstats_as_orthrus_sees_them() {
+    let cluster = cluster(1, 0);
+    let proxy = Proxy::start(&cluster.seeds(), &[]);
+    let mut con = proxy.client();
+    let info = |con: &mut redis::Connection, section: &str| -> String {
+        redis::cmd("INFO").arg(section).query(con).unwrap()
+    };
+    let _: () = con.set("stats:k", "1").unwrap();
+    let _: () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query(&mut con)
+        .unwrap();
+    let _: () = con.set("stats:k", "1").unwrap();
+    let err = redis::cmd("GEOADD")
+        .arg("stats:k")
+        .arg(0)
+        .arg(0)
+        .arg("m")
+        .query::<i64>(&mut con)
+        .unwrap_err();
+    assert_eq!(err.code(), Some("WRONGTYPE"));
+    let _ = redis::cmd("SYNC").query::<String>(&mut con).unwrap_err();
+
+    let stats = info(&mut con, "commandstats");
+    assert!(stats.contains("cmdstat_set:calls=1,"), "{stats}");
+    assert!(
+        stats.contains("cmdstat_geoadd:calls=1,")
+            && stats.contains("rejected_calls=0,failed_calls=1"),
+        "{stats}"
+    );
+    assert!(
+        stats.contains(
+            "cmdstat_sync:calls=0,usec=0,usec_per_call=0.00,rejected_calls=1,failed_calls=0"
+        ),
+        "{stats}"
+    );
+    assert!(!stats.contains("cmdstat_zadd"), "{stats}");
+    let errors = info(&mut con, "errorstats");
+    assert!(errors.contains("errorstat_WRONGTYPE:count=1"), "{errors}");
+    assert!(errors.contains("errorstat_ERR:count=1"), "{errors}");
+    let default: String = redis::cmd("INFO").query(&mut con).unwrap();
+    assert!(
+        default.contains("used_cpu_user:") && default.contains("used_memory:"),
+        "{default}"
+    );
+    assert!(
+        !default.contains("rejected_calls"),
+        "commandstats is not a default section"
+    );
+}

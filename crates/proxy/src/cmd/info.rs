@@ -24,9 +24,13 @@ type Section = fn(&mut String, &WorkerCtx);
 const SECTIONS: &[(&str, bool, Section)] = &[
     ("server", true, server),
     ("clients", true, clients),
+    ("memory", true, memory),
     ("persistence", true, persistence),
     ("stats", true, stats_section),
     ("replication", true, replication),
+    ("cpu", true, cpu),
+    ("commandstats", false, commandstats),
+    ("errorstats", true, errorstats),
     ("cluster", true, cluster),
     ("latency", false, latency),
 ];
@@ -187,7 +191,60 @@ fn latency(out: &mut String, ctx: &WorkerCtx) {
 }
 
 fn replication(out: &mut String, _ctx: &WorkerCtx) {
-    out.push_str("# Replication\r\nrole:master\r\nconnected_slaves:0\r\n");
+    out.push_str("# Replication\r\nrole:master\r\nconnected_slaves:0\r\nmaster_repl_offset:0\r\n");
+}
+
+/// orthrus's own resident memory (not the nodes').
+fn memory(out: &mut String, _ctx: &WorkerCtx) {
+    let rss = own_stat().map_or(0, |s| s.rss_bytes);
+    let _ = write!(
+        out,
+        "# Memory\r\nused_memory:{rss}\r\nused_memory_human:{:.2}M\r\nused_memory_rss:{rss}\r\n",
+        rss as f64 / (1024.0 * 1024.0)
+    );
+}
+
+/// orthrus's own CPU time, in seconds.
+fn cpu(out: &mut String, _ctx: &WorkerCtx) {
+    let (sys, user) = own_stat().map_or((0.0, 0.0), |s| (s.sys_secs, s.user_secs));
+    let _ = write!(
+        out,
+        "# CPU\r\nused_cpu_sys:{sys:.6}\r\nused_cpu_user:{user:.6}\r\nused_cpu_sys_children:0.000000\r\nused_cpu_user_children:0.000000\r\n"
+    );
+}
+
+fn commandstats(out: &mut String, ctx: &WorkerCtx) {
+    out.push_str("# Commandstats\r\n");
+    ctx.shared.commands_seen.write_commands(out);
+}
+
+fn errorstats(out: &mut String, ctx: &WorkerCtx) {
+    out.push_str("# Errorstats\r\n");
+    ctx.shared.commands_seen.write_errors(out);
+}
+
+/// What `/proc/self/stat` says of orthrus.
+struct OwnStat {
+    user_secs: f64,
+    sys_secs: f64,
+    rss_bytes: u64,
+}
+
+/// Linux only; clock ticks of 1/100 s and pages of 4 KiB, as on every
+/// Linux orthrus is built for (no libc call: the crate forbids `unsafe`).
+fn own_stat() -> Option<OwnStat> {
+    let text = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the command name, which is in parentheses and may hold spaces.
+    let rest = text.get(text.rfind(')')? + 2..)?;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let num = |i: usize| fields.get(i).and_then(|f| f.parse::<u64>().ok());
+    // utime and stime are fields 14 and 15 of the line, rss 24; `rest`
+    // starts at field 3.
+    Some(OwnStat {
+        user_secs: num(11)? as f64 / 100.0,
+        sys_secs: num(12)? as f64 / 100.0,
+        rss_bytes: num(21)? * 4096,
+    })
 }
 
 fn cluster(out: &mut String, ctx: &WorkerCtx) {

@@ -67,6 +67,7 @@ pub fn execute(cmd: Local, req: &Request, client: &mut Client, ctx: &Rc<WorkerCt
                 .for_each(crate::observe::stats::WorkerStats::reset);
             shared.latency.reset();
             shared.node_latency.reset();
+            shared.commands_seen.reset();
             simple("OK")
         }
         Local::SlowLog => crate::observe::slowlog::command(&ctx.shared.slowlog, req),

@@ -25,7 +25,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
 use orthrus_resp::{Protocol, Request, RequestParser};
@@ -38,6 +38,7 @@ use crate::client::{Client, Pending, PushSink, ReplyMode};
 use crate::node::Done;
 use crate::node::forward::{self, error_reply};
 use crate::observe::clients::{ClientAddr, Closer, Signal};
+use crate::observe::commands::Call;
 use crate::observe::slowlog::Finished;
 use crate::observe::stats::WorkerStats;
 use crate::route::kind::Family;
@@ -107,8 +108,10 @@ struct Stamp {
     /// When the request was read.
     read: Instant,
     family: Family,
-    /// The request, for the SLOWLOG; `None` if it was refused before it ran.
-    frame: Option<Bytes>,
+    /// The request, for the SLOWLOG and INFO commandstats.
+    frame: Bytes,
+    /// False if it was refused before it ran (never in the SLOWLOG).
+    ran: bool,
 }
 
 /// One request's place in the reply queue.
@@ -440,7 +443,8 @@ impl<S: Stream> Session<S> {
                         stamp: Some(Stamp {
                             read: self.read_at,
                             family: run.family,
-                            frame: run.ran.then_some(frame),
+                            frame,
+                            ran: run.ran,
                         }),
                     }
                 }
@@ -520,7 +524,7 @@ impl<S: Stream> Session<S> {
             if let Some(entry) = self.queue.pop_front() {
                 if let Some(stamp) = &entry.stamp {
                     let now = *now.get_or_insert_with(Instant::now);
-                    self.account(stamp, now, done.backend);
+                    self.account(stamp, now, &done);
                 }
             }
             // Up at once to a larger reply, an eighth of the way down to a smaller one.
@@ -552,15 +556,23 @@ impl<S: Stream> Session<S> {
         }
     }
 
-    /// Counts a request whose reply is ready in the latency figures, and
-    /// in the SLOWLOG if it was slow.
-    fn account(&self, stamp: &Stamp, now: Instant, backend: Option<Duration>) {
+    /// Counts a request whose reply is ready in the latency figures and
+    /// INFO commandstats, and in the SLOWLOG if it was slow.
+    fn account(&self, stamp: &Stamp, now: Instant, done: &Done) {
         let ctx = &self.ctx;
+        let (backend, frame) = (done.backend, &stamp.frame);
         let total = now.saturating_duration_since(stamp.read);
         ctx.latency().record(stamp.family, total, backend);
-        let Some(frame) = &stamp.frame else {
-            return; // refused before it ran
+        let call = Call {
+            frame,
+            took: total,
+            ran: stamp.ran,
+            reply: &done.reply,
         };
+        ctx.shared.commands_seen.record(ctx.index, &call);
+        if !stamp.ran {
+            return; // refused before it ran
+        }
         // A blocked command's wait for data is not slowness: like Redis,
         // judge it by the rest of its time (orthrus's own).
         let judged = match (stamp.family, backend) {
