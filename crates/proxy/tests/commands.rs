@@ -539,3 +539,66 @@ fn info_commandstats_and_errorstats_as_orthrus_sees_them() {
         "commandstats is not a default section"
     );
 }
+
+/// CLIENT LIST/INFO as Redis 7.0 prints them for the asking client
+/// (`cmd=client|list`, `qbuf` its request), CLIENT LIST ID/TYPE filters,
+/// and CLIENT KILL's argument errors.
+#[test]
+fn client_list_filters_and_the_callers_own_line() {
+    let cluster = cluster(1, 0);
+    let proxy = Proxy::start(&cluster.seeds(), &[]);
+    let mut con = proxy.client();
+    let mut other = proxy.client();
+    let my_id: i64 = redis::cmd("CLIENT").arg("ID").query(&mut con).unwrap();
+    let _: i64 = redis::cmd("CLIENT").arg("ID").query(&mut other).unwrap();
+
+    let all: String = redis::cmd("CLIENT").arg("LIST").query(&mut con).unwrap();
+    assert_eq!(all.lines().count(), 2, "{all}");
+    let mine = all
+        .lines()
+        .find(|l| l.starts_with(&format!("id={my_id} ")))
+        .unwrap();
+    assert!(
+        mine.contains(" qbuf=26 ") && mine.contains(" cmd=client|list "),
+        "{mine}"
+    );
+    let listed: String = redis::cmd("CLIENT")
+        .arg("LIST")
+        .arg("ID")
+        .arg(my_id)
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(listed.lines().count(), 1, "{listed}");
+    assert!(listed.starts_with(&format!("id={my_id} ")), "{listed}");
+    let pubsub: String = redis::cmd("CLIENT")
+        .arg("LIST")
+        .arg("TYPE")
+        .arg("pubsub")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(pubsub, "");
+    let normal: String = redis::cmd("CLIENT")
+        .arg("LIST")
+        .arg("TYPE")
+        .arg("normal")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(normal.lines().count(), 2, "{normal}");
+    let info: String = redis::cmd("CLIENT").arg("INFO").query(&mut con).unwrap();
+    assert!(info.contains(" cmd=client|info "), "{info}");
+
+    let err = |args: &[&str], con: &mut redis::Connection| {
+        redis::cmd("CLIENT")
+            .arg(args)
+            .query::<redis::Value>(con)
+            .unwrap_err()
+            .to_string()
+    };
+    assert!(
+        err(&["KILL"], &mut con).contains("wrong number of arguments for 'client|kill' command")
+    );
+    assert!(err(&["KILL", "TYPE", "wrong"], &mut con).contains("Unknown client type"));
+    assert!(err(&["KILL", "USER", "wrong"], &mut con).contains("No such user"));
+    assert!(err(&["KILL", "ID", "0"], &mut con).contains("greater than 0"));
+    assert!(err(&["LIST", "TYPE", "wrong"], &mut con).contains("Unknown client type"));
+}

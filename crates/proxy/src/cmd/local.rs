@@ -13,7 +13,7 @@ use crate::cmd::reply::{bulk, integer, null, simple, verbatim};
 use crate::cmd::{cluster as cluster_cmd, info};
 use crate::config::ReadFrom;
 use crate::node::forward::error_reply;
-use crate::observe::clients::KillReply;
+use crate::observe::clients::{Current, KillReply};
 use crate::route::kind::Local;
 use crate::worker::WorkerCtx;
 
@@ -257,10 +257,14 @@ fn client_command(req: &Request, client: &mut Client, ctx: &WorkerCtx) -> Bytes 
             }
             simple("OK")
         }
-        b"info" => arity(
-            argc == 2,
-            verbatim(&client.entry(ctx.index).line(), client.proto),
-        ),
+        b"info" => arity(argc == 2, {
+            let now = Current {
+                id: client.id,
+                cmd: "client|info",
+                qbuf: req.frame().len(),
+            };
+            verbatim(&client.entry(ctx.index).line(Some(&now)), client.proto)
+        }),
         b"no-evict" | b"no-touch" if argc == 3 => {
             let v = req.arg(2).unwrap_or_default();
             if v.eq_ignore_ascii_case(b"on") || v.eq_ignore_ascii_case(b"off") {
@@ -270,7 +274,18 @@ fn client_command(req: &Request, client: &mut Client, ctx: &WorkerCtx) -> Bytes 
             }
         }
         b"setname" | b"setinfo" | b"no-evict" | b"no-touch" => arity(false, Bytes::new()),
-        b"list" => verbatim(&ctx.shared.clients.list(), client.proto),
+        b"list" => {
+            let now = Current {
+                id: client.id,
+                cmd: "client|list",
+                qbuf: req.frame().len(),
+            };
+            let args: Vec<&[u8]> = req.args().skip(2).collect();
+            match ctx.shared.clients.list(&args, &now) {
+                Ok(text) => verbatim(&text, client.proto),
+                Err(e) => error_reply(&e),
+            }
+        }
         b"kill" if argc >= 3 => {
             let args: Vec<&[u8]> = req.args().skip(2).collect();
             match ctx.shared.clients.kill(&args, client.id) {
@@ -285,6 +300,7 @@ fn client_command(req: &Request, client: &mut Client, ctx: &WorkerCtx) -> Bytes 
             simple("OK")
         }),
         b"pause" => arity(false, Bytes::new()),
+        b"kill" => arity(false, Bytes::new()),
         b"reply" if argc == 3 => {
             let mode = req.arg(2).unwrap_or_default().to_ascii_lowercase();
             match mode.as_slice() {
