@@ -602,3 +602,33 @@ fn client_list_filters_and_the_callers_own_line() {
     assert!(err(&["KILL", "ID", "0"], &mut con).contains("greater than 0"));
     assert!(err(&["LIST", "TYPE", "wrong"], &mut con).contains("Unknown client type"));
 }
+
+/// INFO persistence is the masters': a field that is a number is the
+/// largest of theirs, so a save, an AOF rewrite or AOF itself on any master
+/// shows (scripts wait for `aof_rewrite_in_progress:0` this way).
+#[test]
+fn info_persistence_is_the_masters() {
+    let cluster = cluster(2, 0);
+    let proxy = Proxy::start(&cluster.seeds(), &[]);
+    let mut con = proxy.client();
+    let before: String = redis::cmd("INFO")
+        .arg("persistence")
+        .query(&mut con)
+        .unwrap();
+    assert!(before.contains("aof_enabled:0"), "{before}");
+    let node = cluster.nodes()[1].addr();
+    let mut direct = redis::Client::open(format!("redis://{node}"))
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("appendonly")
+        .arg("yes")
+        .query(&mut direct)
+        .unwrap();
+    let after: String = redis::cmd("INFO").query(&mut con).unwrap();
+    assert!(after.contains("aof_enabled:1"), "{after}");
+    assert!(after.contains("# Keyspace"), "{after}");
+    assert_eq!(after.matches("# Persistence").count(), 1, "{after}");
+}

@@ -44,43 +44,93 @@ pub fn reply(req: &Request, client: &Client, ctx: &Rc<WorkerCtx>) -> Pending {
         .collect();
     let everything = wanted.iter().any(|w| w == "all" || w == "everything");
     let defaults = wanted.is_empty() || wanted.iter().any(|w| w == "default");
-    let mut text = String::with_capacity(1024);
+    let mut parts: Vec<(&str, String)> = Vec::new();
     for (name, default, section) in SECTIONS {
         let named = |w: &String| w == name || (*name == "latency" && w == "latencystats");
         if everything || (defaults && *default) || wanted.iter().any(named) {
-            if !text.is_empty() {
-                text.push_str("\r\n");
-            }
+            let mut text = String::new();
             section(&mut text, ctx);
+            parts.push((name, text));
         }
     }
     let proto = client.proto;
-    if !(everything || defaults || wanted.iter().any(|w| w == "keyspace")) {
-        return Pending::Ready(verbatim(&text, proto));
+    let keyspace = everything || defaults || wanted.iter().any(|w| w == "keyspace");
+    let persistence = parts.iter().any(|(name, _)| *name == "persistence");
+    if !keyspace && !persistence {
+        return Pending::Ready(verbatim(&join(&parts), proto));
     }
-    // The keyspace is the cluster's: ask every master and add up.
+    // The keyspace is the cluster's, and so are saves and AOF rewrites in
+    // progress (scripts wait for them with INFO): ask every master.
     let map = ctx.shared.slots.load();
-    let frame = Request::from_args(&["INFO", "keyspace"]).into_frame();
+    let frame = Request::from_args(&["INFO", "persistence", "keyspace"]).into_frame();
     let sent = fanout::send_to_each(ctx, map.masters(), &frame, Protocol::Resp2, true);
     let ctx = ctx.clone();
     Pending::Future(Box::pin(async move {
-        let (mut keys, mut expires) = (0u64, 0u64);
         let (replies, backend) = forward::resolve_all(&ctx.pool, sent).await;
-        for reply in replies {
-            if let Some((k, e)) = db0_counts(&reply) {
-                keys += k;
-                expires += e;
+        if persistence {
+            if let Some((_, text)) = parts.iter_mut().find(|(name, _)| *name == "persistence") {
+                *text = merged_persistence(&replies);
             }
         }
-        if !text.is_empty() {
-            text.push_str("\r\n");
+        if keyspace {
+            let (mut keys, mut expires) = (0u64, 0u64);
+            for reply in &replies {
+                if let Some((k, e)) = db0_counts(reply) {
+                    keys += k;
+                    expires += e;
+                }
+            }
+            let mut text = String::from("# Keyspace\r\n");
+            if keys > 0 {
+                let _ = write!(text, "db0:keys={keys},expires={expires},avg_ttl=0\r\n");
+            }
+            parts.push(("keyspace", text));
         }
-        text.push_str("# Keyspace\r\n");
-        if keys > 0 {
-            let _ = write!(text, "db0:keys={keys},expires={expires},avg_ttl=0\r\n");
-        }
-        Done::from_nodes(verbatim(&text, proto), backend)
+        Done::from_nodes(verbatim(&join(&parts), proto), backend)
     }))
+}
+
+fn join(parts: &[(&str, String)]) -> String {
+    let texts: Vec<&str> = parts.iter().map(|(_, t)| t.as_str()).collect();
+    texts.join("\r\n")
+}
+
+/// The masters' `# Persistence` fields, each the largest of the masters'
+/// values when they are numbers (a save or rewrite in progress anywhere,
+/// `loading` anywhere), else the first master's.
+fn merged_persistence(replies: &[bytes::Bytes]) -> String {
+    let mut fields: Vec<(String, String)> = Vec::new();
+    for reply in replies {
+        let Ok(text) = std::str::from_utf8(reply) else {
+            continue;
+        };
+        let section = text
+            .split("# ")
+            .find(|s| s.starts_with("Persistence"))
+            .unwrap_or_default();
+        for line in section.lines().skip(1) {
+            let Some((key, value)) = line.trim_end().split_once(':') else {
+                continue;
+            };
+            match fields.iter_mut().find(|(k, _)| k == key) {
+                Some((_, old)) => {
+                    if let (Ok(a), Ok(b)) = (old.parse::<i64>(), value.parse::<i64>()) {
+                        *old = a.max(b).to_string();
+                    }
+                }
+                None => fields.push((key.to_owned(), value.to_owned())),
+            }
+        }
+    }
+    if fields.is_empty() {
+        // No master answered: orthrus itself never loads.
+        return "# Persistence\r\nloading:0\r\nasync_loading:0\r\n".to_owned();
+    }
+    let mut out = String::from("# Persistence\r\n");
+    for (k, v) in fields {
+        let _ = write!(out, "{k}:{v}\r\n");
+    }
+    out
 }
 
 /// `keys` and `expires` of `db0` in a node's `INFO keyspace` bulk reply.
