@@ -78,3 +78,43 @@ fn pause_write_holds_writes_and_lets_reads_through() {
         "-ERR syntax error\r\n"
     );
 }
+
+/// A client held by CLIENT PAUSE counts in INFO's `blocked_clients`, as in
+/// Redis (scripts wait for it there), until it goes on or leaves.
+#[test]
+fn held_clients_count_as_blocked() {
+    let cluster = cluster(1, 0);
+    let proxy = Proxy::start(&cluster.seeds(), &["--threads", "2"]);
+    let mut admin = proxy.stream();
+    let blocked = |admin: &mut std::net::TcpStream| {
+        let info = send(admin, &["INFO", "clients"]);
+        info.lines()
+            .find_map(|l| l.strip_prefix("blocked_clients:"))
+            .map(|v| v.trim().to_owned())
+            .unwrap()
+    };
+    assert_eq!(
+        send(&mut admin, &["CLIENT", "PAUSE", "20000", "WRITE"]),
+        "+OK\r\n"
+    );
+    let mut held = proxy.stream();
+    held.write_all(&encode(&["SET", "pause:b", "1"])).unwrap();
+    let mut leaving = proxy.stream();
+    leaving
+        .write_all(&encode(&["SET", "pause:c", "1"]))
+        .unwrap();
+    orthrus_devcluster::wait_until(Duration::from_secs(5), "two blocked", || {
+        let n = blocked(&mut admin);
+        if n == "2" { Ok(()) } else { Err(n) }
+    })
+    .unwrap();
+    drop(leaving);
+    orthrus_devcluster::wait_until(Duration::from_secs(5), "one blocked", || {
+        let n = blocked(&mut admin);
+        if n == "1" { Ok(()) } else { Err(n) }
+    })
+    .unwrap();
+    assert_eq!(send(&mut admin, &["CLIENT", "UNPAUSE"]), "+OK\r\n");
+    assert_eq!(reply_text(&mut held), "+OK\r\n");
+    assert_eq!(blocked(&mut admin), "0");
+}

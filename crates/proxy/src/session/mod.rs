@@ -167,10 +167,11 @@ impl<S> Drop for Session<S> {
     fn drop(&mut self) {
         tracing::debug!(client.id = self.client.id, "disconnected");
         self.ctx.shared.clients.remove(self.client.id);
-        self.ctx
-            .stats()
-            .connected_clients
-            .fetch_sub(1, Ordering::Relaxed);
+        let stats = self.ctx.stats();
+        stats.connected_clients.fetch_sub(1, Ordering::Relaxed);
+        if self.held.is_some() {
+            stats.blocked_clients.fetch_sub(1, Ordering::Relaxed);
+        }
     }
 }
 
@@ -420,6 +421,7 @@ impl<S: Stream> Session<S> {
     fn parse_with(&mut self, parser: &mut RequestParser) -> bool {
         let mut started = false;
         while !self.deferred && !self.closing && self.has_room() {
+            let was_held = self.held.is_some();
             let parsed = match self.held.take() {
                 Some(req) => Ok(Some(*req)),
                 None => parser.parse(&mut self.input),
@@ -427,11 +429,24 @@ impl<S: Stream> Session<S> {
             let entry = match parsed {
                 Ok(Some(req)) => {
                     if let Some(until) = self.paused_until(&req) {
-                        // CLIENT PAUSE: it waits, and so does what follows.
+                        // CLIENT PAUSE: it waits, and so does what follows;
+                        // Redis counts the client as blocked meanwhile.
+                        if !was_held {
+                            self.ctx
+                                .stats()
+                                .blocked_clients
+                                .fetch_add(1, Ordering::Relaxed);
+                        }
                         self.held = Some(Box::new(req));
                         let until = tokio::time::Instant::from_std(until);
                         self.pause_timer = Some(Box::pin(tokio::time::sleep_until(until)));
                         break;
+                    }
+                    if was_held {
+                        self.ctx
+                            .stats()
+                            .blocked_clients
+                            .fetch_sub(1, Ordering::Relaxed);
                     }
                     let frame = req.frame().clone();
                     let pushes = &mut self.pushes;
