@@ -538,6 +538,7 @@ fn info_commandstats_and_errorstats_as_orthrus_sees_them() {
         !default.contains("rejected_calls"),
         "commandstats is not a default section"
     );
+    assert!(default.contains("redis_git_sha1:00000000\r\n"), "{default}");
 }
 
 /// CLIENT LIST/INFO as Redis 7.0 prints them for the asking client

@@ -151,7 +151,7 @@ fn server(out: &mut String, ctx: &WorkerCtx) {
     let port = shared.settings.listen.tcp().map_or(0, |a| a.port());
     let _ = write!(
         out,
-        "# Server\r\nredis_version:{}\r\northrus_version:{}\r\nredis_mode:standalone\r\nos:{} {}\r\narch_bits:{}\r\nmultiplexing_api:epoll\r\nprocess_id:{}\r\ntcp_port:{port}\r\nuptime_in_seconds:{uptime}\r\nuptime_in_days:{}\r\nexecutable:{}\r\nconfig_file:{}\r\nthreads:{}\r\n",
+        "# Server\r\nredis_version:{}\r\nredis_git_sha1:00000000\r\nredis_git_dirty:0\r\northrus_version:{}\r\nredis_mode:standalone\r\nos:{} {}\r\narch_bits:{}\r\nmultiplexing_api:epoll\r\nprocess_id:{}\r\ntcp_port:{port}\r\nuptime_in_seconds:{uptime}\r\nuptime_in_days:{}\r\nexecutable:{}\r\nconfig_file:{}\r\nthreads:{}\r\n",
         shared.redis_version.load(),
         env!("CARGO_PKG_VERSION"),
         std::env::consts::OS,
