@@ -88,8 +88,16 @@ pub fn monitor(ctx: &Rc<WorkerCtx>, client: &mut Client, push: &PushSink) -> Pen
     if masters.is_empty() {
         return Pending::Ready(no_owner(&ctx.shared.slots.load()));
     }
-    client.monitor = Some(Box::new(Monitor::start(ctx, masters, push)));
-    Pending::Ready(simple("OK"))
+    let (monitor, ready) = Monitor::start(ctx, masters, push);
+    client.monitor = Some(Box::new(monitor));
+    let timeout = ctx.shared.request_timeout();
+    Pending::deferred(Box::pin(async move {
+        // +OK once every master streams, so the client's next command shows.
+        for r in ready {
+            let _ = tokio::time::timeout(timeout, r).await;
+        }
+        Done::local(simple("OK"))
+    }))
 }
 
 /// Sends `frame` to each of `nodes`; one node's reply is the client's as
