@@ -632,4 +632,28 @@ fn info_persistence_is_the_masters() {
     assert!(after.contains("aof_enabled:1"), "{after}");
     assert!(after.contains("# Keyspace"), "{after}");
     assert_eq!(after.matches("# Persistence").count(), 1, "{after}");
+
+    // Memory: the masters' numbers summed, orthrus's own after them.
+    let field = |text: &str, name: &str| -> i64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(&format!("{name}:")))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in {text}"))
+    };
+    let largest = cluster
+        .nodes()
+        .iter()
+        .map(|n| {
+            let mut c = redis::Client::open(format!("redis://{}", n.addr()))
+                .unwrap()
+                .get_connection()
+                .unwrap();
+            let text: String = redis::cmd("INFO").arg("memory").query(&mut c).unwrap();
+            field(&text, "used_memory")
+        })
+        .max()
+        .unwrap();
+    let memory: String = redis::cmd("INFO").arg("memory").query(&mut con).unwrap();
+    assert!(field(&memory, "used_memory") > largest, "{memory}");
+    assert!(field(&memory, "orthrus_used_memory_rss") > 0, "{memory}");
 }

@@ -55,21 +55,31 @@ pub fn reply(req: &Request, client: &Client, ctx: &Rc<WorkerCtx>) -> Pending {
     }
     let proto = client.proto;
     let keyspace = everything || defaults || wanted.iter().any(|w| w == "keyspace");
-    let persistence = parts.iter().any(|(name, _)| *name == "persistence");
-    if !keyspace && !persistence {
+    let from_nodes = |n: &str| parts.iter().any(|(name, _)| *name == n);
+    let (persistence, memory) = (from_nodes("persistence"), from_nodes("memory"));
+    if !keyspace && !persistence && !memory {
         return Pending::Ready(verbatim(&join(&parts), proto));
     }
     // The keyspace is the cluster's, and so are saves and AOF rewrites in
     // progress (scripts wait for them with INFO): ask every master.
     let map = ctx.shared.slots.load();
-    let frame = Request::from_args(&["INFO", "persistence", "keyspace"]).into_frame();
+    let frame = Request::from_args(&["INFO", "persistence", "memory", "keyspace"]).into_frame();
     let sent = fanout::send_to_each(ctx, map.masters(), &frame, Protocol::Resp2, true);
     let ctx = ctx.clone();
     Pending::Future(Box::pin(async move {
         let (replies, backend) = forward::resolve_all(&ctx.pool, sent).await;
-        if persistence {
-            if let Some((_, text)) = parts.iter_mut().find(|(name, _)| *name == "persistence") {
-                *text = merged_persistence(&replies);
+        for (name, text) in parts.iter_mut() {
+            match *name {
+                "persistence" => *text = merged(&replies, "Persistence", i64::max),
+                "memory" => {
+                    let own = std::mem::take(text);
+                    *text = merged(&replies, "Memory", i64::saturating_add);
+                    // orthrus's own after the masters' sum.
+                    for line in own.lines().skip(1) {
+                        let _ = write!(text, "orthrus_{line}\r\n");
+                    }
+                }
+                _ => {}
             }
         }
         if keyspace {
@@ -95,38 +105,38 @@ fn join(parts: &[(&str, String)]) -> String {
     texts.join("\r\n")
 }
 
-/// The masters' `# Persistence` fields, each the largest of the masters'
-/// values when they are numbers (a save or rewrite in progress anywhere,
-/// `loading` anywhere), else the first master's.
-fn merged_persistence(replies: &[bytes::Bytes]) -> String {
+/// The masters' fields of `section`, each number combined with `combine`
+/// (the largest for persistence: a save or rewrite in progress anywhere;
+/// the sum for memory), other values the first master's.
+fn merged(replies: &[bytes::Bytes], section: &str, combine: fn(i64, i64) -> i64) -> String {
     let mut fields: Vec<(String, String)> = Vec::new();
     for reply in replies {
         let Ok(text) = std::str::from_utf8(reply) else {
             continue;
         };
-        let section = text
+        let part = text
             .split("# ")
-            .find(|s| s.starts_with("Persistence"))
+            .find(|s| s.starts_with(section))
             .unwrap_or_default();
-        for line in section.lines().skip(1) {
+        for line in part.lines().skip(1) {
             let Some((key, value)) = line.trim_end().split_once(':') else {
                 continue;
             };
             match fields.iter_mut().find(|(k, _)| k == key) {
                 Some((_, old)) => {
                     if let (Ok(a), Ok(b)) = (old.parse::<i64>(), value.parse::<i64>()) {
-                        *old = a.max(b).to_string();
+                        *old = combine(a, b).to_string();
                     }
                 }
                 None => fields.push((key.to_owned(), value.to_owned())),
             }
         }
     }
-    if fields.is_empty() {
+    let mut out = format!("# {section}\r\n");
+    if fields.is_empty() && section == "Persistence" {
         // No master answered: orthrus itself never loads.
-        return "# Persistence\r\nloading:0\r\nasync_loading:0\r\n".to_owned();
+        out.push_str("loading:0\r\nasync_loading:0\r\n");
     }
-    let mut out = String::from("# Persistence\r\n");
     for (k, v) in fields {
         let _ = write!(out, "{k}:{v}\r\n");
     }
@@ -244,14 +254,11 @@ fn replication(out: &mut String, _ctx: &WorkerCtx) {
     out.push_str("# Replication\r\nrole:master\r\nconnected_slaves:0\r\nmaster_repl_offset:0\r\n");
 }
 
-/// orthrus's own resident memory (not the nodes').
+/// orthrus's own resident memory; INFO puts the masters' summed memory
+/// fields first and these as `orthrus_used_memory_rss`.
 fn memory(out: &mut String, _ctx: &WorkerCtx) {
     let rss = own_stat().map_or(0, |s| s.rss_bytes);
-    let _ = write!(
-        out,
-        "# Memory\r\nused_memory:{rss}\r\nused_memory_human:{:.2}M\r\nused_memory_rss:{rss}\r\n",
-        rss as f64 / (1024.0 * 1024.0)
-    );
+    let _ = write!(out, "# Memory\r\nused_memory_rss:{rss}\r\n");
 }
 
 /// orthrus's own CPU time, in seconds.
