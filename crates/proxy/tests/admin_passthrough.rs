@@ -134,3 +134,37 @@ fn admin_commands_are_refused_by_default() {
     assert_ne!(node_config(&cluster.nodes()[0], "maxmemory-samples"), "9");
     assert_eq!(send(&mut s, &["PING"]), "+PONG\r\n");
 }
+
+/// CONFIG SET of the SLOWLOG settings sets orthrus's own SLOWLOG too (SLOWLOG
+/// is answered by orthrus), besides the nodes'.
+#[test]
+fn config_set_slowlog_settings_apply_to_orthrus_too() {
+    let cluster = cluster(1, 0);
+    let proxy = Proxy::spawn(
+        &cluster.seeds(),
+        &[],
+        &[("ORTHRUS_ADMIN__PASSTHROUGH", "true")],
+    );
+    proxy.wait_ready(Duration::from_secs(20));
+    let mut s = proxy.stream();
+    assert_eq!(
+        send(
+            &mut s,
+            &[
+                "CONFIG",
+                "SET",
+                "slowlog-log-slower-than",
+                "0",
+                "slowlog-max-len",
+                "2"
+            ]
+        ),
+        "+OK\r\n"
+    );
+    assert_eq!(node_config(&cluster.nodes()[0], "slowlog-max-len"), "2");
+    assert_eq!(send(&mut s, &["SLOWLOG", "RESET"]), "+OK\r\n");
+    for _ in 0..5 {
+        assert_eq!(send(&mut s, &["SET", "slow:k", "v"]), "+OK\r\n");
+    }
+    assert_eq!(send(&mut s, &["SLOWLOG", "LEN"]), ":2\r\n");
+}

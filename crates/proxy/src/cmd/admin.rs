@@ -78,7 +78,50 @@ pub fn dispatch(
     if nodes.is_empty() {
         return Pending::Ready(no_owner(&map));
     }
-    send(ctx, nodes, req.frame(), proto)
+    let pending = send(ctx, nodes, req.frame(), proto);
+    match slowlog_settings(req) {
+        Some((slower, max_len)) => {
+            let ctx = ctx.clone();
+            Pending::Future(Box::pin(async move {
+                let done = match pending {
+                    Pending::Remote(remote) => forward::resolve(&ctx.pool, remote).await,
+                    Pending::Future(f) | Pending::Deferred(f) => f.await,
+                    Pending::Ready(reply) | Pending::Last(reply) => Done::local(reply),
+                };
+                if done.reply.starts_with(b"+OK") {
+                    ctx.shared.slowlog.set(slower, max_len);
+                }
+                done
+            }))
+        }
+        None => pending,
+    }
+}
+
+/// The SLOWLOG settings a `CONFIG SET` names: orthrus keeps its own SLOWLOG
+/// (SLOWLOG is answered by orthrus), so it follows them too.
+fn slowlog_settings(req: &Request) -> Option<(Option<i64>, Option<usize>)> {
+    let is = |i: usize, n: &str| {
+        req.arg(i)
+            .is_some_and(|a| a.eq_ignore_ascii_case(n.as_bytes()))
+    };
+    if !(is(0, "config") && is(1, "set")) {
+        return None;
+    }
+    let (mut slower, mut max_len) = (None, None);
+    let mut i = 2;
+    while let (Some(key), Some(value)) = (req.arg(i), req.arg(i + 1)) {
+        let value = std::str::from_utf8(value).ok();
+        if key.eq_ignore_ascii_case(b"slowlog-log-slower-than") {
+            slower = value.and_then(|v| v.parse().ok());
+        } else if key.eq_ignore_ascii_case(b"slowlog-max-len") {
+            max_len = value
+                .and_then(|v| v.parse::<usize>().ok())
+                .map(|n| n.min(10_000));
+        }
+        i += 2;
+    }
+    (slower.is_some() || max_len.is_some()).then_some((slower, max_len))
 }
 
 /// MONITOR: every master's stream, pushed to the client (see
