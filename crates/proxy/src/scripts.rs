@@ -4,6 +4,8 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
@@ -12,10 +14,26 @@ pub const MAX_SCRIPT_BYTES: usize = 16 * 1024 * 1024;
 /// Most script bodies kept.
 pub const MAX_SCRIPTS: usize = 10_000;
 
-/// The script bodies orthrus has seen, by lower-case hex SHA1.
-#[derive(Default)]
+/// Redis's default `busy-reply-threshold` (`lua-time-limit`), in ms.
+const DEFAULT_BUSY_MS: u64 = 5000;
+
+/// The script bodies orthrus has seen, by lower-case hex SHA1, and the
+/// scripts running now.
 pub struct Scripts {
     inner: Mutex<Store>,
+    /// Scripts and functions sent and not answered yet: when each was
+    /// sent, and whether it is a function.
+    running: Mutex<HashMap<u64, (Instant, bool)>>,
+    next: AtomicU64,
+    /// The nodes' `busy-reply-threshold`, as last set through orthrus.
+    busy_ms: AtomicU64,
+}
+
+/// A script in flight; dropping it (the reply came, or the client left)
+/// takes it off the list.
+pub struct Running<'a> {
+    scripts: &'a Scripts,
+    id: u64,
 }
 
 #[derive(Default)]
@@ -27,7 +45,44 @@ struct Store {
 
 // === impl Scripts ===
 
+impl Default for Scripts {
+    fn default() -> Self {
+        Scripts {
+            inner: Mutex::default(),
+            running: Mutex::default(),
+            next: AtomicU64::new(0),
+            busy_ms: AtomicU64::new(DEFAULT_BUSY_MS),
+        }
+    }
+}
+
 impl Scripts {
+    /// Notes a script (or, with `function`, an FCALL) sent to a node.
+    pub fn started(&self, function: bool) -> Running<'_> {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        if let Ok(mut running) = self.running.lock() {
+            running.insert(id, (Instant::now(), function));
+        }
+        Running { scripts: self, id }
+    }
+
+    /// Whether a script has run longer than the busy threshold, and if so
+    /// whether it is a function: a node runs nothing else meanwhile, and
+    /// Redis answers its other clients `-BUSY`.
+    pub fn busy(&self) -> Option<bool> {
+        let limit = Duration::from_millis(self.busy_ms.load(Ordering::Relaxed));
+        let running = self.running.lock().ok()?;
+        running
+            .values()
+            .find(|(since, _)| since.elapsed() >= limit)
+            .map(|(_, function)| *function)
+    }
+
+    /// CONFIG SET busy-reply-threshold (or lua-time-limit) through orthrus.
+    pub fn set_busy_threshold(&self, ms: u64) {
+        self.busy_ms.store(ms, Ordering::Relaxed);
+    }
+
     /// Remembers `body` (EVAL, SCRIPT LOAD), within the bounds.
     pub fn keep(&self, body: &Bytes) {
         if body.len() > MAX_SCRIPT_BYTES {
@@ -63,6 +118,14 @@ impl Scripts {
     pub fn clear(&self) {
         if let Ok(mut store) = self.inner.lock() {
             *store = Store::default();
+        }
+    }
+}
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut running) = self.scripts.running.lock() {
+            running.remove(&self.id);
         }
     }
 }

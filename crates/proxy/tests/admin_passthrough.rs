@@ -168,3 +168,41 @@ fn config_set_slowlog_settings_apply_to_orthrus_too() {
     }
     assert_eq!(send(&mut s, &["SLOWLOG", "LEN"]), ":2\r\n");
 }
+
+/// While a script runs past the busy threshold (set through orthrus), PING
+/// answers BUSY as the node would; SCRIPT KILL ends it and PING answers
+/// PONG again.
+#[test]
+fn ping_is_busy_while_a_script_runs_past_the_threshold() {
+    use std::io::Write;
+
+    let cluster = cluster(1, 0);
+    let proxy = Proxy::spawn(
+        &cluster.seeds(),
+        &[],
+        &[("ORTHRUS_ADMIN__PASSTHROUGH", "true")],
+    );
+    proxy.wait_ready(Duration::from_secs(20));
+    let mut s = proxy.stream();
+    assert_eq!(
+        send(&mut s, &["CONFIG", "SET", "busy-reply-threshold", "50"]),
+        "+OK\r\n"
+    );
+    assert_eq!(send(&mut s, &["PING"]), "+PONG\r\n");
+    let mut busy = proxy.stream();
+    busy.write_all(&common::encode(&["EVAL", "while true do end", "0"]))
+        .unwrap();
+    orthrus_devcluster::wait_until(Duration::from_secs(10), "PING says BUSY", || {
+        let reply = send(&mut s, &["PING"]);
+        if reply.starts_with("-BUSY") && reply.contains("SCRIPT KILL") {
+            Ok(())
+        } else {
+            Err(reply)
+        }
+    })
+    .unwrap();
+    assert_eq!(send(&mut s, &["SCRIPT", "KILL"]), "+OK\r\n");
+    let killed = common::reply_text(&mut busy);
+    assert!(killed.contains("killed"), "{killed}");
+    assert_eq!(send(&mut s, &["PING"]), "+PONG\r\n");
+}

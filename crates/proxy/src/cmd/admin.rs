@@ -80,7 +80,7 @@ pub fn dispatch(
     }
     let pending = send(ctx, nodes, req.frame(), proto);
     match slowlog_settings(req) {
-        Some((slower, max_len)) => {
+        Some((slower, max_len, busy)) => {
             let ctx = ctx.clone();
             Pending::Future(Box::pin(async move {
                 let done = match pending {
@@ -89,7 +89,12 @@ pub fn dispatch(
                     Pending::Ready(reply) | Pending::Last(reply) => Done::local(reply),
                 };
                 if done.reply.starts_with(b"+OK") {
-                    ctx.shared.slowlog.set(slower, max_len);
+                    if slower.is_some() || max_len.is_some() {
+                        ctx.shared.slowlog.set(slower, max_len);
+                    }
+                    if let Some(ms) = busy {
+                        ctx.shared.scripts.set_busy_threshold(ms);
+                    }
                 }
                 done
             }))
@@ -98,9 +103,11 @@ pub fn dispatch(
     }
 }
 
-/// The SLOWLOG settings a `CONFIG SET` names: orthrus keeps its own SLOWLOG
-/// (SLOWLOG is answered by orthrus), so it follows them too.
-fn slowlog_settings(req: &Request) -> Option<(Option<i64>, Option<usize>)> {
+/// The settings a `CONFIG SET` names that orthrus follows too: the SLOWLOG
+/// ones (SLOWLOG is answered by orthrus) and the busy-script threshold
+/// (PING is answered by orthrus, `-BUSY` past it).
+#[allow(clippy::type_complexity)]
+fn slowlog_settings(req: &Request) -> Option<(Option<i64>, Option<usize>, Option<u64>)> {
     let is = |i: usize, n: &str| {
         req.arg(i)
             .is_some_and(|a| a.eq_ignore_ascii_case(n.as_bytes()))
@@ -108,12 +115,16 @@ fn slowlog_settings(req: &Request) -> Option<(Option<i64>, Option<usize>)> {
     if !(is(0, "config") && is(1, "set")) {
         return None;
     }
-    let (mut slower, mut max_len) = (None, None);
+    let (mut slower, mut max_len, mut busy) = (None, None, None);
     let mut i = 2;
     while let (Some(key), Some(value)) = (req.arg(i), req.arg(i + 1)) {
         let value = std::str::from_utf8(value).ok();
         if key.eq_ignore_ascii_case(b"slowlog-log-slower-than") {
             slower = value.and_then(|v| v.parse().ok());
+        } else if key.eq_ignore_ascii_case(b"busy-reply-threshold")
+            || key.eq_ignore_ascii_case(b"lua-time-limit")
+        {
+            busy = value.and_then(|v| v.parse().ok());
         } else if key.eq_ignore_ascii_case(b"slowlog-max-len") {
             max_len = value
                 .and_then(|v| v.parse::<usize>().ok())
@@ -121,7 +132,7 @@ fn slowlog_settings(req: &Request) -> Option<(Option<i64>, Option<usize>)> {
         }
         i += 2;
     }
-    (slower.is_some() || max_len.is_some()).then_some((slower, max_len))
+    (slower.is_some() || max_len.is_some() || busy.is_some()).then_some((slower, max_len, busy))
 }
 
 /// MONITOR: every master's stream, pushed to the client (see

@@ -25,7 +25,15 @@ const NOT_INTEGER: &str = "ERR value is not an integer or out of range";
 /// Runs a local command.
 pub fn execute(cmd: Local, req: &Request, client: &mut Client, ctx: &Rc<WorkerCtx>) -> Pending {
     let reply = match cmd {
-        Local::Ping => ping(req, client.proto),
+        Local::Ping => match ctx.shared.scripts.busy() {
+            // A node runs nothing else while a script runs past the busy
+            // threshold: Redis answers PING so, and scripts rely on it.
+            Some(function) => error_reply(&format!(
+                "BUSY Redis is busy running a script. You can only call {} KILL or SHUTDOWN NOSAVE.",
+                if function { "FUNCTION" } else { "SCRIPT" }
+            )),
+            None => ping(req, client.proto),
+        },
         Local::Echo => bulk(req.arg(1).unwrap_or_default()),
         Local::Quit => return Pending::Last(simple("OK")),
         Local::Select => select(req),

@@ -35,24 +35,50 @@ pub fn intercept(
     let name = req.arg(0)?;
     let is = |n: &[u8]| name.eq_ignore_ascii_case(n);
     let scripts = &ctx.shared.scripts;
+    let target = match route {
+        Route::Slot(slot) => Some(Target::Slot(*slot)),
+        Route::AnyNode => Some(Target::Any),
+        _ => None,
+    };
     if is(b"eval") || is(b"eval_ro") {
         scripts.keep(&req.arg_bytes(1)?);
-        return None;
+        return Some(timed(
+            ctx,
+            req.frame().clone(),
+            target?,
+            proto,
+            access,
+            false,
+        ));
     }
     if is(b"evalsha") || is(b"evalsha_ro") {
-        let target = match route {
-            Route::Slot(slot) => Target::Slot(*slot),
-            Route::AnyNode => Target::Any,
-            _ => return None,
+        let Some(body) = scripts.body(req.arg(1)?) else {
+            return Some(timed(
+                ctx,
+                req.frame().clone(),
+                target?,
+                proto,
+                access,
+                false,
+            ));
         };
-        let body = scripts.body(req.arg(1)?)?;
         return Some(evalsha(
             ctx,
             req.frame().clone(),
             body,
-            target,
+            target?,
             proto,
             access,
+        ));
+    }
+    if is(b"fcall") || is(b"fcall_ro") {
+        return Some(timed(
+            ctx,
+            req.frame().clone(),
+            target?,
+            proto,
+            access,
+            true,
         ));
     }
     let sub = req.arg(1)?;
@@ -78,6 +104,24 @@ pub fn intercept(
     None
 }
 
+/// A script or function sent on as usual, noted as running until its reply
+/// (PING answers `-BUSY` while one runs past the busy threshold).
+fn timed(
+    ctx: &Rc<WorkerCtx>,
+    frame: Bytes,
+    target: Target,
+    proto: Protocol,
+    access: Access,
+    function: bool,
+) -> Pending {
+    let sent = forward::forward(&ctx.pool, frame, target, proto, access);
+    let ctx = ctx.clone();
+    Pending::Future(Box::pin(async move {
+        let _running = ctx.shared.scripts.started(function);
+        resolve(&ctx, sent).await
+    }))
+}
+
 /// EVALSHA of a script orthrus holds: on `NOSCRIPT`, SCRIPT LOAD on every
 /// master, then the EVALSHA once more.
 fn evalsha(
@@ -91,6 +135,7 @@ fn evalsha(
     let first = forward::forward(&ctx.pool, frame.clone(), target.clone(), proto, access);
     let ctx = ctx.clone();
     Pending::Future(Box::pin(async move {
+        let _running = ctx.shared.scripts.started(false);
         let done = resolve(&ctx, first).await;
         if !done.reply.starts_with(b"-NOSCRIPT") {
             return done;
