@@ -3,8 +3,8 @@
 //! EVALSHA with `NOSCRIPT`, and answers SCRIPT EXISTS with them.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -23,7 +23,7 @@ pub struct Scripts {
     inner: Mutex<Store>,
     /// Scripts and functions sent and not answered yet: when each was
     /// sent, and whether it is a function.
-    running: Mutex<HashMap<u64, (Instant, bool)>>,
+    running: Arc<Mutex<HashMap<u64, (Instant, bool)>>>,
     next: AtomicU64,
     /// The nodes' `busy-reply-threshold`, as last set through orthrus.
     busy_ms: AtomicU64,
@@ -31,8 +31,8 @@ pub struct Scripts {
 
 /// A script in flight; dropping it (the reply came, or the client left)
 /// takes it off the list.
-pub struct Running<'a> {
-    scripts: &'a Scripts,
+pub struct Running {
+    running: Arc<Mutex<HashMap<u64, (Instant, bool)>>>,
     id: u64,
 }
 
@@ -49,7 +49,7 @@ impl Default for Scripts {
     fn default() -> Self {
         Scripts {
             inner: Mutex::default(),
-            running: Mutex::default(),
+            running: Arc::default(),
             next: AtomicU64::new(0),
             busy_ms: AtomicU64::new(DEFAULT_BUSY_MS),
         }
@@ -58,12 +58,15 @@ impl Default for Scripts {
 
 impl Scripts {
     /// Notes a script (or, with `function`, an FCALL) sent to a node.
-    pub fn started(&self, function: bool) -> Running<'_> {
+    pub fn started(&self, function: bool) -> Running {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         if let Ok(mut running) = self.running.lock() {
             running.insert(id, (Instant::now(), function));
         }
-        Running { scripts: self, id }
+        Running {
+            running: self.running.clone(),
+            id,
+        }
     }
 
     /// Whether a script has run longer than the busy threshold, and if so
@@ -122,9 +125,9 @@ impl Scripts {
     }
 }
 
-impl Drop for Running<'_> {
+impl Drop for Running {
     fn drop(&mut self) {
-        if let Ok(mut running) = self.scripts.running.lock() {
+        if let Ok(mut running) = self.running.lock() {
             running.remove(&self.id);
         }
     }

@@ -114,10 +114,13 @@ fn timed(
     access: Access,
     function: bool,
 ) -> Pending {
+    // From when it is sent: its future is polled only once the client's
+    // earlier replies are in.
+    let running = ctx.shared.scripts.started(function);
     let sent = forward::forward(&ctx.pool, frame, target, proto, access);
     let ctx = ctx.clone();
     Pending::Future(Box::pin(async move {
-        let _running = ctx.shared.scripts.started(function);
+        let _running = running;
         resolve(&ctx, sent).await
     }))
 }
@@ -132,10 +135,11 @@ fn evalsha(
     proto: Protocol,
     access: Access,
 ) -> Pending {
+    let running = ctx.shared.scripts.started(false);
     let first = forward::forward(&ctx.pool, frame.clone(), target.clone(), proto, access);
     let ctx = ctx.clone();
     Pending::Future(Box::pin(async move {
-        let _running = ctx.shared.scripts.started(false);
+        let _running = running;
         let done = resolve(&ctx, first).await;
         if !done.reply.starts_with(b"-NOSCRIPT") {
             return done;
