@@ -656,4 +656,15 @@ fn info_persistence_is_the_masters() {
     let memory: String = redis::cmd("INFO").arg("memory").query(&mut con).unwrap();
     assert!(field(&memory, "used_memory") > largest, "{memory}");
     assert!(field(&memory, "orthrus_used_memory_rss") > 0, "{memory}");
+    let _: String = redis::cmd("SCRIPT")
+        .arg("LOAD")
+        .arg("return 1")
+        .query(&mut con)
+        .unwrap();
+    let memory: String = redis::cmd("INFO").arg("memory").query(&mut con).unwrap();
+    assert_eq!(
+        field(&memory, "number_of_cached_scripts"),
+        1,
+        "loaded on every master, counted once"
+    );
 }

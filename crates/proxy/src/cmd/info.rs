@@ -107,7 +107,8 @@ fn join(parts: &[(&str, String)]) -> String {
 
 /// The masters' fields of `section`, each number combined with `combine`
 /// (the largest for persistence: a save or rewrite in progress anywhere;
-/// the sum for memory), other values the first master's.
+/// the sum for memory, but the largest script count: scripts are loaded on
+/// every master), other values the first master's.
 fn merged(replies: &[bytes::Bytes], section: &str, combine: fn(i64, i64) -> i64) -> String {
     let mut fields: Vec<(String, String)> = Vec::new();
     for reply in replies {
@@ -125,6 +126,12 @@ fn merged(replies: &[bytes::Bytes], section: &str, combine: fn(i64, i64) -> i64)
             match fields.iter_mut().find(|(k, _)| k == key) {
                 Some((_, old)) => {
                     if let (Ok(a), Ok(b)) = (old.parse::<i64>(), value.parse::<i64>()) {
+                        // Scripts are loaded on every master: counted once.
+                        let combine = if key == "number_of_cached_scripts" {
+                            i64::max
+                        } else {
+                            combine
+                        };
                         *old = combine(a, b).to_string();
                     }
                 }
