@@ -631,6 +631,20 @@ fn info_persistence_is_the_masters() {
     let after: String = redis::cmd("INFO").query(&mut con).unwrap();
     assert!(after.contains("aof_enabled:1"), "{after}");
     assert!(after.contains("# Keyspace"), "{after}");
+    // Writes are counted per master: summed.
+    let dirty = |con: &mut redis::Connection| -> i64 {
+        let text: String = redis::cmd("INFO").arg("persistence").query(con).unwrap();
+        text.lines()
+            .find_map(|l| l.strip_prefix("rdb_changes_since_last_save:"))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap()
+    };
+    let before = dirty(&mut con);
+    let keys: Vec<String> = (0..20).map(|i| format!("dirty:{i}")).collect();
+    for k in &keys {
+        let _: () = con.set(k, "1").unwrap();
+    }
+    assert_eq!(dirty(&mut con), before + 20, "every master's writes");
     assert_eq!(after.matches("# Persistence").count(), 1, "{after}");
 
     // Memory: the masters' numbers summed, orthrus's own after them.

@@ -105,6 +105,17 @@ fn join(parts: &[(&str, String)]) -> String {
     texts.join("\r\n")
 }
 
+/// How one field's numbers combine, when not as the section's do: scripts
+/// are loaded on every master (counted once), and writes, saves and
+/// rewrites are counted per master (summed).
+fn combine_field(key: &str, section: fn(i64, i64) -> i64) -> fn(i64, i64) -> i64 {
+    match key {
+        "number_of_cached_scripts" => i64::max,
+        "rdb_changes_since_last_save" | "rdb_saves" | "aof_rewrites" => i64::saturating_add,
+        _ => section,
+    }
+}
+
 /// The masters' fields of `section`, each number combined with `combine`
 /// (the largest for persistence: a save or rewrite in progress anywhere;
 /// the sum for memory, but the largest script count: scripts are loaded on
@@ -126,13 +137,7 @@ fn merged(replies: &[bytes::Bytes], section: &str, combine: fn(i64, i64) -> i64)
             match fields.iter_mut().find(|(k, _)| k == key) {
                 Some((_, old)) => {
                     if let (Ok(a), Ok(b)) = (old.parse::<i64>(), value.parse::<i64>()) {
-                        // Scripts are loaded on every master: counted once.
-                        let combine = if key == "number_of_cached_scripts" {
-                            i64::max
-                        } else {
-                            combine
-                        };
-                        *old = combine(a, b).to_string();
+                        *old = combine_field(key, combine)(a, b).to_string();
                     }
                 }
                 None => fields.push((key.to_owned(), value.to_owned())),
