@@ -231,7 +231,9 @@ fn route_command(info: &Arc<CommandInfo>, req: &Request) -> Route {
         Kind::Scan => Route::Scan,
         Kind::Blocking => match info.slot(req) {
             Ok(Some(slot)) => Route::Blocking(slot),
-            Ok(None) => Route::Reject(Rejection::WrongArity(Arc::clone(info))),
+            // No key (`BZMPOP 1 0 ...`, a numkeys that is not a number):
+            // the node refuses it at once with its own error, never blocks.
+            Ok(None) => Route::AnyNode,
             Err(()) => Route::Reject(Rejection::CrossSlot),
         },
         Kind::Keyed if info.blocks_with_block_option && has_block_option(req) => {
