@@ -206,3 +206,30 @@ fn ping_is_busy_while_a_script_runs_past_the_threshold() {
     assert!(killed.contains("killed"), "{killed}");
     assert_eq!(send(&mut s, &["PING"]), "+PONG\r\n");
 }
+
+/// CONFIG RESETSTAT under passthrough resets the nodes' statistics as well
+/// as orthrus's own.
+#[test]
+fn config_resetstat_reaches_the_nodes() {
+    let cluster = cluster(1, 0);
+    let proxy = Proxy::spawn(
+        &cluster.seeds(),
+        &[],
+        &[("ORTHRUS_ADMIN__PASSTHROUGH", "true")],
+    );
+    proxy.wait_ready(Duration::from_secs(20));
+    let mut s = proxy.stream();
+    assert_eq!(send(&mut s, &["SET", "stat:k", "v"]), "+OK\r\n");
+    let node = cluster.nodes()[0].addr();
+    let mut direct = redis::Client::open(format!("redis://{node}"))
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let stats = |c: &mut redis::Connection| -> String {
+        redis::cmd("INFO").arg("commandstats").query(c).unwrap()
+    };
+    assert!(stats(&mut direct).contains("cmdstat_set:"));
+    assert_eq!(send(&mut s, &["CONFIG", "RESETSTAT"]), "+OK\r\n");
+    let after = stats(&mut direct);
+    assert!(!after.contains("cmdstat_set:"), "{after}");
+}

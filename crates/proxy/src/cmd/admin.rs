@@ -135,6 +135,18 @@ fn slowlog_settings(req: &Request) -> Option<(Option<i64>, Option<usize>, Option
     (slower.is_some() || max_len.is_some() || busy.is_some()).then_some((slower, max_len, busy))
 }
 
+/// Sends `frame` to every node, masters and replicas, merged as the
+/// administrative commands' replies are (CONFIG RESETSTAT under
+/// passthrough, after orthrus reset its own).
+pub fn every_node(ctx: &Rc<WorkerCtx>, frame: &Bytes, proto: Protocol) -> Pending {
+    let map = ctx.shared.slots.load();
+    let nodes: Vec<NodeAddr> = map.nodes().iter().map(|n| n.addr.clone()).collect();
+    if nodes.is_empty() {
+        return Pending::Ready(no_owner(&map));
+    }
+    send(ctx, nodes, frame, proto)
+}
+
 /// MONITOR: every master's stream, pushed to the client (see
 /// `client::monitor`).
 pub fn monitor(ctx: &Rc<WorkerCtx>, client: &mut Client, push: &PushSink) -> Pending {

@@ -76,6 +76,10 @@ pub fn execute(cmd: Local, req: &Request, client: &mut Client, ctx: &Rc<WorkerCt
             shared.latency.reset();
             shared.node_latency.reset();
             shared.commands_seen.reset();
+            if shared.live.load().admin.passthrough {
+                // The nodes' statistics too (LATENCY, commandstats there).
+                return crate::cmd::admin::every_node(ctx, req.frame(), client.proto);
+            }
             simple("OK")
         }
         Local::SlowLog => crate::observe::slowlog::command(&ctx.shared.slowlog, req),
