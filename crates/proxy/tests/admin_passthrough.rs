@@ -233,3 +233,27 @@ fn config_resetstat_reaches_the_nodes() {
     let after = stats(&mut direct);
     assert!(!after.contains("cmdstat_set:"), "{after}");
 }
+
+/// LATENCY HISTOGRAM under passthrough counts every master's calls, as one
+/// server that ran them all would.
+#[test]
+fn latency_histogram_sums_the_masters() {
+    let cluster = cluster(3, 0);
+    let proxy = Proxy::spawn(
+        &cluster.seeds(),
+        &[],
+        &[("ORTHRUS_ADMIN__PASSTHROUGH", "true")],
+    );
+    proxy.wait_ready(Duration::from_secs(20));
+    let mut s = proxy.stream();
+    assert_eq!(send(&mut s, &["CONFIG", "RESETSTAT"]), "+OK\r\n");
+    // Keys on different masters.
+    for key in ["hist:a", "hist:b", "hist:c", "hist:d", "hist:e", "hist:f"] {
+        assert_eq!(send(&mut s, &["SET", key, "v"]), "+OK\r\n");
+    }
+    let histogram = send(&mut s, &["LATENCY", "HISTOGRAM", "set"]);
+    assert!(
+        histogram.starts_with("*2\r\n$3\r\nset\r\n*4\r\n$5\r\ncalls\r\n:6\r\n"),
+        "{histogram}"
+    );
+}
