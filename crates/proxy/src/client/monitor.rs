@@ -91,41 +91,8 @@ async fn stream(addr: NodeAddr, ctx: Rc<WorkerCtx>, push: PushSink, ready: onesh
                 }
                 continue;
             }
-            if !is_orthrus_own(&line) {
-                push.push(line);
-            }
+            push.push(line);
         }
         buf.reserve(4096);
-    }
-}
-
-/// Topology queries orthrus itself sends (a client's CLUSTER SHARDS/SLOTS/
-/// NODES is answered by orthrus and never reaches a node): not shown.
-fn is_orthrus_own(line: &[u8]) -> bool {
-    let Some(at) = line.windows(3).position(|w| w == b"] \"") else {
-        return false;
-    };
-    let command = line.get(at + 2..).unwrap_or_default().to_ascii_lowercase();
-    [
-        &b"\"cluster\" \"shards\""[..],
-        b"\"cluster\" \"slots\"",
-        b"\"cluster\" \"nodes\"",
-    ]
-    .iter()
-    .any(|c| command.starts_with(c))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn orthrus_own_topology_queries_are_not_shown() {
-        assert!(is_orthrus_own(
-            b"+1.2 [0 127.0.0.1:5] \"CLUSTER\" \"SHARDS\"\r\n"
-        ));
-        assert!(!is_orthrus_own(
-            b"+1.2 [0 127.0.0.1:5] \"set\" \"cluster\"\r\n"
-        ));
     }
 }
