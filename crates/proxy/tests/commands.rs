@@ -682,3 +682,54 @@ fn info_persistence_is_the_masters() {
         "loaded on every master, counted once"
     );
 }
+
+/// A busy function: FUNCTION STATS names it (asked of every master over
+/// connections of their own), SCRIPT KILL answers the busy master's BUSY,
+/// FUNCTION KILL stops it.
+#[test]
+fn function_stats_and_kill_reach_the_busy_master() {
+    use std::io::Write;
+
+    let cluster = cluster(3, 0);
+    for node in cluster.nodes() {
+        let mut direct = redis::Client::open(format!("redis://{}", node.addr()))
+            .unwrap()
+            .get_connection()
+            .unwrap();
+        let _: () = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("busy-reply-threshold")
+            .arg(50)
+            .query(&mut direct)
+            .unwrap();
+    }
+    let proxy = Proxy::start(&cluster.seeds(), &[]);
+    let mut con = proxy.client();
+    let lib = "#!lua name=spin\nredis.register_function('spin', function() while true do end end)";
+    let _: String = redis::cmd("FUNCTION")
+        .arg("LOAD")
+        .arg(lib)
+        .query(&mut con)
+        .unwrap();
+    let mut busy = proxy.stream();
+    busy.write_all(&common::encode(&["FCALL", "spin", "1", "fn:k"]))
+        .unwrap();
+    orthrus_devcluster::wait_until(std::time::Duration::from_secs(10), "running_script", || {
+        let stats = common::send(&mut proxy.stream(), &["FUNCTION", "STATS"]);
+        if stats.contains("$4\r\nspin\r\n") {
+            Ok(())
+        } else {
+            Err(stats)
+        }
+    })
+    .unwrap();
+    let err = redis::cmd("SCRIPT")
+        .arg("KILL")
+        .query::<String>(&mut con)
+        .unwrap_err();
+    assert_eq!(err.code(), Some("BUSY"), "{err}");
+    let ok: String = redis::cmd("FUNCTION").arg("KILL").query(&mut con).unwrap();
+    assert_eq!(ok, "OK");
+    let reply = common::reply_text(&mut busy);
+    assert!(reply.contains("killed"), "{reply}");
+}

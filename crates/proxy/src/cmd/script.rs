@@ -91,6 +91,9 @@ pub fn intercept(
         }
         return Some(kill(ctx, req.frame().clone(), proto));
     }
+    if is(b"function") && sub.eq_ignore_ascii_case(b"stats") && req.arg_count() == 2 {
+        return Some(function_stats(ctx, req.frame().clone(), proto));
+    }
     if !is(b"script") {
         return None;
     }
@@ -170,41 +173,83 @@ async fn resolve(ctx: &Rc<WorkerCtx>, sent: Sent) -> Done {
 /// SCRIPT KILL, FUNCTION KILL: to every master, each over a connection of
 /// its own (the shared one to the busy node waits behind the script). The
 /// master running the script answers `+OK`, the others `-NOTBUSY`; the
-/// client gets the `+OK`, else the first master's error.
+/// client gets the `+OK`, else the busy master's error (`-BUSY`: SCRIPT
+/// KILL of a function), else the first master's.
 fn kill(ctx: &Rc<WorkerCtx>, frame: Bytes, proto: Protocol) -> Pending {
-    let masters = ctx.shared.slots.load().masters();
     let ctx = ctx.clone();
     Pending::Future(Box::pin(async move {
-        let timeout = Some(ctx.shared.request_timeout());
-        let asks = masters.iter().map(|addr| {
-            let (ctx, frame) = (ctx.clone(), frame.clone());
-            async move {
-                let mut conn = DedicatedPool::take(&ctx.dedicated, addr, proto)
-                    .await
-                    .map_err(|e| format!("ERR orthrus: cannot reach {addr}: {e}"))?;
-                let reply = conn
-                    .call(&frame, 1, timeout)
-                    .await
-                    .map_err(|e| format!("ERR orthrus: no reply from {addr}: {e}"))?;
-                conn.release();
-                Ok::<Bytes, String>(reply)
-            }
-        });
-        let replies = futures_join_all(asks).await;
-        let mut first_error = None;
-        for r in replies {
-            match r {
-                Ok(reply) if !reply.starts_with(b"-") => return Done::local(reply),
+        let replies = ask_every_master(&ctx, &frame, proto).await;
+        let pick = replies
+            .iter()
+            .find(|r| !r.starts_with(b"-"))
+            .or_else(|| replies.iter().find(|r| !r.starts_with(b"-NOTBUSY")))
+            .or_else(|| replies.first())
+            .cloned();
+        Done::local(pick.unwrap_or_else(|| no_owner(&ctx.shared.slots.load())))
+    }))
+}
+
+/// FUNCTION STATS: every master over connections of their own (a busy one
+/// still answers it, not over its shared connection); the reply of the
+/// master running a script, else the first master's.
+fn function_stats(ctx: &Rc<WorkerCtx>, frame: Bytes, proto: Protocol) -> Pending {
+    let ctx = ctx.clone();
+    Pending::Future(Box::pin(async move {
+        let replies = ask_every_master(&ctx, &frame, proto).await;
+        let limits = orthrus_resp::Limits::for_replies();
+        let running = |reply: &Bytes| {
+            let Ok(Some((value, _))) = orthrus_resp::Value::parse(reply, &limits) else {
+                return false;
+            };
+            let fields: Vec<&orthrus_resp::Value> = match &value {
+                orthrus_resp::Value::Array(a) => a.iter().collect(),
+                orthrus_resp::Value::Map(m) => m.iter().flat_map(|(k, v)| [k, v]).collect(),
+                _ => return false,
+            };
+            fields
+                .chunks_exact(2)
+                .find(|kv| kv.first().and_then(|k| k.as_str()) == Some("running_script"))
+                .and_then(|kv| kv.get(1))
+                .is_some_and(|v| {
+                    !matches!(
+                        v,
+                        orthrus_resp::Value::Null | orthrus_resp::Value::NullArray
+                    )
+                })
+        };
+        let pick = replies
+            .iter()
+            .find(|r| running(r))
+            .or_else(|| replies.first())
+            .cloned();
+        Done::local(pick.unwrap_or_else(|| no_owner(&ctx.shared.slots.load())))
+    }))
+}
+
+/// Sends `frame` to every master over dedicated connections, at once; the
+/// replies (or orthrus's errors) in the masters' order.
+async fn ask_every_master(ctx: &Rc<WorkerCtx>, frame: &Bytes, proto: Protocol) -> Vec<Bytes> {
+    let masters = ctx.shared.slots.load().masters();
+    let timeout = Some(ctx.shared.request_timeout());
+    let asks = masters.iter().map(|addr| {
+        let (ctx, frame) = (ctx.clone(), frame.clone());
+        async move {
+            let mut conn = match DedicatedPool::take(&ctx.dedicated, addr, proto).await {
+                Ok(conn) => conn,
+                Err(e) => {
+                    return forward::error_reply(&format!("ERR orthrus: cannot reach {addr}: {e}"));
+                }
+            };
+            match conn.call(&frame, 1, timeout).await {
                 Ok(reply) => {
-                    first_error.get_or_insert(reply);
+                    conn.release();
+                    reply
                 }
-                Err(msg) => {
-                    first_error.get_or_insert(forward::error_reply(&msg));
-                }
+                Err(e) => forward::error_reply(&format!("ERR orthrus: no reply from {addr}: {e}")),
             }
         }
-        Done::local(first_error.unwrap_or_else(|| no_owner(&ctx.shared.slots.load())))
-    }))
+    });
+    futures_join_all(asks).await
 }
 
 /// Runs `futures` at once on this task; their outputs in order.
