@@ -21,6 +21,8 @@ pub struct Multi {
     pub side: Vec<(usize, Request)>,
     pub slot: Option<Slot>,
     pub aborted: bool,
+    /// A queued command may write (CLIENT PAUSE WRITE holds the EXEC).
+    pub writes: bool,
 }
 
 /// A WATCH in progress: its slot and, once the WATCH reached the node, the
