@@ -25,6 +25,7 @@
 //!   and retries, a small node client, topology discovery.
 //! - `process`: state shared by every worker (`Shared`: settings, slot map,
 //!   command table, counters), read-mostly.
+//! - `scripts`: the Lua script bodies orthrus has seen, by SHA1, bounded.
 //! - `observe`: counters, latency histograms, SLOWLOG, the client registry.
 //! - `route`: the command table and the rules for each command. Pure.
 //! - [`config`]: the configuration struct, its layers (file, environment,
@@ -44,6 +45,7 @@ mod node;
 mod observe;
 mod process;
 mod route;
+mod scripts;
 mod session;
 mod worker;
 

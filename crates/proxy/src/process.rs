@@ -14,10 +14,12 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, Settings, Tls};
 use crate::observe::clients::Registry;
+use crate::observe::commands::CommandStats;
 use crate::observe::latency;
 use crate::observe::slowlog::SlowLog;
 use crate::observe::stats::{OpsMeter, WorkerStats};
 use crate::route::table::CommandTable;
+use crate::scripts::Scripts;
 
 /// The settings a reload applies at once (read from `Shared::live` where
 /// they are used); any other setting that changes needs a restart.
@@ -65,8 +67,12 @@ pub struct Shared {
     pub node_latency: latency::Nodes,
     pub ops: OpsMeter,
     pub slowlog: SlowLog,
+    /// Calls and errors per command (INFO commandstats/errorstats).
+    pub commands_seen: CommandStats,
     /// Every connected client, for CLIENT LIST and CLIENT KILL.
     pub clients: Registry,
+    /// Lua script bodies seen, so EVALSHA works on every master.
+    pub scripts: Scripts,
     pub started: Instant,
     refresh: Notify,
     /// Set while resident memory is over `memory_limit_mb`.
@@ -86,6 +92,7 @@ impl Shared {
             .map(|_| WorkerStats::default())
             .collect();
         let latency = latency::Families::new(settings.threads);
+        let commands_seen = CommandStats::new(settings.threads);
         let slowlog = SlowLog::new(
             settings.raw.slowlog.log_slower_than_us,
             settings.raw.slowlog.max_len,
@@ -103,7 +110,9 @@ impl Shared {
             node_latency: latency::Nodes::default(),
             ops: OpsMeter::default(),
             slowlog,
+            commands_seen,
             clients: Registry::default(),
+            scripts: Scripts::default(),
             started: Instant::now(),
             refresh: Notify::new(),
             over_memory: AtomicBool::new(false),

@@ -85,23 +85,21 @@ fn monitor_streams_every_master() {
     let mut monitor = proxy.stream();
     assert_eq!(send(&mut monitor, &["MONITOR"]), "+OK\r\n");
     let mut other = proxy.stream();
-    // Keys on every master, until the monitor has seen each (its streams
-    // start a moment after its +OK).
+    // Keys on every master, sent right after the +OK: MONITOR answers once
+    // every master streams, so each of them shows.
+    for i in 0..30 {
+        assert_eq!(
+            send(&mut other, &["SET", &format!("mon:{i}"), "v"]),
+            "+OK\r\n"
+        );
+    }
     let deadline = Instant::now() + Duration::from_secs(20);
     let mut seen = HashSet::new();
     monitor
         .set_read_timeout(Some(Duration::from_millis(200)))
         .expect("timeout");
-    let mut round = 0;
     while seen.len() < 30 {
         assert!(Instant::now() < deadline, "seen only {seen:?}");
-        for i in 0..30 {
-            assert_eq!(
-                send(&mut other, &["SET", &format!("mon:{i}"), "v"]),
-                "+OK\r\n"
-            );
-        }
-        round += 1;
         while let Ok(line) = common::read_reply(&mut monitor) {
             let line = String::from_utf8_lossy(&line).into_owned();
             assert!(line.starts_with('+'), "{line}");
@@ -111,7 +109,6 @@ fn monitor_streams_every_master() {
             }
         }
     }
-    assert!(round >= 1);
     // RESET ends monitoring: the connection answers again.
     monitor.set_read_timeout(None).expect("timeout");
     let reset = send(&mut monitor, &["RESET"]);
@@ -127,4 +124,127 @@ fn admin_commands_are_refused_by_default() {
     assert!(refused.contains("administrative commands"), "{refused}");
     assert_ne!(node_config(&cluster.nodes()[0], "maxmemory-samples"), "9");
     assert_eq!(send(&mut s, &["PING"]), "+PONG\r\n");
+}
+
+/// CONFIG SET of the SLOWLOG settings sets orthrus's own SLOWLOG too (SLOWLOG
+/// is answered by orthrus), besides the nodes'.
+#[test]
+fn config_set_slowlog_settings_apply_to_orthrus_too() {
+    let cluster = cluster(1, 0);
+    let proxy = Proxy::spawn(
+        &cluster.seeds(),
+        &[],
+        &[("ORTHRUS_ADMIN__PASSTHROUGH", "true")],
+    );
+    proxy.wait_ready(Duration::from_secs(20));
+    let mut s = proxy.stream();
+    assert_eq!(
+        send(
+            &mut s,
+            &[
+                "CONFIG",
+                "SET",
+                "slowlog-log-slower-than",
+                "0",
+                "slowlog-max-len",
+                "2"
+            ]
+        ),
+        "+OK\r\n"
+    );
+    assert_eq!(node_config(&cluster.nodes()[0], "slowlog-max-len"), "2");
+    assert_eq!(send(&mut s, &["SLOWLOG", "RESET"]), "+OK\r\n");
+    for _ in 0..5 {
+        assert_eq!(send(&mut s, &["SET", "slow:k", "v"]), "+OK\r\n");
+    }
+    assert_eq!(send(&mut s, &["SLOWLOG", "LEN"]), ":2\r\n");
+}
+
+/// While a script runs past the busy threshold (set through orthrus), PING
+/// answers BUSY as the node would; SCRIPT KILL ends it and PING answers
+/// PONG again.
+#[test]
+fn ping_is_busy_while_a_script_runs_past_the_threshold() {
+    use std::io::Write;
+
+    let cluster = cluster(1, 0);
+    let proxy = Proxy::spawn(
+        &cluster.seeds(),
+        &[],
+        &[("ORTHRUS_ADMIN__PASSTHROUGH", "true")],
+    );
+    proxy.wait_ready(Duration::from_secs(20));
+    let mut s = proxy.stream();
+    assert_eq!(
+        send(&mut s, &["CONFIG", "SET", "busy-reply-threshold", "50"]),
+        "+OK\r\n"
+    );
+    assert_eq!(send(&mut s, &["PING"]), "+PONG\r\n");
+    let mut busy = proxy.stream();
+    busy.write_all(&common::encode(&["EVAL", "while true do end", "0"]))
+        .unwrap();
+    orthrus_devcluster::wait_until(Duration::from_secs(10), "PING says BUSY", || {
+        let reply = send(&mut s, &["PING"]);
+        if reply.starts_with("-BUSY") && reply.contains("SCRIPT KILL") {
+            Ok(())
+        } else {
+            Err(reply)
+        }
+    })
+    .unwrap();
+    assert_eq!(send(&mut s, &["SCRIPT", "KILL"]), "+OK\r\n");
+    let killed = common::reply_text(&mut busy);
+    assert!(killed.contains("killed"), "{killed}");
+    assert_eq!(send(&mut s, &["PING"]), "+PONG\r\n");
+}
+
+/// CONFIG RESETSTAT under passthrough resets the nodes' statistics as well
+/// as orthrus's own.
+#[test]
+fn config_resetstat_reaches_the_nodes() {
+    let cluster = cluster(1, 0);
+    let proxy = Proxy::spawn(
+        &cluster.seeds(),
+        &[],
+        &[("ORTHRUS_ADMIN__PASSTHROUGH", "true")],
+    );
+    proxy.wait_ready(Duration::from_secs(20));
+    let mut s = proxy.stream();
+    assert_eq!(send(&mut s, &["SET", "stat:k", "v"]), "+OK\r\n");
+    let node = cluster.nodes()[0].addr();
+    let mut direct = redis::Client::open(format!("redis://{node}"))
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let stats = |c: &mut redis::Connection| -> String {
+        redis::cmd("INFO").arg("commandstats").query(c).unwrap()
+    };
+    assert!(stats(&mut direct).contains("cmdstat_set:"));
+    assert_eq!(send(&mut s, &["CONFIG", "RESETSTAT"]), "+OK\r\n");
+    let after = stats(&mut direct);
+    assert!(!after.contains("cmdstat_set:"), "{after}");
+}
+
+/// LATENCY HISTOGRAM under passthrough counts every master's calls, as one
+/// server that ran them all would.
+#[test]
+fn latency_histogram_sums_the_masters() {
+    let cluster = cluster(3, 0);
+    let proxy = Proxy::spawn(
+        &cluster.seeds(),
+        &[],
+        &[("ORTHRUS_ADMIN__PASSTHROUGH", "true")],
+    );
+    proxy.wait_ready(Duration::from_secs(20));
+    let mut s = proxy.stream();
+    assert_eq!(send(&mut s, &["CONFIG", "RESETSTAT"]), "+OK\r\n");
+    // Keys on different masters.
+    for key in ["hist:a", "hist:b", "hist:c", "hist:d", "hist:e", "hist:f"] {
+        assert_eq!(send(&mut s, &["SET", key, "v"]), "+OK\r\n");
+    }
+    let histogram = send(&mut s, &["LATENCY", "HISTOGRAM", "set"]);
+    assert!(
+        histogram.starts_with("*2\r\n$3\r\nset\r\n*4\r\n$5\r\ncalls\r\n:6\r\n"),
+        "{histogram}"
+    );
 }

@@ -78,3 +78,94 @@ fn pause_write_holds_writes_and_lets_reads_through() {
         "-ERR syntax error\r\n"
     );
 }
+
+/// A client held by CLIENT PAUSE counts in INFO's `blocked_clients`, as in
+/// Redis (scripts wait for it there), until it goes on or leaves.
+#[test]
+fn held_clients_count_as_blocked() {
+    let cluster = cluster(1, 0);
+    let proxy = Proxy::start(&cluster.seeds(), &["--threads", "2"]);
+    let mut admin = proxy.stream();
+    let blocked = |admin: &mut std::net::TcpStream| {
+        let info = send(admin, &["INFO", "clients"]);
+        info.lines()
+            .find_map(|l| l.strip_prefix("blocked_clients:"))
+            .map(|v| v.trim().to_owned())
+            .unwrap()
+    };
+    assert_eq!(
+        send(&mut admin, &["CLIENT", "PAUSE", "20000", "WRITE"]),
+        "+OK\r\n"
+    );
+    let mut held = proxy.stream();
+    held.write_all(&encode(&["SET", "pause:b", "1"])).unwrap();
+    let mut leaving = proxy.stream();
+    leaving
+        .write_all(&encode(&["SET", "pause:c", "1"]))
+        .unwrap();
+    orthrus_devcluster::wait_until(Duration::from_secs(5), "two blocked", || {
+        let n = blocked(&mut admin);
+        if n == "2" { Ok(()) } else { Err(n) }
+    })
+    .unwrap();
+    drop(leaving);
+    orthrus_devcluster::wait_until(Duration::from_secs(5), "one blocked", || {
+        let n = blocked(&mut admin);
+        if n == "1" { Ok(()) } else { Err(n) }
+    })
+    .unwrap();
+    assert_eq!(send(&mut admin, &["CLIENT", "UNPAUSE"]), "+OK\r\n");
+    assert_eq!(reply_text(&mut held), "+OK\r\n");
+    assert_eq!(blocked(&mut admin), "0");
+}
+
+/// CLIENT PAUSE WRITE holds what Redis holds besides writes: commands that
+/// may replicate (PFCOUNT, PUBLISH, EVAL without `no-writes`) and an EXEC
+/// whose queue writes; a script declaring `no-writes` and reads go on.
+#[test]
+fn pause_write_holds_what_may_replicate() {
+    let cluster = cluster(1, 0);
+    let proxy = Proxy::start(&cluster.seeds(), &[]);
+    let mut admin = proxy.stream();
+    let mut tx = proxy.stream();
+    assert_eq!(send(&mut tx, &["MULTI"]), "+OK\r\n");
+    assert_eq!(send(&mut tx, &["SET", "pause:tx", "1"]), "+QUEUED\r\n");
+    assert_eq!(
+        send(&mut admin, &["CLIENT", "PAUSE", "20000", "WRITE"]),
+        "+OK\r\n"
+    );
+    let held = |args: &[&str]| {
+        let mut s = proxy.stream();
+        s.write_all(&encode(args)).expect("send");
+        s.set_read_timeout(Some(Duration::from_millis(300)))
+            .expect("timeout");
+        let mut buf = [0u8; 64];
+        let held = std::io::Read::read(&mut s, &mut buf).is_err();
+        (held, s)
+    };
+    let mut waiting = Vec::new();
+    for args in [
+        &["PFCOUNT", "pause:h"][..],
+        &["PUBLISH", "pause:c", "m"],
+        &["EVAL", "return 1", "0"],
+    ] {
+        let (was_held, s) = held(args);
+        assert!(was_held, "{args:?} went through the pause");
+        waiting.push(s);
+    }
+    let (was_held, _) = held(&["EVAL", "#!lua flags=no-writes\nreturn 1", "0"]);
+    assert!(!was_held, "a no-writes script is not held");
+    let (was_held, _) = held(&["GET", "pause:tx"]);
+    assert!(!was_held, "reads are not held");
+    tx.write_all(&encode(&["EXEC"])).expect("send");
+    tx.set_read_timeout(Some(Duration::from_millis(300)))
+        .expect("timeout");
+    let mut buf = [0u8; 64];
+    assert!(
+        std::io::Read::read(&mut tx, &mut buf).is_err(),
+        "the EXEC of a write was not held"
+    );
+    assert_eq!(send(&mut admin, &["CLIENT", "UNPAUSE"]), "+OK\r\n");
+    tx.set_read_timeout(None).expect("timeout");
+    assert_eq!(reply_text(&mut tx), "*1\r\n+OK\r\n");
+}

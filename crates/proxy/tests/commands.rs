@@ -325,3 +325,411 @@ fn client_registry_and_info_keyspace() {
         .unwrap_or_else(|| panic!("{info}"));
     assert!(line.starts_with("db0:keys=302,expires=1,"), "{line}");
 }
+
+/// A client that kills itself (`SKIPME no`, or the old `addr` form) gets the
+/// reply first and then is closed, as in Redis: also when the CLIENT KILL
+/// comes in a pipeline behind a command still waiting for its node.
+#[test]
+fn client_kill_of_itself_replies_before_closing() {
+    use std::io::{Read, Write};
+
+    let cluster = cluster(1, 0);
+    let proxy = Proxy::start(&cluster.seeds(), &[]);
+    let mut me = proxy.stream();
+    let id = common::send(&mut me, &["CLIENT", "ID"]);
+    let id = id.trim_start_matches(':').trim().to_owned();
+    let mut batch = common::encode(&["SET", "kill:k", "v"]);
+    batch.extend(common::encode(&[
+        "CLIENT", "KILL", "ID", &id, "SKIPME", "no",
+    ]));
+    me.write_all(&batch).unwrap();
+    me.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .unwrap();
+    let mut rest = Vec::new();
+    me.read_to_end(&mut rest).unwrap();
+    assert_eq!(
+        rest, b"+OK\r\n:1\r\n",
+        "both replies, then the connection closes"
+    );
+
+    let mut me = proxy.stream();
+    let addr = me.local_addr().unwrap().to_string();
+    let mut batch = common::encode(&["SET", "kill:k", "v"]);
+    batch.extend(common::encode(&["CLIENT", "KILL", &addr]));
+    me.write_all(&batch).unwrap();
+    me.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .unwrap();
+    let mut rest = Vec::new();
+    me.read_to_end(&mut rest).unwrap();
+    assert_eq!(rest, b"+OK\r\n+OK\r\n");
+}
+
+/// A script run with EVAL on one master is cached there only; orthrus
+/// keeps its body, so an EVALSHA for a key on another master (which
+/// answers NOSCRIPT) loads it there and runs, and SCRIPT EXISTS says 1.
+/// SCRIPT FLUSH makes orthrus forget it too.
+#[test]
+fn evalsha_runs_on_every_master_after_eval_on_one() {
+    let cluster = cluster(3, 0);
+    let proxy = Proxy::start(&cluster.seeds(), &[]);
+    let mut con = proxy.client();
+    let body = "return redis.call('get', KEYS[1])";
+    let first = "script:a";
+    let other = (0..1000)
+        .map(|i| format!("script:{i}"))
+        .find(|k| {
+            common::owner_of(&cluster, k.as_bytes()) != common::owner_of(&cluster, first.as_bytes())
+        })
+        .unwrap();
+    let _: () = con.set(first, "1").unwrap();
+    let _: () = con.set(&other, "2").unwrap();
+    let v: String = redis::cmd("EVAL")
+        .arg(body)
+        .arg(1)
+        .arg(first)
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(v, "1");
+    let sha = "4e6d8fc8bb01276962cce5371fa795a7763657ae";
+    // The node that ran it names it: check orthrus's SHA1 is the same.
+    let node = cluster.nodes()[common::owner_of(&cluster, first.as_bytes())].addr();
+    let mut direct = redis::Client::open(format!("redis://{node}"))
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let real: Vec<i64> = redis::cmd("SCRIPT")
+        .arg("EXISTS")
+        .arg(sha)
+        .query(&mut direct)
+        .unwrap();
+    assert_eq!(real, vec![1], "the SHA1 of {body}");
+
+    let exists: Vec<i64> = redis::cmd("SCRIPT")
+        .arg("EXISTS")
+        .arg(sha)
+        .arg("0000")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(exists, vec![1, 0]);
+    let v: String = redis::cmd("EVALSHA")
+        .arg(sha)
+        .arg(1)
+        .arg(&other)
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(v, "2", "loaded on the other master and run there");
+
+    let _: () = redis::cmd("SCRIPT").arg("FLUSH").query(&mut con).unwrap();
+    let exists: Vec<i64> = redis::cmd("SCRIPT")
+        .arg("EXISTS")
+        .arg(sha)
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(exists, vec![0]);
+    let err = redis::cmd("EVALSHA")
+        .arg(sha)
+        .arg(1)
+        .arg(&other)
+        .query::<String>(&mut con)
+        .unwrap_err();
+    assert_eq!(err.code(), Some("NOSCRIPT"), "{err}");
+}
+
+/// SCRIPT KILL reaches the master running a busy script (over its own
+/// connection: the shared one waits behind the script) and answers +OK;
+/// with nothing running, the masters' NOTBUSY.
+#[test]
+fn script_kill_stops_a_busy_script_on_its_master() {
+    use std::io::Write;
+
+    let cluster = cluster(3, 0);
+    for node in cluster.nodes() {
+        let mut direct = redis::Client::open(format!("redis://{}", node.addr()))
+            .unwrap()
+            .get_connection()
+            .unwrap();
+        let _: () = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("busy-reply-threshold")
+            .arg(50)
+            .query(&mut direct)
+            .unwrap();
+    }
+    let proxy = Proxy::start(&cluster.seeds(), &[]);
+    let mut con = proxy.client();
+    let err = redis::cmd("SCRIPT")
+        .arg("KILL")
+        .query::<String>(&mut con)
+        .unwrap_err();
+    assert_eq!(err.code(), Some("NOTBUSY"), "{err}");
+
+    let mut busy = proxy.stream();
+    busy.write_all(&common::encode(&[
+        "EVAL",
+        "while true do end",
+        "1",
+        "kill:k",
+    ]))
+    .unwrap();
+    orthrus_devcluster::wait_until(std::time::Duration::from_secs(10), "script killed", || {
+        match redis::cmd("SCRIPT").arg("KILL").query::<String>(&mut con) {
+            Ok(ok) if ok == "OK" => Ok(()),
+            Ok(other) => Err(other),
+            Err(e) => Err(e.to_string()),
+        }
+    })
+    .unwrap();
+    let reply = common::reply_text(&mut busy);
+    assert!(reply.contains("killed"), "{reply}");
+    let v: Option<String> = con.get("kill:k").unwrap();
+    assert_eq!(v, None, "the master serves again");
+}
+
+/// INFO commandstats and errorstats count what clients sent through
+/// orthrus (a failed call, a refused one), CONFIG RESETSTAT clears them,
+/// and INFO has Redis's cpu and memory sections (orthrus's own figures).
+#[test]
+fn info_commandstats_and_errorstats_as_orthrus_sees_them() {
+    let cluster = cluster(1, 0);
+    let proxy = Proxy::start(&cluster.seeds(), &[]);
+    let mut con = proxy.client();
+    let info = |con: &mut redis::Connection, section: &str| -> String {
+        redis::cmd("INFO").arg(section).query(con).unwrap()
+    };
+    let _: () = con.set("stats:k", "1").unwrap();
+    let _: () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query(&mut con)
+        .unwrap();
+    let _: () = con.set("stats:k", "1").unwrap();
+    let err = redis::cmd("GEOADD")
+        .arg("stats:k")
+        .arg(0)
+        .arg(0)
+        .arg("m")
+        .query::<i64>(&mut con)
+        .unwrap_err();
+    assert_eq!(err.code(), Some("WRONGTYPE"));
+    let _ = redis::cmd("SYNC").query::<String>(&mut con).unwrap_err();
+
+    let stats = info(&mut con, "commandstats");
+    assert!(stats.contains("cmdstat_set:calls=1,"), "{stats}");
+    assert!(
+        stats.contains("cmdstat_geoadd:calls=1,")
+            && stats.contains("rejected_calls=0,failed_calls=1"),
+        "{stats}"
+    );
+    assert!(
+        stats.contains(
+            "cmdstat_sync:calls=0,usec=0,usec_per_call=0.00,rejected_calls=1,failed_calls=0"
+        ),
+        "{stats}"
+    );
+    assert!(!stats.contains("cmdstat_zadd"), "{stats}");
+    let errors = info(&mut con, "errorstats");
+    assert!(errors.contains("errorstat_WRONGTYPE:count=1"), "{errors}");
+    assert!(errors.contains("errorstat_ERR:count=1"), "{errors}");
+    let default: String = redis::cmd("INFO").query(&mut con).unwrap();
+    assert!(
+        default.contains("used_cpu_user:") && default.contains("used_memory:"),
+        "{default}"
+    );
+    assert!(
+        !default.contains("rejected_calls"),
+        "commandstats is not a default section"
+    );
+    assert!(default.contains("redis_git_sha1:00000000\r\n"), "{default}");
+}
+
+/// CLIENT LIST/INFO as Redis 7.0 prints them for the asking client
+/// (`cmd=client|list`, `qbuf` its request), CLIENT LIST ID/TYPE filters,
+/// and CLIENT KILL's argument errors.
+#[test]
+fn client_list_filters_and_the_callers_own_line() {
+    let cluster = cluster(1, 0);
+    let proxy = Proxy::start(&cluster.seeds(), &[]);
+    let mut con = proxy.client();
+    let mut other = proxy.client();
+    let my_id: i64 = redis::cmd("CLIENT").arg("ID").query(&mut con).unwrap();
+    let _: i64 = redis::cmd("CLIENT").arg("ID").query(&mut other).unwrap();
+
+    let all: String = redis::cmd("CLIENT").arg("LIST").query(&mut con).unwrap();
+    assert_eq!(all.lines().count(), 2, "{all}");
+    let mine = all
+        .lines()
+        .find(|l| l.starts_with(&format!("id={my_id} ")))
+        .unwrap();
+    assert!(
+        mine.contains(" qbuf=26 ") && mine.contains(" cmd=client|list "),
+        "{mine}"
+    );
+    let listed: String = redis::cmd("CLIENT")
+        .arg("LIST")
+        .arg("ID")
+        .arg(my_id)
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(listed.lines().count(), 1, "{listed}");
+    assert!(listed.starts_with(&format!("id={my_id} ")), "{listed}");
+    let pubsub: String = redis::cmd("CLIENT")
+        .arg("LIST")
+        .arg("TYPE")
+        .arg("pubsub")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(pubsub, "");
+    let normal: String = redis::cmd("CLIENT")
+        .arg("LIST")
+        .arg("TYPE")
+        .arg("normal")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(normal.lines().count(), 2, "{normal}");
+    let info: String = redis::cmd("CLIENT").arg("INFO").query(&mut con).unwrap();
+    assert!(info.contains(" cmd=client|info "), "{info}");
+
+    let err = |args: &[&str], con: &mut redis::Connection| {
+        redis::cmd("CLIENT")
+            .arg(args)
+            .query::<redis::Value>(con)
+            .unwrap_err()
+            .to_string()
+    };
+    assert!(
+        err(&["KILL"], &mut con).contains("wrong number of arguments for 'client|kill' command")
+    );
+    assert!(err(&["KILL", "TYPE", "wrong"], &mut con).contains("Unknown client type"));
+    assert!(err(&["KILL", "USER", "wrong"], &mut con).contains("No such user"));
+    assert!(err(&["KILL", "ID", "0"], &mut con).contains("greater than 0"));
+    assert!(err(&["LIST", "TYPE", "wrong"], &mut con).contains("Unknown client type"));
+}
+
+/// INFO persistence is the masters': a field that is a number is the
+/// largest of theirs, so a save, an AOF rewrite or AOF itself on any master
+/// shows (scripts wait for `aof_rewrite_in_progress:0` this way).
+#[test]
+fn info_persistence_is_the_masters() {
+    let cluster = cluster(2, 0);
+    let proxy = Proxy::start(&cluster.seeds(), &[]);
+    let mut con = proxy.client();
+    let before: String = redis::cmd("INFO")
+        .arg("persistence")
+        .query(&mut con)
+        .unwrap();
+    assert!(before.contains("aof_enabled:0"), "{before}");
+    let node = cluster.nodes()[1].addr();
+    let mut direct = redis::Client::open(format!("redis://{node}"))
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("appendonly")
+        .arg("yes")
+        .query(&mut direct)
+        .unwrap();
+    let after: String = redis::cmd("INFO").query(&mut con).unwrap();
+    assert!(after.contains("aof_enabled:1"), "{after}");
+    assert!(after.contains("# Keyspace"), "{after}");
+    // Writes are counted per master: summed.
+    let dirty = |con: &mut redis::Connection| -> i64 {
+        let text: String = redis::cmd("INFO").arg("persistence").query(con).unwrap();
+        text.lines()
+            .find_map(|l| l.strip_prefix("rdb_changes_since_last_save:"))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap()
+    };
+    let before = dirty(&mut con);
+    let keys: Vec<String> = (0..20).map(|i| format!("dirty:{i}")).collect();
+    for k in &keys {
+        let _: () = con.set(k, "1").unwrap();
+    }
+    assert_eq!(dirty(&mut con), before + 20, "every master's writes");
+    assert_eq!(after.matches("# Persistence").count(), 1, "{after}");
+
+    // Memory: the masters' numbers summed, orthrus's own after them.
+    let field = |text: &str, name: &str| -> i64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(&format!("{name}:")))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in {text}"))
+    };
+    let largest = cluster
+        .nodes()
+        .iter()
+        .map(|n| {
+            let mut c = redis::Client::open(format!("redis://{}", n.addr()))
+                .unwrap()
+                .get_connection()
+                .unwrap();
+            let text: String = redis::cmd("INFO").arg("memory").query(&mut c).unwrap();
+            field(&text, "used_memory")
+        })
+        .max()
+        .unwrap();
+    let memory: String = redis::cmd("INFO").arg("memory").query(&mut con).unwrap();
+    assert!(field(&memory, "used_memory") > largest, "{memory}");
+    assert!(field(&memory, "orthrus_used_memory_rss") > 0, "{memory}");
+    let _: String = redis::cmd("SCRIPT")
+        .arg("LOAD")
+        .arg("return 1")
+        .query(&mut con)
+        .unwrap();
+    let memory: String = redis::cmd("INFO").arg("memory").query(&mut con).unwrap();
+    assert_eq!(
+        field(&memory, "number_of_cached_scripts"),
+        1,
+        "loaded on every master, counted once"
+    );
+}
+
+/// A busy function: FUNCTION STATS names it (asked of every master over
+/// connections of their own), SCRIPT KILL answers the busy master's BUSY,
+/// FUNCTION KILL stops it.
+#[test]
+fn function_stats_and_kill_reach_the_busy_master() {
+    use std::io::Write;
+
+    let cluster = cluster(3, 0);
+    for node in cluster.nodes() {
+        let mut direct = redis::Client::open(format!("redis://{}", node.addr()))
+            .unwrap()
+            .get_connection()
+            .unwrap();
+        let _: () = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("busy-reply-threshold")
+            .arg(50)
+            .query(&mut direct)
+            .unwrap();
+    }
+    let proxy = Proxy::start(&cluster.seeds(), &[]);
+    let mut con = proxy.client();
+    let lib = "#!lua name=spin\nredis.register_function('spin', function() while true do end end)";
+    let _: String = redis::cmd("FUNCTION")
+        .arg("LOAD")
+        .arg(lib)
+        .query(&mut con)
+        .unwrap();
+    let mut busy = proxy.stream();
+    busy.write_all(&common::encode(&["FCALL", "spin", "1", "fn:k"]))
+        .unwrap();
+    orthrus_devcluster::wait_until(std::time::Duration::from_secs(10), "running_script", || {
+        let stats = common::send(&mut proxy.stream(), &["FUNCTION", "STATS"]);
+        if stats.contains("$4\r\nspin\r\n") {
+            Ok(())
+        } else {
+            Err(stats)
+        }
+    })
+    .unwrap();
+    let err = redis::cmd("SCRIPT")
+        .arg("KILL")
+        .query::<String>(&mut con)
+        .unwrap_err();
+    assert_eq!(err.code(), Some("BUSY"), "{err}");
+    let ok: String = redis::cmd("FUNCTION").arg("KILL").query(&mut con).unwrap();
+    assert_eq!(ok, "OK");
+    let reply = common::reply_text(&mut busy);
+    assert!(reply.contains("killed"), "{reply}");
+}

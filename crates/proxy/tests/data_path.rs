@@ -195,3 +195,31 @@ fn a_deeply_nested_reply_passes_and_the_shared_connection_survives() {
     assert_eq!(common::send(&mut caller, &["GET", "deep:k"]), "$1\r\nv\r\n");
     assert_eq!(proxy.info_field("orthrus_backend_errors"), 0);
 }
+
+/// A RESP3 big number that is not digits (a Lua `big_number` with CR/LF in
+/// it, which Redis sends as `(123  123`) is passed on as the node framed it,
+/// and the shared RESP3 connection stays up for the other clients on it.
+#[test]
+fn a_big_number_that_is_not_digits_passes() {
+    let cluster = cluster(1, 0);
+    let proxy = Proxy::start(&cluster.seeds(), &["--threads", "1"]);
+    let mut caller = proxy.stream();
+    let mut other = proxy.stream();
+    for s in [&mut caller, &mut other] {
+        let hello = common::send(s, &["HELLO", "3"]);
+        assert!(hello.starts_with('%'), "{hello}");
+    }
+    caller
+        .write_all(&encode(&[
+            "EVAL",
+            "return {big_number='123\\r\\n123'}",
+            "0",
+        ]))
+        .expect("send");
+    other
+        .write_all(&encode(&["SET", "big:k", "v"]))
+        .expect("send");
+    assert_eq!(common::reply_text(&mut caller), "(123  123\r\n");
+    assert_eq!(common::reply_text(&mut other), "+OK\r\n");
+    assert_eq!(proxy.info_field("orthrus_backend_errors"), 0);
+}

@@ -230,3 +230,78 @@ fn unsubscribe_takes_effect_at_once_and_a_self_kill_is_answered() {
     let mut rest = [0u8; 16];
     assert_eq!(me.read(&mut rest).expect("closed, not reset"), 0);
 }
+
+/// Keyspace notifications come from the node that owns the key, and no
+/// node broadcasts them: a PSUBSCRIBE that can match them reaches every
+/// master, and only the notifications of the other masters are relayed
+/// (a PUBLISHed message still arrives once).
+#[test]
+fn keyspace_notifications_from_every_master() {
+    use std::io::Write;
+
+    let cluster = cluster(3, 0);
+    for node in cluster.nodes() {
+        let mut c = redis::Client::open(format!("redis://{}", node.addr()))
+            .unwrap()
+            .get_connection()
+            .unwrap();
+        let _: () = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("notify-keyspace-events")
+            .arg("KA")
+            .query(&mut c)
+            .unwrap();
+    }
+    let proxy = Proxy::start(&cluster.seeds(), &[]);
+    let mut sub = proxy.stream();
+    sub.write_all(&common::encode(&["PSUBSCRIBE", "*"]))
+        .unwrap();
+    assert_eq!(
+        common::reply_text(&mut sub),
+        "*3\r\n$10\r\npsubscribe\r\n$1\r\n*\r\n:1\r\n"
+    );
+    // A key on each master.
+    let mut keys = Vec::new();
+    for i in 0.. {
+        let key = format!("ks:{i}");
+        let owner = common::owner_of(&cluster, key.as_bytes());
+        if !keys.iter().any(|(_, o)| *o == owner) {
+            keys.push((key, owner));
+        }
+        if keys.len() == 3 {
+            break;
+        }
+    }
+    let mut other = proxy.stream();
+    // The other masters' subscriptions are made as the PSUBSCRIBE is sent:
+    // wait until a write on each is seen.
+    let mut seen = std::collections::HashSet::new();
+    sub.set_read_timeout(Some(std::time::Duration::from_millis(300)))
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while seen.len() < 3 {
+        assert!(std::time::Instant::now() < deadline, "seen {seen:?}");
+        for (key, _) in &keys {
+            assert_eq!(common::send(&mut other, &["SET", key, "v"]), "+OK\r\n");
+        }
+        while let Ok(frame) = common::read_reply(&mut sub) {
+            let text = String::from_utf8_lossy(&frame).into_owned();
+            for (key, _) in &keys {
+                if text.contains(&format!("__keyspace@0__:{key}\r\n")) {
+                    seen.insert(key.clone());
+                }
+            }
+        }
+    }
+    assert_eq!(
+        common::send(&mut other, &["PUBLISH", "plain", "hi"]),
+        ":1\r\n"
+    );
+    let mut messages = 0;
+    while let Ok(frame) = common::read_reply(&mut sub) {
+        if String::from_utf8_lossy(&frame).contains("$5\r\nplain\r\n$2\r\nhi\r\n") {
+            messages += 1;
+        }
+    }
+    assert_eq!(messages, 1, "a PUBLISHed message arrives once");
+}

@@ -98,3 +98,51 @@ fn transactions() {
     assert_eq!(send(&mut s, &["EXEC"]), "*1\r\n:102\r\n");
     assert_eq!(send(&mut s, &["GET", "{acct}a"]), "$3\r\n102\r\n");
 }
+
+/// Commands Redis allows inside MULTI that orthrus runs itself (FLUSHALL,
+/// and with `admin.passthrough` CONFIG SET) are queued and run at EXEC in
+/// their place: a SET before FLUSHALL is flushed, one after it stays, and
+/// a failing CONFIG SET is an error inside the EXEC array. A WATCH whose
+/// key changed makes EXEC nil and runs nothing.
+#[test]
+fn fan_out_and_admin_commands_inside_multi_run_at_exec() {
+    let cluster = cluster(3, 0);
+    let proxy = Proxy::spawn(
+        &cluster.seeds(),
+        &[],
+        &[("ORTHRUS_ADMIN__PASSTHROUGH", "true")],
+    );
+    proxy.wait_ready(std::time::Duration::from_secs(10));
+    let mut s = proxy.stream();
+    assert_eq!(send(&mut s, &["MULTI"]), "+OK\r\n");
+    assert_eq!(send(&mut s, &["SET", "{m}a", "1"]), "+QUEUED\r\n");
+    assert_eq!(send(&mut s, &["FLUSHALL"]), "+QUEUED\r\n");
+    assert_eq!(send(&mut s, &["SET", "{m}b", "2"]), "+QUEUED\r\n");
+    assert_eq!(
+        send(&mut s, &["CONFIG", "SET", "maxmemory", "bla"]),
+        "+QUEUED\r\n"
+    );
+    let exec = send(&mut s, &["EXEC"]);
+    assert!(
+        exec.starts_with("*4\r\n+OK\r\n+OK\r\n+OK\r\n-ERR CONFIG SET failed"),
+        "{exec}"
+    );
+    assert_eq!(
+        send(&mut s, &["GET", "{m}a"]),
+        "$-1\r\n",
+        "flushed after it was set"
+    );
+    assert_eq!(send(&mut s, &["GET", "{m}b"]), "$1\r\n2\r\n");
+
+    let mut other = proxy.stream();
+    assert_eq!(send(&mut s, &["WATCH", "{m}b"]), "+OK\r\n");
+    assert_eq!(send(&mut other, &["SET", "{m}b", "3"]), "+OK\r\n");
+    assert_eq!(send(&mut s, &["MULTI"]), "+OK\r\n");
+    assert_eq!(send(&mut s, &["FLUSHALL"]), "+QUEUED\r\n");
+    assert_eq!(
+        send(&mut s, &["EXEC"]),
+        "*-1\r\n",
+        "the watched key changed"
+    );
+    assert_eq!(send(&mut s, &["GET", "{m}b"]), "$1\r\n3\r\n", "nothing ran");
+}

@@ -51,12 +51,6 @@ pub(crate) fn parse_len(s: &[u8]) -> Option<u64> {
     Some(acc)
 }
 
-/// A RESP3 big number: an optional `-` and at least one digit.
-pub(crate) fn is_big_number(s: &[u8]) -> bool {
-    let digits = s.strip_prefix(b"-").unwrap_or(s);
-    !digits.is_empty() && digits.iter().all(u8::is_ascii_digit)
-}
-
 /// A RESP3 double, as Rust reads it (`inf`, `-inf`, `nan` included).
 pub(crate) fn parse_double(s: &[u8]) -> Option<f64> {
     std::str::from_utf8(s).ok()?.parse().ok()
@@ -107,12 +101,7 @@ mod tests {
     }
 
     #[test]
-    fn big_numbers_and_doubles() {
-        assert!(is_big_number(b"123456789012345678901234567890"));
-        assert!(is_big_number(b"-1"));
-        assert!(!is_big_number(b"-"));
-        assert!(!is_big_number(b""));
-        assert!(!is_big_number(b"1.5"));
+    fn doubles() {
         assert_eq!(parse_double(b"1.5"), Some(1.5));
         assert_eq!(parse_double(b"-inf"), Some(f64::NEG_INFINITY));
         assert!(parse_double(b"nan").is_some_and(f64::is_nan));

@@ -9,6 +9,7 @@ use bytes::BytesMut;
 use orthrus_cluster::NodeAddr;
 use orthrus_resp::{Protocol, ReplyScanner};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::oneshot;
 use tokio::task::AbortHandle;
 
 use crate::client::PushSink;
@@ -24,15 +25,23 @@ pub struct Monitor {
 }
 
 impl Monitor {
-    /// Starts streaming what every one of `masters` runs to `push`.
-    pub fn start(ctx: &Rc<WorkerCtx>, masters: Vec<NodeAddr>, push: &PushSink) -> Monitor {
-        let streams = masters
+    /// Starts streaming what every one of `masters` runs to `push`. The
+    /// receivers fire as each master confirms (or fails): the client's +OK
+    /// waits for them, so that what it sends next is seen.
+    pub fn start(
+        ctx: &Rc<WorkerCtx>,
+        masters: Vec<NodeAddr>,
+        push: &PushSink,
+    ) -> (Monitor, Vec<oneshot::Receiver<()>>) {
+        let (streams, ready) = masters
             .into_iter()
             .map(|addr| {
-                tokio::task::spawn_local(stream(addr, ctx.clone(), push.clone())).abort_handle()
+                let (tx, rx) = oneshot::channel();
+                let task = stream(addr, ctx.clone(), push.clone(), tx);
+                (tokio::task::spawn_local(task).abort_handle(), rx)
             })
-            .collect();
-        Monitor { streams }
+            .unzip();
+        (Monitor { streams }, ready)
     }
 }
 
@@ -45,7 +54,8 @@ impl Drop for Monitor {
 }
 
 /// One node's MONITOR stream, until it fails or is aborted.
-async fn stream(addr: NodeAddr, ctx: Rc<WorkerCtx>, push: PushSink) {
+async fn stream(addr: NodeAddr, ctx: Rc<WorkerCtx>, push: PushSink, ready: oneshot::Sender<()>) {
+    let mut ready = Some(ready);
     let mut stream = match conn::connect(&addr, Protocol::Resp2, &ctx.shared).await {
         Ok(s) => s,
         Err(e) => {
@@ -74,8 +84,11 @@ async fn stream(addr: NodeAddr, ctx: Rc<WorkerCtx>, push: PushSink) {
         while let Ok(Some(n)) = scanner.scan(&buf) {
             let line = buf.split_to(n).freeze();
             if !confirmed {
-                // The node's own +OK: the client got orthrus's.
+                // The node's own +OK: orthrus's goes to the client.
                 confirmed = true;
+                if let Some(tx) = ready.take() {
+                    let _ = tx.send(());
+                }
                 continue;
             }
             push.push(line);

@@ -55,6 +55,8 @@ struct Inner {
     push: PushSink,
     classic: Option<SubConn>,
     shards: HashMap<NodeAddr, SubConn>,
+    /// Every other master's connection for keyspace notifications.
+    notify: HashMap<NodeAddr, SubConn>,
     /// Shard channels to subscribe again without telling the client.
     resubscribing: HashSet<Bytes>,
     /// Shard channels the client asked to leave.
@@ -78,6 +80,9 @@ struct SubConn {
 enum Kind {
     Classic,
     Shard,
+    /// The same (P)SUBSCRIBEs on another master, for its keyspace
+    /// notifications only (each node sends its own; PUBLISH is broadcast).
+    Notify,
 }
 
 impl Kind {
@@ -86,6 +91,7 @@ impl Kind {
         match self {
             Kind::Classic => "subscribe",
             Kind::Shard => "ssubscribe",
+            Kind::Notify => "keyspace notifications",
         }
     }
 }
@@ -104,6 +110,7 @@ impl PubSub {
                 push,
                 classic: None,
                 shards: HashMap::new(),
+                notify: HashMap::new(),
                 resubscribing: HashSet::new(),
                 leaving: HashSet::new(),
                 waiter: None,
@@ -226,12 +233,18 @@ impl Inner {
             "subscribe" | "psubscribe" => match Inner::conn(this, Kind::Classic, None) {
                 Ok(tx) => {
                     this.borrow_mut().expect(args.len());
+                    if wants_notifications(name, &args) {
+                        Inner::notify_all(this, &frame);
+                    }
                     queue(&tx, frame)
                 }
                 Err(e) => e,
             },
             "unsubscribe" | "punsubscribe" => {
                 let mut inner = this.borrow_mut();
+                for c in inner.notify.values() {
+                    let _ = c.tx.send(frame.clone());
+                }
                 let held = inner.classic.as_ref().map(|c| {
                     let names = if name == "unsubscribe" {
                         &c.channels
@@ -304,7 +317,8 @@ impl Inner {
         let existing = match (kind, addr) {
             (Kind::Classic, _) => inner.classic.as_ref().map(|c| c.tx.clone()),
             (Kind::Shard, Some(a)) => inner.shards.get(a).map(|c| c.tx.clone()),
-            (Kind::Shard, None) => None,
+            (Kind::Notify, Some(a)) => inner.notify.get(a).map(|c| c.tx.clone()),
+            (Kind::Shard | Kind::Notify, None) => None,
         };
         if let Some(tx) = existing {
             return Ok(tx);
@@ -331,11 +345,29 @@ impl Inner {
             Kind::Shard => {
                 inner.shards.insert(addr.clone(), conn);
             }
+            Kind::Notify => {
+                inner.notify.insert(addr.clone(), conn);
+            }
         }
         let ctx = inner.ctx.clone();
         let proto = inner.proto;
         tokio::task::spawn_local(run(Rc::downgrade(this), kind, addr, proto, ctx, rx));
         Ok(tx)
+    }
+
+    /// Sends a (P)SUBSCRIBE that may match keyspace notifications to every
+    /// master but the one the classic connection is on.
+    fn notify_all(this: &Rc<RefCell<Inner>>, frame: &Bytes) {
+        let map = this.borrow().ctx.shared.slots.load_full();
+        let classic = map.master(CLASSIC_SLOT).cloned();
+        for addr in map.masters() {
+            if Some(&addr) == classic.as_ref() {
+                continue;
+            }
+            if let Ok(tx) = Inner::conn(this, Kind::Notify, Some(&addr)) {
+                let _ = tx.send(frame.clone());
+            }
+        }
     }
 
     /// What Redis answers to an UNSUBSCRIBE with nothing subscribed.
@@ -374,6 +406,23 @@ impl Inner {
             .and_then(Value::as_str)
             .unwrap_or_default()
             .to_ascii_lowercase();
+        if kind == Kind::Notify {
+            // Only this node's keyspace notifications: its confirmations
+            // are orthrus's business, its PUBLISHed messages came through
+            // the classic connection already.
+            let channel = match what.as_str() {
+                "message" => parts.get(1),
+                "pmessage" => parts.get(2),
+                _ => None,
+            };
+            if channel
+                .and_then(Value::as_bytes)
+                .is_some_and(is_notification)
+            {
+                inner.push.push(frame);
+            }
+            return;
+        }
         let channel = parts
             .get(1)
             .and_then(Value::as_bytes)
@@ -382,6 +431,7 @@ impl Inner {
         let conn = match kind {
             Kind::Classic => inner.classic.as_mut(),
             Kind::Shard => inner.shards.get_mut(addr),
+            Kind::Notify => inner.notify.get_mut(addr),
         };
         let Some(conn) = conn else { return };
         if let Some(n) = count {
@@ -481,10 +531,13 @@ impl Inner {
             match kind {
                 Kind::Classic => inner.classic.take(),
                 Kind::Shard => inner.shards.remove(addr),
+                // Not subscribed again: that node's notifications stop.
+                Kind::Notify => inner.notify.remove(addr).and(None),
             }
         };
         let Some(conn) = conn else { return };
         match kind {
+            Kind::Notify => {}
             Kind::Shard => {
                 Inner::resubscribe_later(this, conn.channels.into_iter().collect(), false)
             }
@@ -517,6 +570,23 @@ fn queue(tx: &mpsc::UnboundedSender<Bytes>, frame: Bytes) -> Bytes {
         Ok(()) => Bytes::new(),
         Err(_) => error_reply("ERR orthrus: the subscription connection closed; try again"),
     }
+}
+
+/// Whether a (P)SUBSCRIBE may match keyspace notification channels
+/// (`__keyspace@0__:key`, `__keyevent@0__:event`), which each node sends
+/// only to its own subscribers.
+fn wants_notifications(name: &str, args: &[Bytes]) -> bool {
+    args.iter().any(|a| {
+        if name == "psubscribe" {
+            matches!(a.first(), Some(b'_' | b'*' | b'?' | b'['))
+        } else {
+            is_notification(a)
+        }
+    })
+}
+
+fn is_notification(channel: &[u8]) -> bool {
+    channel.starts_with(b"__keyspace@") || channel.starts_with(b"__keyevent@")
 }
 
 /// The slot all shard channels hash to, if they share one.

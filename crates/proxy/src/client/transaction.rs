@@ -6,15 +6,23 @@ use std::rc::Rc;
 
 use bytes::Bytes;
 use orthrus_cluster::Slot;
+use orthrus_resp::Request;
 
 use crate::node::dedicated::Lease;
 
 /// A MULTI in progress.
 #[derive(Default)]
 pub struct Multi {
+    /// Commands for the slot's master, sent inside MULTI ... EXEC.
     pub queued: Vec<Bytes>,
+    /// Commands Redis allows inside MULTI that orthrus runs itself at EXEC
+    /// (FLUSHALL and the other fan-outs, administrative commands under
+    /// `admin.passthrough`), each with how many of `queued` come before it.
+    pub side: Vec<(usize, Request)>,
     pub slot: Option<Slot>,
     pub aborted: bool,
+    /// A queued command may write (CLIENT PAUSE WRITE holds the EXEC).
+    pub writes: bool,
 }
 
 /// A WATCH in progress: its slot and, once the WATCH reached the node, the

@@ -24,9 +24,13 @@ type Section = fn(&mut String, &WorkerCtx);
 const SECTIONS: &[(&str, bool, Section)] = &[
     ("server", true, server),
     ("clients", true, clients),
+    ("memory", true, memory),
     ("persistence", true, persistence),
     ("stats", true, stats_section),
     ("replication", true, replication),
+    ("cpu", true, cpu),
+    ("commandstats", false, commandstats),
+    ("errorstats", true, errorstats),
     ("cluster", true, cluster),
     ("latency", false, latency),
 ];
@@ -40,43 +44,115 @@ pub fn reply(req: &Request, client: &Client, ctx: &Rc<WorkerCtx>) -> Pending {
         .collect();
     let everything = wanted.iter().any(|w| w == "all" || w == "everything");
     let defaults = wanted.is_empty() || wanted.iter().any(|w| w == "default");
-    let mut text = String::with_capacity(1024);
+    let mut parts: Vec<(&str, String)> = Vec::new();
     for (name, default, section) in SECTIONS {
         let named = |w: &String| w == name || (*name == "latency" && w == "latencystats");
         if everything || (defaults && *default) || wanted.iter().any(named) {
-            if !text.is_empty() {
-                text.push_str("\r\n");
-            }
+            let mut text = String::new();
             section(&mut text, ctx);
+            parts.push((name, text));
         }
     }
     let proto = client.proto;
-    if !(everything || defaults || wanted.iter().any(|w| w == "keyspace")) {
-        return Pending::Ready(verbatim(&text, proto));
+    let keyspace = everything || defaults || wanted.iter().any(|w| w == "keyspace");
+    let from_nodes = |n: &str| parts.iter().any(|(name, _)| *name == n);
+    let (persistence, memory) = (from_nodes("persistence"), from_nodes("memory"));
+    if !keyspace && !persistence && !memory {
+        return Pending::Ready(verbatim(&join(&parts), proto));
     }
-    // The keyspace is the cluster's: ask every master and add up.
+    // The keyspace is the cluster's, and so are saves and AOF rewrites in
+    // progress (scripts wait for them with INFO): ask every master.
     let map = ctx.shared.slots.load();
-    let frame = Request::from_args(&["INFO", "keyspace"]).into_frame();
+    let frame = Request::from_args(&["INFO", "persistence", "memory", "keyspace"]).into_frame();
     let sent = fanout::send_to_each(ctx, map.masters(), &frame, Protocol::Resp2, true);
     let ctx = ctx.clone();
     Pending::Future(Box::pin(async move {
-        let (mut keys, mut expires) = (0u64, 0u64);
         let (replies, backend) = forward::resolve_all(&ctx.pool, sent).await;
-        for reply in replies {
-            if let Some((k, e)) = db0_counts(&reply) {
-                keys += k;
-                expires += e;
+        for (name, text) in parts.iter_mut() {
+            match *name {
+                "persistence" => *text = merged(&replies, "Persistence", i64::max),
+                "memory" => {
+                    let own = std::mem::take(text);
+                    *text = merged(&replies, "Memory", i64::saturating_add);
+                    // orthrus's own after the masters' sum.
+                    for line in own.lines().skip(1) {
+                        let _ = write!(text, "orthrus_{line}\r\n");
+                    }
+                }
+                _ => {}
             }
         }
-        if !text.is_empty() {
-            text.push_str("\r\n");
+        if keyspace {
+            let (mut keys, mut expires) = (0u64, 0u64);
+            for reply in &replies {
+                if let Some((k, e)) = db0_counts(reply) {
+                    keys += k;
+                    expires += e;
+                }
+            }
+            let mut text = String::from("# Keyspace\r\n");
+            if keys > 0 {
+                let _ = write!(text, "db0:keys={keys},expires={expires},avg_ttl=0\r\n");
+            }
+            parts.push(("keyspace", text));
         }
-        text.push_str("# Keyspace\r\n");
-        if keys > 0 {
-            let _ = write!(text, "db0:keys={keys},expires={expires},avg_ttl=0\r\n");
-        }
-        Done::from_nodes(verbatim(&text, proto), backend)
+        Done::from_nodes(verbatim(&join(&parts), proto), backend)
     }))
+}
+
+fn join(parts: &[(&str, String)]) -> String {
+    let texts: Vec<&str> = parts.iter().map(|(_, t)| t.as_str()).collect();
+    texts.join("\r\n")
+}
+
+/// How one field's numbers combine, when not as the section's do: scripts
+/// are loaded on every master (counted once), and writes, saves and
+/// rewrites are counted per master (summed).
+fn combine_field(key: &str, section: fn(i64, i64) -> i64) -> fn(i64, i64) -> i64 {
+    match key {
+        "number_of_cached_scripts" => i64::max,
+        "rdb_changes_since_last_save" | "rdb_saves" | "aof_rewrites" => i64::saturating_add,
+        _ => section,
+    }
+}
+
+/// The masters' fields of `section`, each number combined with `combine`
+/// (the largest for persistence: a save or rewrite in progress anywhere;
+/// the sum for memory, but the largest script count: scripts are loaded on
+/// every master), other values the first master's.
+fn merged(replies: &[bytes::Bytes], section: &str, combine: fn(i64, i64) -> i64) -> String {
+    let mut fields: Vec<(String, String)> = Vec::new();
+    for reply in replies {
+        let Ok(text) = std::str::from_utf8(reply) else {
+            continue;
+        };
+        let part = text
+            .split("# ")
+            .find(|s| s.starts_with(section))
+            .unwrap_or_default();
+        for line in part.lines().skip(1) {
+            let Some((key, value)) = line.trim_end().split_once(':') else {
+                continue;
+            };
+            match fields.iter_mut().find(|(k, _)| k == key) {
+                Some((_, old)) => {
+                    if let (Ok(a), Ok(b)) = (old.parse::<i64>(), value.parse::<i64>()) {
+                        *old = combine_field(key, combine)(a, b).to_string();
+                    }
+                }
+                None => fields.push((key.to_owned(), value.to_owned())),
+            }
+        }
+    }
+    let mut out = format!("# {section}\r\n");
+    if fields.is_empty() && section == "Persistence" {
+        // No master answered: orthrus itself never loads.
+        out.push_str("loading:0\r\nasync_loading:0\r\n");
+    }
+    for (k, v) in fields {
+        let _ = write!(out, "{k}:{v}\r\n");
+    }
+    out
 }
 
 /// `keys` and `expires` of `db0` in a node's `INFO keyspace` bulk reply.
@@ -97,7 +173,7 @@ fn server(out: &mut String, ctx: &WorkerCtx) {
     let port = shared.settings.listen.tcp().map_or(0, |a| a.port());
     let _ = write!(
         out,
-        "# Server\r\nredis_version:{}\r\northrus_version:{}\r\nredis_mode:standalone\r\nos:{} {}\r\narch_bits:{}\r\nmultiplexing_api:epoll\r\nprocess_id:{}\r\ntcp_port:{port}\r\nuptime_in_seconds:{uptime}\r\nuptime_in_days:{}\r\nexecutable:{}\r\nconfig_file:{}\r\nthreads:{}\r\n",
+        "# Server\r\nredis_version:{}\r\nredis_git_sha1:00000000\r\nredis_git_dirty:0\r\northrus_version:{}\r\nredis_mode:standalone\r\nos:{} {}\r\narch_bits:{}\r\nmultiplexing_api:epoll\r\nprocess_id:{}\r\ntcp_port:{port}\r\nuptime_in_seconds:{uptime}\r\nuptime_in_days:{}\r\nexecutable:{}\r\nconfig_file:{}\r\nthreads:{}\r\n",
         shared.redis_version.load(),
         env!("CARGO_PKG_VERSION"),
         std::env::consts::OS,
@@ -187,7 +263,57 @@ fn latency(out: &mut String, ctx: &WorkerCtx) {
 }
 
 fn replication(out: &mut String, _ctx: &WorkerCtx) {
-    out.push_str("# Replication\r\nrole:master\r\nconnected_slaves:0\r\n");
+    out.push_str("# Replication\r\nrole:master\r\nconnected_slaves:0\r\nmaster_repl_offset:0\r\n");
+}
+
+/// orthrus's own resident memory; INFO puts the masters' summed memory
+/// fields first and these as `orthrus_used_memory_rss`.
+fn memory(out: &mut String, _ctx: &WorkerCtx) {
+    let rss = own_stat().map_or(0, |s| s.rss_bytes);
+    let _ = write!(out, "# Memory\r\nused_memory_rss:{rss}\r\n");
+}
+
+/// orthrus's own CPU time, in seconds.
+fn cpu(out: &mut String, _ctx: &WorkerCtx) {
+    let (sys, user) = own_stat().map_or((0.0, 0.0), |s| (s.sys_secs, s.user_secs));
+    let _ = write!(
+        out,
+        "# CPU\r\nused_cpu_sys:{sys:.6}\r\nused_cpu_user:{user:.6}\r\nused_cpu_sys_children:0.000000\r\nused_cpu_user_children:0.000000\r\n"
+    );
+}
+
+fn commandstats(out: &mut String, ctx: &WorkerCtx) {
+    out.push_str("# Commandstats\r\n");
+    ctx.shared.commands_seen.write_commands(out);
+}
+
+fn errorstats(out: &mut String, ctx: &WorkerCtx) {
+    out.push_str("# Errorstats\r\n");
+    ctx.shared.commands_seen.write_errors(out);
+}
+
+/// What `/proc/self/stat` says of orthrus.
+struct OwnStat {
+    user_secs: f64,
+    sys_secs: f64,
+    rss_bytes: u64,
+}
+
+/// Linux only; clock ticks of 1/100 s and pages of 4 KiB, as on every
+/// Linux orthrus is built for (no libc call: the crate forbids `unsafe`).
+fn own_stat() -> Option<OwnStat> {
+    let text = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the command name, which is in parentheses and may hold spaces.
+    let rest = text.get(text.rfind(')')? + 2..)?;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let num = |i: usize| fields.get(i).and_then(|f| f.parse::<u64>().ok());
+    // utime and stime are fields 14 and 15 of the line, rss 24; `rest`
+    // starts at field 3.
+    Some(OwnStat {
+        user_secs: num(11)? as f64 / 100.0,
+        sys_secs: num(12)? as f64 / 100.0,
+        rss_bytes: num(21)? * 4096,
+    })
 }
 
 fn cluster(out: &mut String, ctx: &WorkerCtx) {

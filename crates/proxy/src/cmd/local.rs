@@ -13,7 +13,7 @@ use crate::cmd::reply::{bulk, integer, null, simple, verbatim};
 use crate::cmd::{cluster as cluster_cmd, info};
 use crate::config::ReadFrom;
 use crate::node::forward::error_reply;
-use crate::observe::clients::KillReply;
+use crate::observe::clients::{Current, KillReply};
 use crate::route::kind::Local;
 use crate::worker::WorkerCtx;
 
@@ -25,7 +25,15 @@ const NOT_INTEGER: &str = "ERR value is not an integer or out of range";
 /// Runs a local command.
 pub fn execute(cmd: Local, req: &Request, client: &mut Client, ctx: &Rc<WorkerCtx>) -> Pending {
     let reply = match cmd {
-        Local::Ping => ping(req, client.proto),
+        Local::Ping => match ctx.shared.scripts.busy() {
+            // A node runs nothing else while a script runs past the busy
+            // threshold: Redis answers PING so, and scripts rely on it.
+            Some(function) => error_reply(&format!(
+                "BUSY Redis is busy running a script. You can only call {} KILL or SHUTDOWN NOSAVE.",
+                if function { "FUNCTION" } else { "SCRIPT" }
+            )),
+            None => ping(req, client.proto),
+        },
         Local::Echo => bulk(req.arg(1).unwrap_or_default()),
         Local::Quit => return Pending::Last(simple("OK")),
         Local::Select => select(req),
@@ -67,6 +75,11 @@ pub fn execute(cmd: Local, req: &Request, client: &mut Client, ctx: &Rc<WorkerCt
                 .for_each(crate::observe::stats::WorkerStats::reset);
             shared.latency.reset();
             shared.node_latency.reset();
+            shared.commands_seen.reset();
+            if shared.live.load().admin.passthrough {
+                // The nodes' statistics too (LATENCY, commandstats there).
+                return crate::cmd::admin::every_node(ctx, req.frame(), client.proto);
+            }
             simple("OK")
         }
         Local::SlowLog => crate::observe::slowlog::command(&ctx.shared.slowlog, req),
@@ -256,10 +269,14 @@ fn client_command(req: &Request, client: &mut Client, ctx: &WorkerCtx) -> Bytes 
             }
             simple("OK")
         }
-        b"info" => arity(
-            argc == 2,
-            verbatim(&client.entry(ctx.index).line(), client.proto),
-        ),
+        b"info" => arity(argc == 2, {
+            let now = Current {
+                id: client.id(),
+                cmd: "client|info",
+                qbuf: req.frame().len(),
+            };
+            verbatim(&client.entry(ctx.index).line(Some(&now)), client.proto)
+        }),
         b"no-evict" | b"no-touch" if argc == 3 => {
             let v = req.arg(2).unwrap_or_default();
             if v.eq_ignore_ascii_case(b"on") || v.eq_ignore_ascii_case(b"off") {
@@ -269,7 +286,18 @@ fn client_command(req: &Request, client: &mut Client, ctx: &WorkerCtx) -> Bytes 
             }
         }
         b"setname" | b"setinfo" | b"no-evict" | b"no-touch" => arity(false, Bytes::new()),
-        b"list" => verbatim(&ctx.shared.clients.list(), client.proto),
+        b"list" => {
+            let now = Current {
+                id: client.id(),
+                cmd: "client|list",
+                qbuf: req.frame().len(),
+            };
+            let args: Vec<&[u8]> = req.args().skip(2).collect();
+            match ctx.shared.clients.list(&args, &now) {
+                Ok(text) => verbatim(&text, client.proto),
+                Err(e) => error_reply(&e),
+            }
+        }
         b"kill" if argc >= 3 => {
             let args: Vec<&[u8]> = req.args().skip(2).collect();
             match ctx.shared.clients.kill(&args, client.id()) {
@@ -284,6 +312,7 @@ fn client_command(req: &Request, client: &mut Client, ctx: &WorkerCtx) -> Bytes 
             simple("OK")
         }),
         b"pause" => arity(false, Bytes::new()),
+        b"kill" => arity(false, Bytes::new()),
         b"reply" if argc == 3 => {
             let mode = req.arg(2).unwrap_or_default().to_ascii_lowercase();
             match mode.as_slice() {

@@ -11,6 +11,8 @@
 //! - [`split`] — cross-slot multi-key commands split per slot and merged.
 //! - [`fanout`] — keyspace-wide commands sent to every master and merged.
 //! - [`scan`] — SCAN across the masters, the cursor naming the master.
+//! - [`script`] — EVALSHA that loads a script orthrus has seen on a master
+//!   answering `NOSCRIPT`, and SCRIPT EXISTS/FLUSH knowing those scripts.
 //! - [`blocking`] — blocking commands on a dedicated connection.
 //! - [`pubsub`] — the (un)subscribe commands and RESP2 subscriber mode.
 //! - [`transaction`] — MULTI/EXEC/DISCARD/WATCH/UNWATCH.
@@ -26,5 +28,6 @@ pub mod local;
 pub mod pubsub;
 pub mod reply;
 pub mod scan;
+pub mod script;
 pub mod split;
 pub mod transaction;

@@ -19,15 +19,17 @@ use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use orthrus_cluster::{Action, decide};
-use orthrus_resp::{Limits, Request, scan_reply};
+use orthrus_resp::{Limits, Protocol, Request, scan_reply};
 
 use crate::client::transaction::{Multi, Watch};
 use crate::client::{Client, Pending};
-use crate::cmd::reply::simple;
+use crate::cmd::reply::{array_elements, simple};
 use crate::node::Done;
 use crate::node::conn::BackendError;
 use crate::node::dedicated::DedicatedPool;
-use crate::node::forward::{Target, can_take_over, error_reply, no_owner, owner, send_frames};
+use crate::node::forward::{
+    self, Target, can_take_over, error_reply, no_owner, owner, send_frames,
+};
 use crate::route::kind::Local;
 use crate::route::table::{CommandTable, Route};
 use crate::worker::WorkerCtx;
@@ -110,12 +112,14 @@ pub fn intercept(
     if is("quit") || is("reset") {
         return None;
     }
-    Some(Pending::Ready(queue(multi, req, table)))
+    let passthrough = ctx.shared.live.load().admin.passthrough;
+    Some(Pending::Ready(queue(multi, req, table, passthrough)))
 }
 
 /// Checks a command at queue time; returns `+QUEUED` or the error.
-fn queue(multi: &mut Multi, req: &Request, table: &CommandTable) -> Bytes {
+fn queue(multi: &mut Multi, req: &Request, table: &CommandTable, passthrough: bool) -> Bytes {
     let name = req.arg(0).unwrap_or_default();
+    multi.writes |= table.may_write(req);
     if table.get(name).is_some_and(|info| info.no_multi) {
         // Before orthrus's own rules, as Redis checks it before running.
         return abort(multi, "ERR Command not allowed inside a transaction");
@@ -130,10 +134,16 @@ fn queue(multi: &mut Multi, req: &Request, table: &CommandTable) -> Bytes {
             );
         }
         Route::Reject(rejection) => {
+            let admin = rejection.admin().filter(|info| &*info.name != "monitor");
+            if passthrough && admin.is_some() {
+                return side(multi, req);
+            }
             multi.aborted = true;
             return error_reply(&rejection.message(req));
         }
-        Route::Local(_) | Route::FanOut(_) | Route::Scan => {
+        // Run by orthrus at EXEC, in their place among the others.
+        Route::FanOut(_) => return side(multi, req),
+        Route::Local(_) | Route::Scan => {
             let name = String::from_utf8_lossy(req.arg(0).unwrap_or_default()).to_ascii_uppercase();
             return abort(
                 multi,
@@ -152,6 +162,11 @@ fn queue(multi: &mut Multi, req: &Request, table: &CommandTable) -> Bytes {
         _ => {}
     }
     multi.queued.push(req.frame().clone());
+    simple("QUEUED")
+}
+
+fn side(multi: &mut Multi, req: &Request) -> Bytes {
+    multi.side.push((multi.queued.len(), req.clone()));
     simple("QUEUED")
 }
 
@@ -240,6 +255,9 @@ fn exec(multi: Multi, watch: Option<Watch>, client: &Client, ctx: &Rc<WorkerCtx>
         }
         return Pending::Ready(error_reply(EXECABORT));
     }
+    if !multi.side.is_empty() {
+        return exec_mixed(multi, watch, client.proto, ctx);
+    }
     let count = multi.queued.len();
     let mut frame =
         BytesMut::with_capacity(multi.queued.iter().map(Bytes::len).sum::<usize>() + 32);
@@ -281,6 +299,102 @@ fn exec(multi: Multi, watch: Option<Watch>, client: &Client, ctx: &Rc<WorkerCtx>
                 Done::from_nodes(reply, waited.get())
             }))
         }
+    }
+}
+
+/// EXEC of a transaction with commands orthrus runs itself (FLUSHALL,
+/// CONFIG SET, ...): in queue order, each run of node commands as one
+/// MULTI ... EXEC on the slot's master, each of orthrus's commands between
+/// them, the replies joined into one array. Not atomic across those
+/// pieces. A WATCH is checked first (an empty MULTI/EXEC on its
+/// connection): if a watched key changed, nothing runs and the reply is
+/// nil, as in Redis.
+fn exec_mixed(multi: Multi, watch: Option<Watch>, proto: Protocol, ctx: &Rc<WorkerCtx>) -> Pending {
+    let ctx = ctx.clone();
+    Pending::deferred(Box::pin(async move {
+        let waited = Cell::new(Duration::ZERO);
+        if let Some(w) = watch {
+            let held = w.lease.borrow_mut().take();
+            let Some(mut conn) = held else {
+                return Done::local(error_reply(
+                    "ERR orthrus: the WATCH connection was lost; the transaction was not run",
+                ));
+            };
+            let check = b"*1\r\n$5\r\nMULTI\r\n*1\r\n$4\r\nEXEC\r\n";
+            match conn
+                .call(check, 2, Some(ctx.shared.request_timeout()))
+                .await
+            {
+                Ok(replies) => {
+                    conn.release();
+                    let reply = last_frame(&replies);
+                    if !reply.starts_with(b"*0") {
+                        return Done::local(reply); // nil: a watched key changed
+                    }
+                }
+                Err(e) => {
+                    let msg = format!(
+                        "ERR orthrus: WATCH check failed ({e}); the transaction was not run"
+                    );
+                    return Done::local(error_reply(&msg));
+                }
+            }
+        }
+        let target = multi.slot.map_or(Target::Any, Target::Slot);
+        let mut out: Vec<Bytes> = Vec::with_capacity(multi.queued.len() + multi.side.len());
+        let mut from = 0;
+        let mut sides = multi.side.into_iter();
+        loop {
+            let next = sides.next();
+            let until = next.as_ref().map_or(multi.queued.len(), |(at, _)| *at);
+            if let Some(segment) = multi.queued.get(from..until).filter(|s| !s.is_empty()) {
+                let mut frame = BytesMut::from(&b"*1\r\n$5\r\nMULTI\r\n"[..]);
+                segment.iter().for_each(|q| frame.extend_from_slice(q));
+                frame.extend_from_slice(b"*1\r\n$4\r\nEXEC\r\n");
+                let reply = run(
+                    &ctx,
+                    frame.freeze(),
+                    target.clone(),
+                    proto,
+                    segment.len(),
+                    &waited,
+                )
+                .await;
+                match array_elements(&reply) {
+                    Some(elements) => out.extend(elements),
+                    None => return Done::from_nodes(reply, waited.get()),
+                }
+                from = until;
+            }
+            let Some((_, req)) = next else { break };
+            out.push(run_side(&ctx, req, proto).await);
+        }
+        let mut reply = BytesMut::with_capacity(out.iter().map(Bytes::len).sum::<usize>() + 16);
+        orthrus_resp::encode::array_header(&mut reply, out.len());
+        out.iter().for_each(|e| reply.extend_from_slice(e));
+        Done::from_nodes(reply.freeze(), waited.get())
+    }))
+}
+
+/// One of orthrus's own commands queued in a MULTI, run at EXEC.
+async fn run_side(ctx: &Rc<WorkerCtx>, req: Request, proto: Protocol) -> Bytes {
+    let table = ctx.shared.commands.load();
+    let (route, info) = table.route_info(&req);
+    let readonly = info.is_some_and(|i| i.readonly);
+    let pending = match route {
+        Route::FanOut(how) => crate::cmd::fanout::dispatch(ctx, req, how, proto, readonly),
+        Route::Reject(rejection) => match rejection.admin() {
+            Some(info) => crate::cmd::admin::dispatch(ctx, &req, info, proto),
+            None => Pending::Ready(error_reply(&rejection.message(&req))),
+        },
+        _ => Pending::Ready(error_reply(
+            "ERR orthrus: this command cannot run inside MULTI",
+        )),
+    };
+    match pending {
+        Pending::Ready(reply) | Pending::Last(reply) => reply,
+        Pending::Remote(remote) => forward::resolve(&ctx.pool, remote).await.reply,
+        Pending::Future(f) | Pending::Deferred(f) => f.await.reply,
     }
 }
 

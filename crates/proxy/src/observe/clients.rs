@@ -102,7 +102,50 @@ struct Filter {
     id: Option<u64>,
     addr: Option<String>,
     laddr: Option<String>,
+    kind: Option<ClientType>,
     skip_me: bool,
+}
+
+/// The command a client is running now, for its own CLIENT LIST/INFO line
+/// (orthrus does not record other clients' commands: that would write the
+/// registry on every request).
+pub struct Current<'a> {
+    pub id: u64,
+    /// `client|list`, `client|info`.
+    pub cmd: &'a str,
+    /// The request's size, as Redis's `qbuf` shows it while it runs.
+    pub qbuf: usize,
+}
+
+/// CLIENT LIST/KILL TYPE.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum ClientType {
+    Normal,
+    PubSub,
+    /// master, replica: none connects to orthrus.
+    Replication,
+}
+
+impl ClientType {
+    fn of(e: &ClientEntry) -> ClientType {
+        if e.subscribed {
+            ClientType::PubSub
+        } else {
+            ClientType::Normal
+        }
+    }
+}
+
+fn client_type(value: &[u8]) -> Result<ClientType, String> {
+    match value.to_ascii_lowercase().as_slice() {
+        b"normal" => Ok(ClientType::Normal),
+        b"master" | b"replica" | b"slave" => Ok(ClientType::Replication),
+        b"pubsub" => Ok(ClientType::PubSub),
+        _ => Err(format!(
+            "ERR Unknown client type '{}'",
+            String::from_utf8_lossy(value)
+        )),
+    }
 }
 
 // === impl Signal ===
@@ -110,7 +153,9 @@ struct Filter {
 impl Signal {
     /// orthrus closes the client.
     pub const CLOSE: u8 = 1;
-    /// orthrus is shutting down: read nothing more, finish what is queued.
+    /// Read nothing more, finish what is queued, then close: orthrus is
+    /// shutting down, or the client killed itself (Redis answers that
+    /// CLIENT KILL before closing).
     pub const DRAIN: u8 = 2;
 
     pub fn raise(&self, bit: u8) {
@@ -173,6 +218,12 @@ impl Pause {
 impl Closer {
     pub fn close(&self) {
         self.identity.signal.raise(Signal::CLOSE);
+    }
+
+    /// Closes the client once the replies already queued, the current
+    /// one included, are written.
+    pub fn close_after_reply(&self) {
+        self.identity.signal.raise(Signal::DRAIN);
     }
 
     pub fn is_closed(&self) -> bool {
@@ -245,12 +296,43 @@ impl Registry {
         self.clients.remove(&id);
     }
 
-    /// CLIENT LIST: one line per client, oldest first.
-    pub fn list(&self) -> String {
-        let mut entries: Vec<ClientEntry> =
-            self.clients.iter().map(|e| e.value().clone()).collect();
+    /// CLIENT LIST [TYPE type] [ID id ...]: one line per client, oldest
+    /// first. `me` is the asking client, shown running this command.
+    pub fn list(&self, args: &[&[u8]], me: &Current<'_>) -> Result<String, String> {
+        let mut ids: Option<Vec<u64>> = None;
+        let mut kind: Option<ClientType> = None;
+        match args {
+            [] => {}
+            [key, value] if key.eq_ignore_ascii_case(b"type") => {
+                kind = Some(client_type(value)?);
+            }
+            [key, rest @ ..] if key.eq_ignore_ascii_case(b"id") && !rest.is_empty() => {
+                let parsed: Option<Vec<u64>> = rest
+                    .iter()
+                    .map(|v| {
+                        std::str::from_utf8(v)
+                            .ok()?
+                            .parse()
+                            .ok()
+                            .filter(|&id| id > 0)
+                    })
+                    .collect();
+                ids = Some(parsed.ok_or("ERR Invalid client ID")?);
+            }
+            _ => return Err("ERR syntax error".into()),
+        }
+        let mut entries: Vec<ClientEntry> = self
+            .clients
+            .iter()
+            .filter(|e| ids.as_ref().is_none_or(|ids| ids.contains(&e.identity.id)))
+            .filter(|e| kind.is_none_or(|k| k == ClientType::of(e)))
+            .map(|e| e.value().clone())
+            .collect();
         entries.sort_by_key(|e| e.identity.id);
-        entries.iter().map(ClientEntry::line).collect()
+        Ok(entries
+            .iter()
+            .map(|e| e.line((e.identity.id == me.id).then_some(me)))
+            .collect())
     }
 
     /// CLIENT KILL, both forms. `me` is the asking client. Returns the
@@ -264,10 +346,10 @@ impl Registry {
                 .clients
                 .iter()
                 .find(|e| e.identity.peer.to_string() == addr)
-                .map(|e| e.closer());
+                .map(|e| (e.closer(), e.identity.id == me));
             return match found {
-                Some(closer) => {
-                    closer.close();
+                Some((closer, itself)) => {
+                    close(&closer, itself);
                     Ok(KillReply::Ok)
                 }
                 None => Err("ERR No such client"),
@@ -283,11 +365,23 @@ impl Registry {
             };
             match key.to_ascii_lowercase().as_slice() {
                 b"id" => {
-                    let id = std::str::from_utf8(value).ok().and_then(|v| v.parse().ok());
+                    let id = std::str::from_utf8(value)
+                        .ok()
+                        .and_then(|v| v.parse().ok())
+                        .filter(|&id: &u64| id > 0);
                     filter.id = Some(id.ok_or("ERR client-id should be greater than 0")?);
                 }
                 b"addr" => filter.addr = Some(text(value)),
                 b"laddr" => filter.laddr = Some(text(value)),
+                b"type" => {
+                    let kind = client_type(value).map_err(|_| "ERR Unknown client type")?;
+                    filter.kind = Some(kind);
+                }
+                b"user" => {
+                    if !value.eq_ignore_ascii_case(b"default") {
+                        return Err("ERR No such user");
+                    }
+                }
                 b"skipme" => {
                     filter.skip_me = match value.to_ascii_lowercase().as_slice() {
                         b"yes" => true,
@@ -310,13 +404,23 @@ impl Registry {
                     .laddr
                     .as_ref()
                     .is_none_or(|a| who.local.is_some_and(|l| *a == l.to_string()))
+                && filter.kind.is_none_or(|k| k == ClientType::of(e.value()))
                 && !(filter.skip_me && who.id == me);
             if matches {
-                e.closer().close();
+                close(&e.closer(), who.id == me);
                 killed += 1;
             }
         }
         Ok(KillReply::Count(killed))
+    }
+}
+
+/// A client killing itself still gets the reply, as in Redis.
+fn close(closer: &Closer, itself: bool) {
+    if itself {
+        closer.close_after_reply();
+    } else {
+        closer.close();
     }
 }
 
@@ -333,8 +437,9 @@ impl ClientEntry {
         }
     }
 
-    /// One line in the format of Redis's CLIENT LIST and CLIENT INFO.
-    pub fn line(&self) -> String {
+    /// One line in the format of Redis's CLIENT LIST and CLIENT INFO;
+    /// `now`: the client is the one asking, running that command.
+    pub fn line(&self, now: Option<&Current<'_>>) -> String {
         let show = |b: &Option<Bytes>| {
             b.as_deref()
                 .map(String::from_utf8_lossy)
@@ -346,12 +451,14 @@ impl ClientEntry {
         let names = self.names.as_deref().cloned().unwrap_or_default();
         let flags = if self.subscribed { "P" } else { "N" };
         format!(
-            "id={} addr={} laddr={} fd=-1 name={} age={} idle=0 flags={flags} db=0 sub=0 psub=0 ssub=0 multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd=client user=default redir=-1 resp={} lib-name={} lib-ver={} worker={}\n",
+            "id={} addr={} laddr={} fd=-1 name={} age={} idle=0 flags={flags} db=0 sub=0 psub=0 ssub=0 multi=-1 qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={} worker={}\n",
             who.id,
             who.peer,
             laddr,
             show(&names.name),
             who.created.elapsed().as_secs(),
+            now.map_or(0, |c| c.qbuf),
+            now.map_or("NULL", |c| c.cmd),
             self.proto.version(),
             show(&names.lib_name),
             show(&names.lib_ver),

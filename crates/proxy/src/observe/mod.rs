@@ -7,8 +7,11 @@
 //! - [`latency`] — per-family and per-node latency histograms.
 //! - [`slowlog`] — the SLOWLOG.
 //! - [`clients`] — every connected client, for CLIENT LIST/INFO/KILL.
+//! - [`commands`] — calls and errors per command name (INFO commandstats,
+//!   errorstats); per-worker tables behind uncontended locks.
 
 pub mod clients;
+pub mod commands;
 pub mod latency;
 pub mod slowlog;
 pub mod stats;

@@ -72,6 +72,15 @@ impl SlowLog {
         }
     }
 
+    /// CONFIG SET slowlog-log-slower-than / slowlog-max-len through
+    /// orthrus (with `admin.passthrough`): the nodes' and orthrus's own.
+    /// Either may be left as it is.
+    pub fn set(&self, slower_than_us: Option<i64>, max_len: Option<usize>) {
+        let slower = slower_than_us.unwrap_or_else(|| self.slower_than_us.load(Ordering::Relaxed));
+        let max_len = max_len.unwrap_or_else(|| self.max_len.load(Ordering::Relaxed));
+        self.configure(slower, max_len);
+    }
+
     /// Whether a request that took `total` belongs in the log.
     pub fn is_slow(&self, total: Duration) -> bool {
         let limit = self.slower_than_us.load(Ordering::Relaxed);

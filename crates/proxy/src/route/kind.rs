@@ -216,6 +216,9 @@ const TRANSACTIONS: &str = "orthrus handles transactions itself";
 const PUBSUB: &str = "orthrus handles subscriptions itself";
 const WAIT: &str =
     "replication acknowledgements are per node, and a client's writes may have gone to several";
+/// SCRIPT KILL, FUNCTION KILL (and FUNCTION STATS, listed as any-node)
+/// never meet this rule: `cmd::script` takes them first (to every master,
+/// over connections of their own).
 const SCRIPT_ADMIN: &str = "send it to the node that runs the script";
 const BLOCKING: &str = "it blocks but has no key, so orthrus cannot tell which node it is for";
 const ONE_DATABASE: &str = "Redis Cluster has only database 0";

@@ -170,6 +170,24 @@ impl CommandTable {
         self.commands.len()
     }
 
+    /// Whether `req` may write or replicate, as CLIENT PAUSE WRITE holds
+    /// it: its command's flags, except that a script declaring
+    /// `flags=no-writes` in its shebang does not (as Redis reads it).
+    pub fn may_write(&self, req: &Request) -> bool {
+        let name = req.arg(0).unwrap_or_default();
+        let Some(info) = self.get(name) else {
+            return false;
+        };
+        if name.eq_ignore_ascii_case(b"eval") {
+            let body = req.arg(1).unwrap_or_default();
+            let shebang = body.split(|&b| b == b'\n').next().unwrap_or_default();
+            if shebang.starts_with(b"#!") && shebang.windows(9).any(|w| w == b"no-writes") {
+                return false;
+            }
+        }
+        info.may_write
+    }
+
     /// Looks a command up by its (any-case) name.
     pub fn get(&self, name: &[u8]) -> Option<&Arc<CommandInfo>> {
         lookup(&self.commands, name)
@@ -205,6 +223,10 @@ impl CommandTable {
     }
 }
 
+/// Commands Redis 7.0 flags `may_replicate` (CLIENT PAUSE WRITE holds
+/// them), which its COMMAND reply leaves out.
+const MAY_REPLICATE: &[&str] = &["eval", "evalsha", "fcall", "pfcount", "publish", "spublish"];
+
 /// Where a request for the command `info` goes.
 fn route_command(info: &Arc<CommandInfo>, req: &Request) -> Route {
     if !info.arity_ok(req.arg_count()) {
@@ -231,7 +253,9 @@ fn route_command(info: &Arc<CommandInfo>, req: &Request) -> Route {
         Kind::Scan => Route::Scan,
         Kind::Blocking => match info.slot(req) {
             Ok(Some(slot)) => Route::Blocking(slot),
-            Ok(None) => Route::Reject(Rejection::WrongArity(Arc::clone(info))),
+            // No key (`BZMPOP 1 0 ...`, a numkeys that is not a number):
+            // the node refuses it at once with its own error, never blocks.
+            Ok(None) => Route::AnyNode,
             Err(()) => Route::Reject(Rejection::CrossSlot),
         },
         Kind::Keyed if info.blocks_with_block_option && has_block_option(req) => {
@@ -413,6 +437,9 @@ impl CommandInfo {
             })
             .unwrap_or_default();
         let kind = kind::kind_of(&name, has("blocking"), has("admin"), !key_specs.is_empty());
+        // Redis 7.0's COMMAND does not show `may_replicate`.
+        let may_write =
+            has("write") || has("may_replicate") || MAY_REPLICATE.contains(&name.as_str());
         Some(CommandInfo {
             split: kind::split_merge(&name),
             blocks_with_block_option: is_xread(&name),
@@ -422,7 +449,7 @@ impl CommandInfo {
             arity,
             readonly: has("readonly"),
             no_multi: has("no_multi"),
-            may_write: has("write") || has("may_replicate"),
+            may_write,
             kind,
             family,
             key_specs,

@@ -12,7 +12,7 @@ use orthrus_resp::Request;
 
 use crate::client::subscriptions::PubSub;
 use crate::client::{Client, Pending, PushSink, ReplyMode};
-use crate::cmd::{admin, blocking, fanout, local, pubsub, scan, split, transaction};
+use crate::cmd::{admin, blocking, fanout, local, pubsub, scan, script, split, transaction};
 use crate::config::ReadFrom;
 use crate::node::Done;
 use crate::node::forward::{self, Access, Sent, Target, error_reply};
@@ -152,6 +152,11 @@ fn run(
         (true, ReadFrom::Replica) => Access::ReplicaRead,
     };
     let proto = client.proto;
+    if family == Family::Scripting {
+        if let Some(pending) = script::intercept(ctx, &req, &route, proto, access) {
+            return Started::ran(pending, family);
+        }
+    }
     let target = match route {
         Route::Local(cmd) => return Started::ran(local::execute(cmd, &req, client, ctx), family),
         Route::Slot(slot) => Target::Slot(slot),

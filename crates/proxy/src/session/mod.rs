@@ -25,7 +25,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
 use orthrus_resp::{Protocol, RequestParser};
@@ -37,6 +37,7 @@ use crate::client::{Client, Pending, PushSink, ReplyMode};
 use crate::node::Done;
 use crate::node::forward::{self, error_reply};
 use crate::observe::clients::{ClientAddr, Closer, Identity, Signal};
+use crate::observe::commands::Call;
 use crate::observe::slowlog::Finished;
 use crate::observe::stats::WorkerStats;
 use crate::route::kind::Family;
@@ -117,8 +118,10 @@ struct Stamp {
     /// When the request was read.
     read: Instant,
     family: Family,
-    /// The request, for the SLOWLOG; `None` if it was refused before it ran.
-    frame: Option<Bytes>,
+    /// The request, for the SLOWLOG and INFO commandstats.
+    frame: Bytes,
+    /// False if it was refused before it ran (never in the SLOWLOG).
+    ran: bool,
 }
 
 /// One request's place in the reply queue.
@@ -184,10 +187,11 @@ impl<S> Drop for Session<S> {
     fn drop(&mut self) {
         tracing::debug!(client.id = self.client.id(), "disconnected");
         self.ctx.shared.clients.remove(self.client.id());
-        self.ctx
-            .stats()
-            .connected_clients
-            .fetch_sub(1, Ordering::Relaxed);
+        let stats = self.ctx.stats();
+        stats.connected_clients.fetch_sub(1, Ordering::Relaxed);
+        if self.timers.as_ref().is_some_and(|t| t.held.is_some()) {
+            stats.blocked_clients.fetch_sub(1, Ordering::Relaxed);
+        }
     }
 }
 
@@ -485,6 +489,7 @@ impl<S: Stream> Session<S> {
     fn parse_with(&mut self, w: &mut Work, parser: &mut RequestParser) -> bool {
         let mut started = false;
         while !self.deferred && !self.closing && self.has_room(w) {
+            let was_held = self.holding();
             let (parsed, read) = match self.timers.as_mut().and_then(|t| t.held.take()) {
                 Some((req, read)) => (Ok(Some(req)), read),
                 None => (parser.parse(&mut w.input), w.read_at),
@@ -492,9 +497,22 @@ impl<S: Stream> Session<S> {
             let entry = match parsed {
                 Ok(Some(req)) => {
                     if let Some(until) = self.paused_until(&req) {
-                        // CLIENT PAUSE: it waits, and so does what follows.
+                        // CLIENT PAUSE: it waits, and so does what follows;
+                        // Redis counts the client as blocked meanwhile.
+                        if !was_held {
+                            self.ctx
+                                .stats()
+                                .blocked_clients
+                                .fetch_add(1, Ordering::Relaxed);
+                        }
                         self.hold(req, read, until);
                         break;
+                    }
+                    if was_held {
+                        self.ctx
+                            .stats()
+                            .blocked_clients
+                            .fetch_sub(1, Ordering::Relaxed);
                     }
                     let frame = req.frame().clone();
                     let pushes = &mut self.pushes;
@@ -506,7 +524,8 @@ impl<S: Stream> Session<S> {
                         stamp: Some(Stamp {
                             read,
                             family: run.family,
-                            frame: run.ran.then_some(frame),
+                            frame,
+                            ran: run.ran,
                         }),
                     }
                 }
@@ -586,7 +605,7 @@ impl<S: Stream> Session<S> {
             if let Some(entry) = w.queue.pop_front() {
                 if let Some(stamp) = &entry.stamp {
                     let now = *now.get_or_insert_with(Instant::now);
-                    self.account(stamp, now, done.backend);
+                    self.account(stamp, now, &done);
                 }
             }
             // Up at once to a larger reply, an eighth of the way down to a smaller one.
@@ -621,15 +640,23 @@ impl<S: Stream> Session<S> {
         }
     }
 
-    /// Counts a request whose reply is ready in the latency figures, and
-    /// in the SLOWLOG if it was slow.
-    fn account(&self, stamp: &Stamp, now: Instant, backend: Option<Duration>) {
+    /// Counts a request whose reply is ready in the latency figures and
+    /// INFO commandstats, and in the SLOWLOG if it was slow.
+    fn account(&self, stamp: &Stamp, now: Instant, done: &Done) {
         let ctx = &self.ctx;
+        let (backend, frame) = (done.backend, &stamp.frame);
         let total = now.saturating_duration_since(stamp.read);
         ctx.latency().record(stamp.family, total, backend);
-        let Some(frame) = &stamp.frame else {
-            return; // refused before it ran
+        let call = Call {
+            frame,
+            took: total,
+            ran: stamp.ran,
+            reply: &done.reply,
         };
+        ctx.shared.commands_seen.record(ctx.index, &call);
+        if !stamp.ran {
+            return; // refused before it ran
+        }
         // A blocked command's wait for data is not slowness: like Redis,
         // judge it by the rest of its time (orthrus's own).
         let judged = match (stamp.family, backend) {

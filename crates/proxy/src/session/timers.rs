@@ -63,15 +63,11 @@ impl<S: Stream> Session<S> {
         if !clients.pausing() {
             return None;
         }
-        let name = req.arg(0).unwrap_or_default();
-        let writes = self
-            .ctx
-            .shared
-            .commands
-            .load()
-            .get(name)
-            .is_some_and(|info| info.may_write);
-        clients.paused_until(writes)
+        let table = self.ctx.shared.commands.load();
+        // EXEC writes what its queue writes.
+        let exec_writes = req.arg(0).is_some_and(|n| n.eq_ignore_ascii_case(b"exec"))
+            && self.client.multi.as_ref().is_some_and(|m| m.writes);
+        clients.paused_until(exec_writes || table.may_write(req))
     }
 
     pub(super) fn with_idle_timer(mut self) -> Session<S> {

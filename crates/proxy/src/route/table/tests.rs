@@ -142,6 +142,11 @@ fn kinds() {
         t.route(&req(&["BLPOP", "a", "b", "0"])),
         Route::Reject(Rejection::CrossSlot)
     ));
+    // No key to block on: the node gives its own error (ERR numkeys ...).
+    assert!(matches!(
+        t.route(&req(&["BZMPOP", "1", "0", "z", "MIN"])),
+        Route::AnyNode
+    ));
     assert!(matches!(
         t.route(&req(&["NOPE"])),
         Route::Reject(Rejection::UnknownCommand)

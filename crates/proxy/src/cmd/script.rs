@@ -1,0 +1,324 @@
+//! Lua script bodies: orthrus keeps the ones it sees (EVAL, EVAL_RO,
+//! SCRIPT LOAD), bounded, so that EVALSHA works wherever its key lives.
+//!
+//! A script that ran with EVAL is cached by the one master that ran it; an
+//! EVALSHA of it for a key on another master gets `NOSCRIPT` there. When
+//! orthrus holds the body of that SHA1 it loads it on every master (SCRIPT
+//! LOAD) and sends the EVALSHA again, so the client sees the script's
+//! reply. SCRIPT EXISTS answers 1 for a script orthrus holds (EVALSHA of
+//! it will run), and SCRIPT FLUSH forgets them all, as it makes the nodes
+//! forget theirs.
+
+use std::rc::Rc;
+
+use bytes::{Bytes, BytesMut};
+use orthrus_resp::{Protocol, Request, encode};
+
+use crate::client::Pending;
+use crate::cmd::fanout::send_to_each;
+use crate::cmd::reply::{array_elements, integer};
+use crate::node::Done;
+use crate::node::dedicated::DedicatedPool;
+use crate::node::forward::{self, Access, Sent, Target, no_owner};
+use crate::route::table::Route;
+use crate::worker::WorkerCtx;
+
+/// Runs a scripting command that needs orthrus's script bodies; `None`
+/// lets it take its usual route. EVAL and SCRIPT LOAD are only noted.
+pub fn intercept(
+    ctx: &Rc<WorkerCtx>,
+    req: &Request,
+    route: &Route,
+    proto: Protocol,
+    access: Access,
+) -> Option<Pending> {
+    let name = req.arg(0)?;
+    let is = |n: &[u8]| name.eq_ignore_ascii_case(n);
+    let scripts = &ctx.shared.scripts;
+    let target = match route {
+        Route::Slot(slot) => Some(Target::Slot(*slot)),
+        Route::AnyNode => Some(Target::Any),
+        _ => None,
+    };
+    if is(b"eval") || is(b"eval_ro") {
+        scripts.keep(&req.arg_bytes(1)?);
+        return Some(timed(
+            ctx,
+            req.frame().clone(),
+            target?,
+            proto,
+            access,
+            false,
+        ));
+    }
+    if is(b"evalsha") || is(b"evalsha_ro") {
+        let Some(body) = scripts.body(req.arg(1)?) else {
+            return Some(timed(
+                ctx,
+                req.frame().clone(),
+                target?,
+                proto,
+                access,
+                false,
+            ));
+        };
+        return Some(evalsha(
+            ctx,
+            req.frame().clone(),
+            body,
+            target?,
+            proto,
+            access,
+        ));
+    }
+    if is(b"fcall") || is(b"fcall_ro") {
+        return Some(timed(
+            ctx,
+            req.frame().clone(),
+            target?,
+            proto,
+            access,
+            true,
+        ));
+    }
+    let sub = req.arg(1)?;
+    if (is(b"script") || is(b"function")) && sub.eq_ignore_ascii_case(b"kill") {
+        if req.arg_count() != 2 {
+            let name = String::from_utf8_lossy(name).to_ascii_lowercase();
+            return Some(Pending::Ready(forward::error_reply(&format!(
+                "ERR wrong number of arguments for '{name}|kill' command"
+            ))));
+        }
+        return Some(kill(ctx, req.frame().clone(), proto));
+    }
+    if is(b"function") && sub.eq_ignore_ascii_case(b"stats") && req.arg_count() == 2 {
+        return Some(function_stats(ctx, req.frame().clone(), proto));
+    }
+    if !is(b"script") {
+        return None;
+    }
+    if sub.eq_ignore_ascii_case(b"load") {
+        scripts.keep(&req.arg_bytes(2)?);
+    } else if sub.eq_ignore_ascii_case(b"flush") {
+        scripts.clear();
+    } else if sub.eq_ignore_ascii_case(b"exists") && req.arg_count() > 2 {
+        return Some(exists(ctx, req, proto));
+    }
+    None
+}
+
+/// A script or function sent on as usual, noted as running until its reply
+/// (PING answers `-BUSY` while one runs past the busy threshold).
+fn timed(
+    ctx: &Rc<WorkerCtx>,
+    frame: Bytes,
+    target: Target,
+    proto: Protocol,
+    access: Access,
+    function: bool,
+) -> Pending {
+    // From when it is sent: its future is polled only once the client's
+    // earlier replies are in.
+    let running = ctx.shared.scripts.started(function);
+    let sent = forward::forward(&ctx.pool, frame, target, proto, access);
+    let ctx = ctx.clone();
+    Pending::Future(Box::pin(async move {
+        let _running = running;
+        resolve(&ctx, sent).await
+    }))
+}
+
+/// EVALSHA of a script orthrus holds: on `NOSCRIPT`, SCRIPT LOAD on every
+/// master, then the EVALSHA once more.
+fn evalsha(
+    ctx: &Rc<WorkerCtx>,
+    frame: Bytes,
+    body: Bytes,
+    target: Target,
+    proto: Protocol,
+    access: Access,
+) -> Pending {
+    let running = ctx.shared.scripts.started(false);
+    let first = forward::forward(&ctx.pool, frame.clone(), target.clone(), proto, access);
+    let ctx = ctx.clone();
+    Pending::Future(Box::pin(async move {
+        let _running = running;
+        let done = resolve(&ctx, first).await;
+        if !done.reply.starts_with(b"-NOSCRIPT") {
+            return done;
+        }
+        let mut load = BytesMut::with_capacity(body.len() + 40);
+        encode::array_header(&mut load, 3);
+        encode::bulk(&mut load, b"SCRIPT");
+        encode::bulk(&mut load, b"LOAD");
+        encode::bulk(&mut load, &body);
+        let masters = ctx.shared.slots.load().masters();
+        let sent = send_to_each(&ctx, masters, &load.freeze(), proto, false);
+        let (replies, _) = forward::resolve_all(&ctx.pool, sent).await;
+        if let Some(err) = replies.into_iter().find(|r| r.starts_with(b"-")) {
+            return Done::from_nodes(err, std::time::Duration::ZERO);
+        }
+        let again = forward::forward(&ctx.pool, frame, target, proto, access);
+        resolve(&ctx, again).await
+    }))
+}
+
+async fn resolve(ctx: &Rc<WorkerCtx>, sent: Sent) -> Done {
+    match sent {
+        Sent::Remote(remote) => forward::resolve(&ctx.pool, remote).await,
+        Sent::Refused(reply) => Done::local(reply),
+    }
+}
+
+/// SCRIPT KILL, FUNCTION KILL: to every master, each over a connection of
+/// its own (the shared one to the busy node waits behind the script). The
+/// master running the script answers `+OK`, the others `-NOTBUSY`; the
+/// client gets the `+OK`, else the busy master's error (`-BUSY`: SCRIPT
+/// KILL of a function), else the first master's.
+fn kill(ctx: &Rc<WorkerCtx>, frame: Bytes, proto: Protocol) -> Pending {
+    let ctx = ctx.clone();
+    Pending::Future(Box::pin(async move {
+        let replies = ask_every_master(&ctx, &frame, proto).await;
+        let pick = replies
+            .iter()
+            .find(|r| !r.starts_with(b"-"))
+            .or_else(|| replies.iter().find(|r| !r.starts_with(b"-NOTBUSY")))
+            .or_else(|| replies.first())
+            .cloned();
+        Done::local(pick.unwrap_or_else(|| no_owner(&ctx.shared.slots.load())))
+    }))
+}
+
+/// FUNCTION STATS: every master over connections of their own (a busy one
+/// still answers it, not over its shared connection); the reply of the
+/// master running a script, else the first master's.
+fn function_stats(ctx: &Rc<WorkerCtx>, frame: Bytes, proto: Protocol) -> Pending {
+    let ctx = ctx.clone();
+    Pending::Future(Box::pin(async move {
+        let replies = ask_every_master(&ctx, &frame, proto).await;
+        let limits = orthrus_resp::Limits::for_replies();
+        let running = |reply: &Bytes| {
+            let Ok(Some((value, _))) = orthrus_resp::Value::parse(reply, &limits) else {
+                return false;
+            };
+            let fields: Vec<&orthrus_resp::Value> = match &value {
+                orthrus_resp::Value::Array(a) => a.iter().collect(),
+                orthrus_resp::Value::Map(m) => m.iter().flat_map(|(k, v)| [k, v]).collect(),
+                _ => return false,
+            };
+            fields
+                .chunks_exact(2)
+                .find(|kv| kv.first().and_then(|k| k.as_str()) == Some("running_script"))
+                .and_then(|kv| kv.get(1))
+                .is_some_and(|v| {
+                    !matches!(
+                        v,
+                        orthrus_resp::Value::Null | orthrus_resp::Value::NullArray
+                    )
+                })
+        };
+        let pick = replies
+            .iter()
+            .find(|r| running(r))
+            .or_else(|| replies.first())
+            .cloned();
+        Done::local(pick.unwrap_or_else(|| no_owner(&ctx.shared.slots.load())))
+    }))
+}
+
+/// Sends `frame` to every master over dedicated connections, at once; the
+/// replies (or orthrus's errors) in the masters' order.
+async fn ask_every_master(ctx: &Rc<WorkerCtx>, frame: &Bytes, proto: Protocol) -> Vec<Bytes> {
+    let masters = ctx.shared.slots.load().masters();
+    let timeout = Some(ctx.shared.request_timeout());
+    let asks = masters.iter().map(|addr| {
+        let (ctx, frame) = (ctx.clone(), frame.clone());
+        async move {
+            let mut conn = match DedicatedPool::take(&ctx.dedicated, addr, proto).await {
+                Ok(conn) => conn,
+                Err(e) => {
+                    return forward::error_reply(&format!("ERR orthrus: cannot reach {addr}: {e}"));
+                }
+            };
+            match conn.call(&frame, 1, timeout).await {
+                Ok(reply) => {
+                    conn.release();
+                    reply
+                }
+                Err(e) => forward::error_reply(&format!("ERR orthrus: no reply from {addr}: {e}")),
+            }
+        }
+    });
+    futures_join_all(asks).await
+}
+
+/// Runs `futures` at once on this task; their outputs in order.
+async fn futures_join_all<F: std::future::Future>(
+    futures: impl Iterator<Item = F>,
+) -> Vec<F::Output> {
+    let mut set = Vec::new();
+    for f in futures {
+        set.push(Box::pin(f));
+    }
+    let mut out: Vec<Option<F::Output>> = set.iter().map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut done = true;
+        for (f, slot) in set.iter_mut().zip(out.iter_mut()) {
+            if slot.is_none() {
+                match f.as_mut().poll(cx) {
+                    std::task::Poll::Ready(v) => *slot = Some(v),
+                    std::task::Poll::Pending => done = false,
+                }
+            }
+        }
+        if done {
+            std::task::Poll::Ready(())
+        } else {
+            std::task::Poll::Pending
+        }
+    })
+    .await;
+    out.into_iter().flatten().collect()
+}
+
+/// SCRIPT EXISTS: 1 where every master has the script, or orthrus holds
+/// its body (an EVALSHA of it runs).
+fn exists(ctx: &Rc<WorkerCtx>, req: &Request, proto: Protocol) -> Pending {
+    let held: Vec<bool> = (2..req.arg_count())
+        .map(|i| {
+            req.arg(i)
+                .is_some_and(|sha| ctx.shared.scripts.body(sha).is_some())
+        })
+        .collect();
+    let masters = ctx.shared.slots.load().masters();
+    let sent = send_to_each(ctx, masters, req.frame(), proto, true);
+    let ctx = ctx.clone();
+    Pending::Future(Box::pin(async move {
+        let (replies, backend) = forward::resolve_all(&ctx.pool, sent).await;
+        if let Some(err) = replies.iter().find(|r| r.starts_with(b"-")) {
+            return Done::from_nodes(err.clone(), backend);
+        }
+        let mut answer: Vec<bool> = held.clone();
+        let mut all = vec![true; held.len()];
+        for r in &replies {
+            let Some(elements) = array_elements(r) else {
+                let msg = "ERR orthrus: unexpected reply from a master";
+                return Done::from_nodes(forward::error_reply(msg), backend);
+            };
+            for (i, e) in elements.iter().enumerate() {
+                if let Some(a) = all.get_mut(i) {
+                    *a &= &e[..] == b":1\r\n";
+                }
+            }
+        }
+        for (a, every) in answer.iter_mut().zip(&all) {
+            *a |= *every && !replies.is_empty();
+        }
+        let mut out = BytesMut::with_capacity(8 + 4 * answer.len());
+        encode::array_header(&mut out, answer.len());
+        for a in answer {
+            out.extend_from_slice(&integer(i64::from(a)));
+        }
+        Done::from_nodes(out.freeze(), backend)
+    }))
+}

@@ -1,0 +1,324 @@
+//! Per-command and per-error counters as orthrus sees them (INFO
+//! commandstats and errorstats): every request a client sent, by command
+//! name (`container|sub` for the commands Redis counts per subcommand),
+//! with its time through orthrus, and every error reply by its first word.
+//!
+//! Each worker writes its own table behind its own (uncontended) lock; INFO
+//! adds them up. Names are bounded (a client sending made-up command names
+//! cannot grow them without end), as Redis bounds its error names.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// Longest command name counted (with `|sub`), in bytes.
+const NAME_BUF: usize = 64;
+/// Most command names one worker counts.
+const MAX_COMMANDS: usize = 1024;
+/// Most error names counted (Redis's `ERROR_STATS_NUMBER`).
+const MAX_ERRORS: usize = 128;
+/// Commands Redis 7.0 counts per subcommand (`cmdstat_client|list`).
+const CONTAINERS: &[&[u8]] = &[
+    b"acl",
+    b"client",
+    b"cluster",
+    b"command",
+    b"config",
+    b"function",
+    b"latency",
+    b"memory",
+    b"module",
+    b"object",
+    b"pubsub",
+    b"script",
+    b"slowlog",
+    b"xgroup",
+    b"xinfo",
+];
+
+/// Every worker's counters.
+pub struct CommandStats {
+    workers: Vec<Mutex<Table>>,
+}
+
+#[derive(Default)]
+struct Table {
+    commands: HashMap<Vec<u8>, Counters>,
+    errors: HashMap<Vec<u8>, u64>,
+}
+
+#[derive(Clone, Copy, Default)]
+struct Counters {
+    calls: u64,
+    usec: u64,
+    rejected: u64,
+    failed: u64,
+}
+
+/// One finished request, as `record` takes it.
+pub struct Call<'a> {
+    /// The request as the client sent it.
+    pub frame: &'a [u8],
+    /// Its time through orthrus.
+    pub took: Duration,
+    /// False when orthrus refused it before it ran.
+    pub ran: bool,
+    /// The reply (an error reply counts as failed, or rejected).
+    pub reply: &'a [u8],
+}
+
+// === impl CommandStats ===
+
+impl CommandStats {
+    pub fn new(workers: usize) -> CommandStats {
+        CommandStats {
+            workers: (0..workers.max(1))
+                .map(|_| Mutex::new(Table::default()))
+                .collect(),
+        }
+    }
+
+    /// Counts one request of `worker`.
+    pub fn record(&self, worker: usize, call: &Call<'_>) {
+        let mut buf = [0u8; NAME_BUF];
+        let Some(name) = command_name(call.frame, &mut buf) else {
+            return;
+        };
+        let error = error_name(call.reply);
+        let Some(table) = self.workers.get(worker % self.workers.len()) else {
+            return;
+        };
+        let Ok(mut table) = table.lock() else {
+            return;
+        };
+        let usec = u64::try_from(call.took.as_micros()).unwrap_or(u64::MAX);
+        let len = table.commands.len();
+        let counters = match table.commands.get_mut(name) {
+            Some(c) => Some(c),
+            None if len < MAX_COMMANDS => Some(table.commands.entry(name.to_vec()).or_default()),
+            None => None,
+        };
+        if let Some(c) = counters {
+            match (call.ran, error.is_some()) {
+                (false, _) => c.rejected += 1,
+                (true, failed) => {
+                    c.calls += 1;
+                    c.usec += usec;
+                    c.failed += u64::from(failed);
+                }
+            }
+        }
+        if let Some(error) = error {
+            let len = table.errors.len();
+            if let Some(n) = table.errors.get_mut(error) {
+                *n += 1;
+            } else if len < MAX_ERRORS {
+                table.errors.insert(error.to_vec(), 1);
+            }
+        }
+    }
+
+    /// CONFIG RESETSTAT.
+    pub fn reset(&self) {
+        for table in &self.workers {
+            if let Ok(mut t) = table.lock() {
+                *t = Table::default();
+            }
+        }
+    }
+
+    /// The lines of INFO commandstats, sorted by name.
+    pub fn write_commands(&self, out: &mut String) {
+        let mut all: HashMap<Vec<u8>, Counters> = HashMap::new();
+        for table in &self.workers {
+            let Ok(t) = table.lock() else { continue };
+            for (name, c) in &t.commands {
+                let sum = all.entry(name.clone()).or_default();
+                sum.calls += c.calls;
+                sum.usec += c.usec;
+                sum.rejected += c.rejected;
+                sum.failed += c.failed;
+            }
+        }
+        let mut names: Vec<_> = all.into_iter().collect();
+        names.sort_by(|a, b| a.0.cmp(&b.0));
+        for (name, c) in names {
+            let per_call = if c.calls == 0 {
+                0.0
+            } else {
+                c.usec as f64 / c.calls as f64
+            };
+            let _ = write!(
+                out,
+                "cmdstat_{}:calls={},usec={},usec_per_call={per_call:.2},rejected_calls={},failed_calls={}\r\n",
+                String::from_utf8_lossy(&name),
+                c.calls,
+                c.usec,
+                c.rejected,
+                c.failed
+            );
+        }
+    }
+
+    /// The lines of INFO errorstats, sorted by name.
+    pub fn write_errors(&self, out: &mut String) {
+        let mut all: HashMap<Vec<u8>, u64> = HashMap::new();
+        for table in &self.workers {
+            let Ok(t) = table.lock() else { continue };
+            for (name, n) in &t.errors {
+                *all.entry(name.clone()).or_default() += n;
+            }
+        }
+        let mut names: Vec<_> = all.into_iter().collect();
+        names.sort();
+        for (name, n) in names {
+            let _ = write!(
+                out,
+                "errorstat_{}:count={n}\r\n",
+                String::from_utf8_lossy(&name)
+            );
+        }
+    }
+}
+
+/// The command's name in lower case, with its subcommand for the commands
+/// Redis counts per subcommand; from a multibulk or an inline request.
+/// Written into `buf` (no allocation per request); `None` if longer.
+fn command_name<'b>(frame: &[u8], buf: &'b mut [u8; NAME_BUF]) -> Option<&'b [u8]> {
+    let mut words = words(frame);
+    let first = words.next()?;
+    let mut len = first.len();
+    let dst = buf.get_mut(..len)?;
+    dst.copy_from_slice(first);
+    dst.make_ascii_lowercase();
+    if CONTAINERS.contains(&&*dst) {
+        if let Some(sub) = words.next() {
+            let end = len + 1 + sub.len();
+            let dst = buf.get_mut(len..end)?;
+            dst[0] = b'|';
+            dst[1..].copy_from_slice(sub);
+            dst.make_ascii_lowercase();
+            len = end;
+        }
+    }
+    buf.get(..len)
+}
+
+/// The first two arguments of a request.
+fn words(frame: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let multibulk = frame.first() == Some(&b'*');
+    let mut rest = frame;
+    let mut taken = 0;
+    std::iter::from_fn(move || {
+        if taken == 2 {
+            return None;
+        }
+        taken += 1;
+        if multibulk {
+            // Skip the `*N` line on the first call, then `$L\r\nARG\r\n`.
+            if taken == 1 {
+                rest = after_line(rest)?;
+            }
+            let header = rest.get(..rest.iter().position(|&b| b == b'\r')?)?;
+            let len: usize = std::str::from_utf8(header.get(1..)?).ok()?.parse().ok()?;
+            rest = after_line(rest)?;
+            let arg = rest.get(..len)?;
+            rest = rest.get(len + 2..).unwrap_or_default();
+            Some(arg)
+        } else {
+            let start = rest.iter().position(|b| !b.is_ascii_whitespace())?;
+            rest = rest.get(start..)?;
+            let end = rest
+                .iter()
+                .position(u8::is_ascii_whitespace)
+                .unwrap_or(rest.len());
+            let (arg, tail) = rest.split_at(end);
+            rest = tail;
+            Some(arg)
+        }
+    })
+}
+
+fn after_line(buf: &[u8]) -> Option<&[u8]> {
+    let lf = buf.iter().position(|&b| b == b'\n')?;
+    buf.get(lf + 1..)
+}
+
+/// The first word of an error reply (`WRONGTYPE`, `ERR`), or `None`.
+fn error_name(reply: &[u8]) -> Option<&[u8]> {
+    let text = match reply.first()? {
+        b'-' => reply.get(1..)?,
+        b'!' => after_line(reply)?,
+        _ => return None,
+    };
+    let end = text
+        .iter()
+        .position(|b| b.is_ascii_whitespace())
+        .unwrap_or(text.len());
+    text.get(..end).filter(|w| !w.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn call<'a>(frame: &'a [u8], ran: bool, reply: &'a [u8]) -> Call<'a> {
+        Call {
+            frame,
+            took: Duration::from_micros(10),
+            ran,
+            reply,
+        }
+    }
+
+    #[test]
+    fn names_from_multibulk_and_inline_requests() {
+        let name = |frame: &[u8]| {
+            let mut buf = [0u8; NAME_BUF];
+            command_name(frame, &mut buf).map(<[u8]>::to_vec)
+        };
+        assert_eq!(
+            name(b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n").unwrap(),
+            b"set"
+        );
+        assert_eq!(
+            name(b"*2\r\n$6\r\nCLIENT\r\n$4\r\nList\r\n").unwrap(),
+            b"client|list"
+        );
+        assert_eq!(name(b"  ping\r\n").unwrap(), b"ping");
+        assert_eq!(name(b"config get x\r\n").unwrap(), b"config|get");
+        assert_eq!(name(&[b'x'; 100]), None, "too long to count");
+        assert_eq!(
+            error_name(b"-WRONGTYPE Operation\r\n").unwrap(),
+            b"WRONGTYPE"
+        );
+        assert_eq!(error_name(b"+OK\r\n"), None);
+    }
+
+    #[test]
+    fn counts_calls_failures_and_refusals() {
+        let stats = CommandStats::new(2);
+        let geoadd = b"*2\r\n$6\r\nGEOADD\r\n$3\r\nfoo\r\n";
+        stats.record(0, &call(geoadd, true, b":1\r\n"));
+        stats.record(1, &call(geoadd, true, b"-WRONGTYPE x\r\n"));
+        stats.record(1, &call(b"*1\r\n$4\r\nSYNC\r\n", false, b"-ERR no\r\n"));
+        let mut out = String::new();
+        stats.write_commands(&mut out);
+        assert_eq!(
+            out,
+            "cmdstat_geoadd:calls=2,usec=20,usec_per_call=10.00,rejected_calls=0,failed_calls=1\r\n\
+             cmdstat_sync:calls=0,usec=0,usec_per_call=0.00,rejected_calls=1,failed_calls=0\r\n"
+        );
+        let mut out = String::new();
+        stats.write_errors(&mut out);
+        assert_eq!(
+            out,
+            "errorstat_ERR:count=1\r\nerrorstat_WRONGTYPE:count=1\r\n"
+        );
+        stats.reset();
+        let mut out = String::new();
+        stats.write_commands(&mut out);
+        assert!(out.is_empty());
+    }
+}
