@@ -270,11 +270,12 @@ fn mib(kib: u64) -> String {
 fn measure(subject: &Subject, steps: Steps) -> Result<ConnMemory> {
     let deadline = Instant::now() + steps.timeout;
     let pid = subject.pid;
-    // Counted after the settle: a connection that was closing when the
-    // measurement began (a readiness check's) would raise the count that
-    // the new connections are looked for above.
+    // Counted once the count holds still: connections still closing when
+    // the measurement began (a readiness check's, or an earlier target's
+    // on the same process) would raise the count that the new connections
+    // are looked for above.
     thread::sleep(steps.settle);
-    let idle_fds = open_files(pid)?;
+    let idle_fds = settled_open_files(pid, deadline)?;
     if let Some(max) = read_proc(pid, "limits")
         .ok()
         .and_then(|l| parse_max_open_files(&l))
@@ -380,6 +381,21 @@ fn wait_open_files(pid: u32, deadline: Instant, done: impl Fn(usize) -> bool) ->
         }
         thread::sleep(POLL);
     }
+}
+
+/// The process's open files once two reads 100 ms apart agree (or at the
+/// deadline, the last read).
+fn settled_open_files(pid: u32, deadline: Instant) -> Result<usize> {
+    let mut last = open_files(pid)?;
+    while Instant::now() < deadline {
+        thread::sleep(Duration::from_millis(100));
+        let n = open_files(pid)?;
+        if n == last {
+            break;
+        }
+        last = n;
+    }
+    Ok(last)
 }
 
 fn open_files(pid: u32) -> Result<usize> {
