@@ -529,6 +529,8 @@ fn info_commandstats_and_errorstats_as_orthrus_sees_them() {
     let errors = info(&mut con, "errorstats");
     assert!(errors.contains("errorstat_WRONGTYPE:count=1"), "{errors}");
     assert!(errors.contains("errorstat_ERR:count=1"), "{errors}");
+    let stats: String = redis::cmd("INFO").arg("stats").query(&mut con).unwrap();
+    assert!(stats.contains("total_error_replies:2\r\n"), "{stats}");
     let default: String = redis::cmd("INFO").query(&mut con).unwrap();
     assert!(
         default.contains("used_cpu_user:") && default.contains("used_memory:"),

@@ -145,4 +145,10 @@ fn fan_out_and_admin_commands_inside_multi_run_at_exec() {
         "the watched key changed"
     );
     assert_eq!(send(&mut s, &["GET", "{m}b"]), "$1\r\n3\r\n", "nothing ran");
+
+    // SLOWLOG, answered by orthrus, runs at EXEC too.
+    assert_eq!(send(&mut s, &["MULTI"]), "+OK\r\n");
+    assert_eq!(send(&mut s, &["SLOWLOG", "RESET"]), "+QUEUED\r\n");
+    assert_eq!(send(&mut s, &["SLOWLOG", "LEN"]), "+QUEUED\r\n");
+    assert_eq!(send(&mut s, &["EXEC"]), "*2\r\n+OK\r\n:0\r\n");
 }

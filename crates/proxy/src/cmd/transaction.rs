@@ -142,7 +142,7 @@ fn queue(multi: &mut Multi, req: &Request, table: &CommandTable, passthrough: bo
             return error_reply(&rejection.message(req));
         }
         // Run by orthrus at EXEC, in their place among the others.
-        Route::FanOut(_) => return side(multi, req),
+        Route::FanOut(_) | Route::Local(Local::SlowLog) => return side(multi, req),
         Route::Local(_) | Route::Scan => {
             let name = String::from_utf8_lossy(req.arg(0).unwrap_or_default()).to_ascii_uppercase();
             return abort(
@@ -383,6 +383,9 @@ async fn run_side(ctx: &Rc<WorkerCtx>, req: Request, proto: Protocol) -> Bytes {
     let readonly = info.is_some_and(|i| i.readonly);
     let pending = match route {
         Route::FanOut(how) => crate::cmd::fanout::dispatch(ctx, req, how, proto, readonly),
+        Route::Local(Local::SlowLog) => {
+            Pending::Ready(crate::observe::slowlog::command(&ctx.shared.slowlog, &req))
+        }
         Route::Reject(rejection) => match rejection.admin() {
             Some(info) => crate::cmd::admin::dispatch(ctx, &req, info, proto),
             None => Pending::Ready(error_reply(&rejection.message(&req))),

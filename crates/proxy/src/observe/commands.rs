@@ -166,6 +166,14 @@ impl CommandStats {
         }
     }
 
+    /// Every error reply counted (INFO stats `total_error_replies`).
+    pub fn total_errors(&self) -> u64 {
+        self.workers
+            .iter()
+            .filter_map(|t| t.lock().ok().map(|t| t.errors.values().sum::<u64>()))
+            .sum()
+    }
+
     /// The lines of INFO errorstats, sorted by name.
     pub fn write_errors(&self, out: &mut String) {
         let mut all: HashMap<Vec<u8>, u64> = HashMap::default();
