@@ -97,7 +97,12 @@ impl CommandStats {
         let Ok(mut table) = table.lock() else {
             return;
         };
-        let usec = u64::try_from(call.took.as_micros()).unwrap_or(u64::MAX);
+        // Not `as_micros`: its u128 arithmetic costs more than the rest.
+        let took = call.took;
+        let usec = took
+            .as_secs()
+            .saturating_mul(1_000_000)
+            .saturating_add(u64::from(took.subsec_micros()));
         let len = table.commands.len();
         let counters = match table.commands.get_mut(name) {
             Some(c) => Some(c),
@@ -234,7 +239,7 @@ fn words(frame: &[u8]) -> impl Iterator<Item = &[u8]> {
                 rest = after_line(rest)?;
             }
             let header = rest.get(..rest.iter().position(|&b| b == b'\r')?)?;
-            let len: usize = std::str::from_utf8(header.get(1..)?).ok()?.parse().ok()?;
+            let len = decimal(header.get(1..)?)?;
             rest = after_line(rest)?;
             let arg = rest.get(..len)?;
             rest = rest.get(len + 2..).unwrap_or_default();
@@ -250,6 +255,17 @@ fn words(frame: &[u8]) -> impl Iterator<Item = &[u8]> {
             rest = tail;
             Some(arg)
         }
+    })
+}
+
+/// A bulk length: ASCII digits, at most 10 of them (no sign, no `str`
+/// parse: this runs for every request).
+fn decimal(digits: &[u8]) -> Option<usize> {
+    if digits.is_empty() || digits.len() > 10 {
+        return None;
+    }
+    digits.iter().try_fold(0usize, |n, &d| {
+        d.is_ascii_digit().then(|| n * 10 + usize::from(d - b'0'))
     })
 }
 
@@ -283,6 +299,17 @@ mod tests {
             ran,
             reply,
         }
+    }
+
+    #[test]
+    fn bulk_lengths_are_digits_only() {
+        assert_eq!(decimal(b"3"), Some(3));
+        assert_eq!(decimal(b"0"), Some(0));
+        assert_eq!(decimal(b"4294967296"), Some(4_294_967_296));
+        assert_eq!(decimal(b""), None);
+        assert_eq!(decimal(b"-1"), None);
+        assert_eq!(decimal(b"1x"), None);
+        assert_eq!(decimal(b"12345678901"), None);
     }
 
     #[test]
