@@ -40,46 +40,25 @@ pub fn intercept(
         Route::AnyNode => Some(Target::Any),
         _ => None,
     };
-    if is(b"eval") || is(b"eval_ro") {
-        scripts.keep(&req.arg_bytes(1)?);
-        return Some(timed(
-            ctx,
-            req.frame().clone(),
-            target?,
-            proto,
-            access,
-            false,
-        ));
-    }
-    if is(b"evalsha") || is(b"evalsha_ro") {
-        let Some(body) = scripts.body(req.arg(1)?) else {
-            return Some(timed(
-                ctx,
-                req.frame().clone(),
-                target?,
-                proto,
-                access,
-                false,
-            ));
+    let eval = is(b"eval") || is(b"eval_ro");
+    let by_sha = is(b"evalsha") || is(b"evalsha_ro");
+    let fcall = is(b"fcall") || is(b"fcall_ro");
+    if eval || by_sha || fcall {
+        if eval {
+            scripts.keep(&req.arg_bytes(1)?);
+        }
+        let frame = req.frame().clone();
+        // An EVALSHA whose body orthrus holds can be loaded where it is
+        // missing; every other script or function is sent on as usual.
+        let held = if by_sha {
+            scripts.body(req.arg(1)?)
+        } else {
+            None
         };
-        return Some(evalsha(
-            ctx,
-            req.frame().clone(),
-            body,
-            target?,
-            proto,
-            access,
-        ));
-    }
-    if is(b"fcall") || is(b"fcall_ro") {
-        return Some(timed(
-            ctx,
-            req.frame().clone(),
-            target?,
-            proto,
-            access,
-            true,
-        ));
+        return Some(match held {
+            Some(body) => evalsha(ctx, frame, body, target?, proto, access),
+            None => timed(ctx, frame, target?, proto, access, fcall),
+        });
     }
     let sub = req.arg(1)?;
     if (is(b"script") || is(b"function")) && sub.eq_ignore_ascii_case(b"kill") {
