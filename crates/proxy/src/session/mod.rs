@@ -19,7 +19,6 @@ use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::future::Future;
 use std::io;
-use std::net::SocketAddr;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -29,8 +28,7 @@ use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
 use orthrus_resp::{Protocol, RequestParser};
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::{TcpStream, UnixStream};
+use tokio::io::ReadBuf;
 use tokio::sync::mpsc;
 
 use crate::client::{Client, Pending, PushSink, ReplyMode};
@@ -45,11 +43,14 @@ use crate::worker::WorkerCtx;
 
 mod dispatch;
 mod output;
+mod stream;
 mod timers;
+mod work;
 
 use dispatch::dispatch;
-use output::Output;
+pub use stream::Stream;
 use timers::Timers;
+use work::{QUEUE_KEPT, Work};
 
 /// Bytes read at a time.
 const READ_CHUNK: usize = 16 * 1024;
@@ -65,51 +66,6 @@ thread_local! {
     static SCRATCH: RefCell<Vec<u8>> = RefCell::new(vec![0; READ_CHUNK]);
     /// The parser of every session of a worker between requests.
     static PARSER: RefCell<Option<RequestParser>> = const { RefCell::new(None) };
-    /// What idle sessions gave up, for the next busy one: boxes, so that
-    /// one moves between a session and the stock without a copy or an
-    /// allocation.
-    #[allow(clippy::vec_box)]
-    static STOCK: RefCell<Vec<Box<Work>>> = const { RefCell::new(Vec::new()) };
-}
-
-/// How many given up [`Work`]s a worker keeps.
-const STOCK_MAX: usize = 64;
-/// Reply queue entries a session keeps room for once its queue is empty.
-const QUEUE_KEPT: usize = 16;
-
-/// A client's connection: TCP, the Unix socket, or TLS over TCP. The
-/// session is generic over it, so the plain paths pay nothing for TLS.
-pub trait Stream: AsyncRead + AsyncWrite + Unpin + 'static {
-    /// Readies a new connection (Nagle off for TCP).
-    fn prepare(&self);
-    /// orthrus's own address on it, for TCP.
-    fn local(&self) -> Option<SocketAddr>;
-}
-
-impl Stream for TcpStream {
-    fn prepare(&self) {
-        let _ = self.set_nodelay(true);
-    }
-
-    fn local(&self) -> Option<SocketAddr> {
-        self.local_addr().ok()
-    }
-}
-
-impl Stream for tokio_rustls::server::TlsStream<TcpStream> {
-    fn prepare(&self) {} // Nagle is off since before the handshake
-
-    fn local(&self) -> Option<SocketAddr> {
-        self.get_ref().0.local_addr().ok()
-    }
-}
-
-impl Stream for UnixStream {
-    fn prepare(&self) {}
-
-    fn local(&self) -> Option<SocketAddr> {
-        None
-    }
 }
 
 /// What the session needs to account for a request once its reply is
@@ -160,25 +116,6 @@ struct Session<S> {
     /// CLIENT PAUSE's held request and the idle timer, once either is
     /// needed (most clients never need them).
     timers: Option<Box<Timers>>,
-}
-
-/// What a session holds only while it has work: bytes read and not parsed,
-/// the replies it owes, what it is writing. Boxed and given up once the
-/// client is idle, so that an idle connection's task stays small (tokio
-/// pads a task's cell to 128 bytes: this keeps it at 256); a worker keeps
-/// a few given up ones for the next busy client, so that a client sending
-/// one request at a time does not allocate one per request.
-struct Work {
-    /// This client's parser, while a request of it is incomplete; the
-    /// worker's shared one otherwise.
-    parser: Option<Box<RequestParser>>,
-    /// Bytes read and not parsed yet (an incomplete request); empty, and
-    /// without a buffer, between requests.
-    input: BytesMut,
-    queue: VecDeque<Entry>,
-    output: Output,
-    /// When the requests being parsed were read: one clock read per read.
-    read_at: Instant,
 }
 
 /// The client is gone or finished (or its worker stopped): tell whoever
@@ -279,40 +216,6 @@ fn new_client(stream: &impl Stream, peer: ClientAddr, ctx: &WorkerCtx) -> Client
         authenticated: live.client.password.is_none() && live.client.users.is_empty(),
         reply: ReplyMode::On,
         read_from: ctx.shared.settings.read_from,
-    }
-}
-
-// === impl Work ===
-
-impl Work {
-    /// One from the worker's stock, or a new one.
-    fn take() -> Box<Work> {
-        STOCK.with_borrow_mut(Vec::pop).unwrap_or_else(|| {
-            Box::new(Work {
-                parser: None,
-                input: BytesMut::new(),
-                queue: VecDeque::new(),
-                output: Output::default(),
-                read_at: Instant::now(),
-            })
-        })
-    }
-
-    /// Nothing read and unparsed, owed or unwritten.
-    fn is_idle(&self) -> bool {
-        self.parser.is_none()
-            && self.input.is_empty()
-            && self.queue.is_empty()
-            && self.output.is_empty()
-    }
-
-    /// Back to the worker's stock (an idle one: it holds no request).
-    fn give_back(self: Box<Work>) {
-        STOCK.with_borrow_mut(|stock| {
-            if stock.len() < STOCK_MAX {
-                stock.push(self);
-            }
-        });
     }
 }
 

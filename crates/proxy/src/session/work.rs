@@ -1,0 +1,78 @@
+//! What a session holds only while it has work, and the worker's stock of
+//! it.
+
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::time::Instant;
+
+use bytes::BytesMut;
+use orthrus_resp::RequestParser;
+
+use super::Entry;
+use super::output::Output;
+
+thread_local! {
+    /// What idle sessions gave up, for the next busy one: boxes, so that
+    /// one moves between a session and the stock without a copy or an
+    /// allocation.
+    #[allow(clippy::vec_box)]
+    static STOCK: RefCell<Vec<Box<Work>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// How many given up [`Work`]s a worker keeps.
+const STOCK_MAX: usize = 64;
+/// Reply queue entries a session keeps room for once its queue is empty.
+pub(super) const QUEUE_KEPT: usize = 16;
+
+/// What a session holds only while it has work: bytes read and not parsed,
+/// the replies it owes, what it is writing. Boxed and given up once the
+/// client is idle, so that an idle connection's task stays small (tokio
+/// pads a task's cell to 128 bytes: this keeps it at 256); a worker keeps
+/// a few given up ones for the next busy client, so that a client sending
+/// one request at a time does not allocate one per request.
+pub(super) struct Work {
+    /// This client's parser, while a request of it is incomplete; the
+    /// worker's shared one otherwise.
+    pub parser: Option<Box<RequestParser>>,
+    /// Bytes read and not parsed yet (an incomplete request); empty, and
+    /// without a buffer, between requests.
+    pub input: BytesMut,
+    pub queue: VecDeque<Entry>,
+    pub output: Output,
+    /// When the requests being parsed were read: one clock read per read.
+    pub read_at: Instant,
+}
+
+// === impl Work ===
+
+impl Work {
+    /// One from the worker's stock, or a new one.
+    pub fn take() -> Box<Work> {
+        STOCK.with_borrow_mut(Vec::pop).unwrap_or_else(|| {
+            Box::new(Work {
+                parser: None,
+                input: BytesMut::new(),
+                queue: VecDeque::new(),
+                output: Output::default(),
+                read_at: Instant::now(),
+            })
+        })
+    }
+
+    /// Nothing read and unparsed, owed or unwritten.
+    pub fn is_idle(&self) -> bool {
+        self.parser.is_none()
+            && self.input.is_empty()
+            && self.queue.is_empty()
+            && self.output.is_empty()
+    }
+
+    /// Back to the worker's stock (an idle one: it holds no request).
+    pub fn give_back(self: Box<Work>) {
+        STOCK.with_borrow_mut(|stock| {
+            if stock.len() < STOCK_MAX {
+                stock.push(self);
+            }
+        });
+    }
+}
