@@ -4,7 +4,9 @@
 //! with its time through orthrus, and every error reply by its first word.
 //!
 //! Each worker writes its own table behind its own (uncontended) lock; INFO
-//! adds them up. Names are bounded (a client sending made-up command names
+//! adds them up. A request of a command the table knows is counted by the
+//! number its entry carries (`route::counted`), others by the name they
+//! sent. Names are bounded (a client sending made-up command names
 //! cannot grow them without end), as Redis bounds its error names.
 
 use std::fmt::Write as _;
@@ -13,35 +15,14 @@ use std::time::Duration;
 
 use rustc_hash::FxHashMap as HashMap;
 
+use crate::route::counted::{self, is_container};
+
 /// Longest command name counted (with `|sub`), in bytes.
 const NAME_BUF: usize = 64;
 /// Most command names one worker counts.
 const MAX_COMMANDS: usize = 1024;
 /// Most error names counted (Redis's `ERROR_STATS_NUMBER`).
 const MAX_ERRORS: usize = 128;
-/// Whether Redis 7.0 counts `name` per subcommand (`cmdstat_client|list`).
-/// A match, not a list search: it runs for every request.
-fn is_container(name: &[u8]) -> bool {
-    matches!(
-        name,
-        b"acl"
-            | b"client"
-            | b"cluster"
-            | b"command"
-            | b"config"
-            | b"function"
-            | b"latency"
-            | b"memory"
-            | b"module"
-            | b"object"
-            | b"pubsub"
-            | b"script"
-            | b"slowlog"
-            | b"xgroup"
-            | b"xinfo"
-    )
-}
-
 /// Every worker's counters.
 pub struct CommandStats {
     workers: Vec<Mutex<Table>>,
@@ -49,6 +30,9 @@ pub struct CommandStats {
 
 #[derive(Default)]
 struct Table {
+    /// By the number of the command's name.
+    numbered: Vec<Counters>,
+    /// By the name sent, for what has no number.
     commands: HashMap<Vec<u8>, Counters>,
     errors: HashMap<Vec<u8>, u64>,
 }
@@ -65,6 +49,8 @@ struct Counters {
 pub struct Call<'a> {
     /// The request as the client sent it.
     pub frame: &'a [u8],
+    /// The number of its command-table entry, if it has one.
+    pub stat: Option<u16>,
     /// Its time through orthrus.
     pub took: Duration,
     /// False when orthrus refused it before it ran.
@@ -87,8 +73,12 @@ impl CommandStats {
     /// Counts one request of `worker`.
     pub fn record(&self, worker: usize, call: &Call<'_>) {
         let mut buf = [0u8; NAME_BUF];
-        let Some(name) = command_name(call.frame, &mut buf) else {
-            return;
+        let name = match call.stat {
+            Some(_) => None,
+            None => match command_name(call.frame, &mut buf) {
+                Some(name) => Some(name),
+                None => return,
+            },
         };
         let error = error_name(call.reply);
         let Some(table) = self.workers.get(worker % self.workers.len()) else {
@@ -97,17 +87,32 @@ impl CommandStats {
         let Ok(mut table) = table.lock() else {
             return;
         };
+        let table = &mut *table;
         // Not `as_micros`: its u128 arithmetic costs more than the rest.
         let took = call.took;
         let usec = took
             .as_secs()
             .saturating_mul(1_000_000)
             .saturating_add(u64::from(took.subsec_micros()));
-        let len = table.commands.len();
-        let counters = match table.commands.get_mut(name) {
-            Some(c) => Some(c),
-            None if len < MAX_COMMANDS => Some(table.commands.entry(name.to_vec()).or_default()),
-            None => None,
+        let counters = match (call.stat, name) {
+            (Some(id), _) => {
+                let id = usize::from(id);
+                if table.numbered.len() <= id {
+                    table.numbered.resize(id + 1, Counters::default());
+                }
+                table.numbered.get_mut(id)
+            }
+            (None, Some(name)) => {
+                let len = table.commands.len();
+                match table.commands.get_mut(name) {
+                    Some(c) => Some(c),
+                    None if len < MAX_COMMANDS => {
+                        Some(table.commands.entry(name.to_vec()).or_default())
+                    }
+                    None => None,
+                }
+            }
+            (None, None) => None,
         };
         if let Some(c) = counters {
             match (call.ran, error.is_some()) {
@@ -141,14 +146,25 @@ impl CommandStats {
     /// The lines of INFO commandstats, sorted by name.
     pub fn write_commands(&self, out: &mut String) {
         let mut all: HashMap<Vec<u8>, Counters> = HashMap::default();
+        let add = |all: &mut HashMap<Vec<u8>, Counters>, name: &[u8], c: &Counters| {
+            let sum = all.entry(name.to_vec()).or_default();
+            sum.calls += c.calls;
+            sum.usec += c.usec;
+            sum.rejected += c.rejected;
+            sum.failed += c.failed;
+        };
         for table in &self.workers {
             let Ok(t) = table.lock() else { continue };
+            for (id, c) in t.numbered.iter().enumerate() {
+                if c.calls + c.rejected == 0 {
+                    continue; // a number no request of this worker had
+                }
+                if let Some(name) = counted::name(id) {
+                    add(&mut all, name.as_bytes(), c);
+                }
+            }
             for (name, c) in &t.commands {
-                let sum = all.entry(name.clone()).or_default();
-                sum.calls += c.calls;
-                sum.usec += c.usec;
-                sum.rejected += c.rejected;
-                sum.failed += c.failed;
+                add(&mut all, name, c);
             }
         }
         let mut names: Vec<_> = all.into_iter().collect();
@@ -295,6 +311,7 @@ mod tests {
     fn call<'a>(frame: &'a [u8], ran: bool, reply: &'a [u8]) -> Call<'a> {
         Call {
             frame,
+            stat: None,
             took: Duration::from_micros(10),
             ran,
             reply,
@@ -340,7 +357,12 @@ mod tests {
     fn counts_calls_failures_and_refusals() {
         let stats = CommandStats::new(2);
         let geoadd = b"*2\r\n$6\r\nGEOADD\r\n$3\r\nfoo\r\n";
-        stats.record(0, &call(geoadd, true, b":1\r\n"));
+        // By the number of its table entry, and by name: one line.
+        let numbered = Call {
+            stat: counted::id("geoadd"),
+            ..call(geoadd, true, b":1\r\n")
+        };
+        stats.record(0, &numbered);
         stats.record(1, &call(geoadd, true, b"-WRONGTYPE x\r\n"));
         stats.record(1, &call(b"*1\r\n$4\r\nSYNC\r\n", false, b"-ERR no\r\n"));
         let mut out = String::new();

@@ -5,6 +5,8 @@
 //!   split, fan-out, blocking, refused, ...) and its family.
 //! - [`table`] — the command table built from those rules and the cluster's
 //!   own `COMMAND` reply, and the route of one request.
+//! - [`counted`] — the numbers of the names INFO commandstats counts.
 
+pub mod counted;
 pub mod kind;
 pub mod table;

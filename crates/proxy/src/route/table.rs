@@ -14,6 +14,7 @@ use std::sync::Arc;
 use orthrus_cluster::Slot;
 use orthrus_resp::{Request, Value};
 
+use crate::route::counted;
 use crate::route::kind::{self, Family, Kind};
 
 /// Longest command name looked up without allocating.
@@ -41,6 +42,8 @@ pub struct CommandInfo {
     pub family: Family,
     /// Set for the multi-key commands orthrus splits across slots.
     pub split: Option<kind::Merge>,
+    /// Its number in INFO commandstats (`None` for a container).
+    pub stat: Option<u16>,
     /// XREAD and XREADGROUP block only when given `BLOCK`.
     blocks_with_block_option: bool,
     /// A container (SCRIPT, CLUSTER, ...) whose subcommands this table does
@@ -373,6 +376,7 @@ impl CommandInfo {
             arity: entry.arity,
             name,
             split: kind::split_merge(entry.name),
+            stat: counted::id(entry.name),
             blocks_with_block_option: is_xread(entry.name),
             rules_by_subcommand: kind::CONTAINERS.contains(&entry.name),
             key_specs,
@@ -442,6 +446,7 @@ impl CommandInfo {
             has("write") || has("may_replicate") || MAY_REPLICATE.contains(&name.as_str());
         Some(CommandInfo {
             split: kind::split_merge(&name),
+            stat: counted::id(&name),
             blocks_with_block_option: is_xread(&name),
             rules_by_subcommand: subcommands.is_empty()
                 && kind::CONTAINERS.contains(&name.as_str()),

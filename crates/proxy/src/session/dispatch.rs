@@ -5,6 +5,7 @@
 //! handlers first.
 
 use std::rc::Rc;
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
@@ -19,7 +20,7 @@ use crate::node::forward::{self, Access, Sent, Target, error_reply};
 use crate::observe::clients::Closer;
 use crate::observe::stats::WorkerStats;
 use crate::route::kind::Family;
-use crate::route::table::Route;
+use crate::route::table::{CommandInfo, CommandTable, Route};
 use crate::worker::WorkerCtx;
 
 /// A request once started: its reply to come, its family, and whether it
@@ -29,6 +30,8 @@ pub struct Started {
     pub pending: Pending,
     pub family: Family,
     pub ran: bool,
+    /// The number INFO commandstats counts it by, if its command has one.
+    pub stat: Option<u16>,
 }
 
 impl Started {
@@ -37,6 +40,7 @@ impl Started {
             pending,
             family,
             ran: true,
+            stat: None,
         }
     }
 
@@ -45,6 +49,7 @@ impl Started {
             pending,
             family,
             ran: false,
+            stat: None,
         }
     }
 }
@@ -62,7 +67,10 @@ pub fn dispatch(
     if client.reply == ReplyMode::SkipNext && silent {
         client.reply = ReplyMode::On;
     }
-    let started = run(client, req, sink, ctx);
+    let table = ctx.shared.commands.load();
+    let (route, info) = table.route_info(&req);
+    let mut started = run(client, req, (route, info), &table, sink, ctx);
+    started.stat = info.and_then(|info| info.stat);
     if silent {
         Started {
             pending: silence(started.pending, ctx),
@@ -113,13 +121,13 @@ fn silence(pending: Pending, ctx: &Rc<WorkerCtx>) -> Pending {
 fn run(
     client: &mut Client,
     req: Request,
+    (route, info): (Route, Option<&Arc<CommandInfo>>),
+    table: &CommandTable,
     mut sink: impl FnMut(Closer) -> PushSink,
     ctx: &Rc<WorkerCtx>,
 ) -> Started {
     let stats = ctx.stats();
     WorkerStats::bump(&stats.commands);
-    let table = ctx.shared.commands.load();
-    let (route, info) = table.route_info(&req);
     let family = info.map_or(Family::Other, |info| info.family);
     if !client.authenticated && !allowed_before_auth(&req) {
         WorkerStats::bump(&stats.rejected_commands);
@@ -141,7 +149,7 @@ fn run(
         }
     }
     if family == Family::Transaction || client.multi.is_some() {
-        if let Some(pending) = transaction::intercept(client, &req, &table, ctx) {
+        if let Some(pending) = transaction::intercept(client, &req, table, ctx) {
             return Started::ran(pending, Family::Transaction);
         }
     }

@@ -78,6 +78,8 @@ struct Stamp {
     frame: Bytes,
     /// False if it was refused before it ran (never in the SLOWLOG).
     ran: bool,
+    /// Its number in INFO commandstats.
+    stat: Option<u16>,
 }
 
 /// One request's place in the reply queue.
@@ -429,6 +431,7 @@ impl<S: Stream> Session<S> {
                             family: run.family,
                             frame,
                             ran: run.ran,
+                            stat: run.stat,
                         }),
                     }
                 }
@@ -552,6 +555,7 @@ impl<S: Stream> Session<S> {
         ctx.latency().record(stamp.family, total, backend);
         let call = Call {
             frame,
+            stat: stamp.stat,
             took: total,
             ran: stamp.ran,
             reply: &done.reply,
