@@ -21,6 +21,9 @@ use crate::observe::stats::{OpsMeter, WorkerStats};
 use crate::route::table::CommandTable;
 use crate::scripts::Scripts;
 
+mod swapped;
+pub use swapped::{Local, Swapped};
+
 /// The settings a reload applies at once (read from `Shared::live` where
 /// they are used); any other setting that changes needs a restart.
 const LIVE: &[&str] = &[
@@ -49,14 +52,14 @@ pub struct Shared {
     pub settings: Settings,
     /// The settings that SIGHUP can change without a restart are read from
     /// here (client passwords and limits, timeouts, refresh interval).
-    pub live: ArcSwap<Config>,
+    pub live: Swapped<Config>,
     /// The certificates and keys new connections use (clients' and
     /// nodes'); read again on SIGHUP.
     pub tls: ArcSwap<Tls>,
     pub policy: RedirectPolicy,
     /// The current slot map; empty until the first discovery succeeds.
-    pub slots: ArcSwap<SlotMap>,
-    pub commands: ArcSwap<CommandTable>,
+    pub slots: Swapped<SlotMap>,
+    pub commands: Swapped<CommandTable>,
     /// The cluster's `redis_version`, reported in INFO and HELLO.
     pub redis_version: ArcSwap<String>,
     /// One entry per worker.
@@ -98,12 +101,12 @@ impl Shared {
             settings.raw.slowlog.max_len,
         );
         Arc::new(Shared {
-            live: ArcSwap::from_pointee(settings.raw.clone()),
+            live: Swapped::from_pointee(settings.raw.clone()),
             tls: ArcSwap::from_pointee(settings.tls.clone()),
             settings,
             policy,
-            slots: ArcSwap::from_pointee(SlotMap::empty()),
-            commands: ArcSwap::from_pointee(CommandTable::builtin()),
+            slots: Swapped::from_pointee(SlotMap::empty()),
+            commands: Swapped::from_pointee(CommandTable::builtin()),
             redis_version: ArcSwap::from_pointee("7.0.0".to_owned()),
             stats,
             latency,

@@ -136,7 +136,7 @@ impl Remote {
 /// Sends `frame` towards `target` on this worker's connections.
 pub fn forward(pool: &Pool, frame: Bytes, target: Target, proto: Protocol, access: Access) -> Sent {
     let env = pool.env();
-    let map = env.shared.slots.load();
+    let map = env.slots();
     let replica = match (access, &target) {
         (Access::ReplicaRead, Target::Slot(slot)) => pick_replica(env, map.replicas(*slot), None),
         _ => None,

@@ -24,8 +24,14 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use orthrus_cluster::NodeAddr;
 
+use std::rc::Rc;
+
+use orthrus_cluster::SlotMap;
+
+use crate::config::Config;
 use crate::observe::stats::WorkerStats;
-use crate::process::Shared;
+use crate::process::{Local, Shared};
+use crate::route::table::CommandTable;
 
 pub mod client;
 pub mod conn;
@@ -49,6 +55,10 @@ pub struct Env {
     /// Turns over for every replica read, spreading them over a master's
     /// replicas.
     spread: Cell<usize>,
+    /// This worker's copies of what every request reads.
+    slots: Local<SlotMap>,
+    commands: Local<CommandTable>,
+    live: Local<Config>,
 }
 
 /// After a failure, connecting to the node again waits until `retry_at`.
@@ -83,11 +93,29 @@ pub struct Done {
 impl Env {
     pub fn new(shared: Arc<Shared>, worker: usize) -> Env {
         Env {
+            slots: Local::new(&shared.slots),
+            commands: Local::new(&shared.commands),
+            live: Local::new(&shared.live),
             shared,
             worker,
             backoff: RefCell::new(HashMap::new()),
             spread: Cell::new(worker),
         }
+    }
+
+    /// The current slot map (the worker's copy: no arc-swap load).
+    pub fn slots(&self) -> Rc<Arc<SlotMap>> {
+        self.slots.get(&self.shared.slots)
+    }
+
+    /// The current command table.
+    pub fn commands(&self) -> Rc<Arc<CommandTable>> {
+        self.commands.get(&self.shared.commands)
+    }
+
+    /// The settings SIGHUP can change.
+    pub fn live(&self) -> Rc<Arc<Config>> {
+        self.live.get(&self.shared.live)
     }
 
     pub fn stats(&self) -> &WorkerStats {

@@ -67,7 +67,7 @@ pub fn dispatch(
     if client.reply == ReplyMode::SkipNext && silent {
         client.reply = ReplyMode::On;
     }
-    let table = ctx.shared.commands.load();
+    let table = ctx.pool.env().commands();
     let (route, info) = table.route_info(&req);
     let mut started = run(client, req, (route, info), &table, sink, ctx);
     started.stat = info.and_then(|info| info.stat);

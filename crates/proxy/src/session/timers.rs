@@ -80,7 +80,7 @@ impl<S: Stream> Session<S> {
     /// is up) clients waiting for replies, blocked ones among them: as in
     /// Redis.
     pub(super) fn reset_idle_timer(&mut self) {
-        let secs = self.ctx.shared.live.load().client.idle_timeout_s;
+        let secs = self.ctx.pool.env().live().client.idle_timeout_s;
         let subscribed = self.client.pubsub.as_ref().is_some_and(PubSub::active);
         if secs == 0 || subscribed || self.client.watch.is_some() {
             if let Some(timers) = &mut self.timers {
