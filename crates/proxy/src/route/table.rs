@@ -475,6 +475,18 @@ impl CommandInfo {
     /// The slot all of the request's keys hash to: `Ok(None)` if it has no
     /// keys, `Err(())` if they span slots.
     pub fn slot(&self, req: &Request) -> Result<Option<Slot>, ()> {
+        if let [
+            KeySpec {
+                begin: Begin::Index(at),
+                find: Find::Range { last_key: 0, .. },
+            },
+        ] = self.key_specs.as_slice()
+        {
+            // One key at a fixed place (GET, SET, INCR, ...): the common
+            // case, without the walk over key specifications.
+            let key = usize::try_from(*at).ok().and_then(|at| req.arg(at));
+            return Ok(key.map(Slot::for_key));
+        }
         let mut slot = None;
         let mut result = Ok(());
         self.for_each_key(req, |key| {
