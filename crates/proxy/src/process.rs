@@ -22,7 +22,7 @@ use crate::route::table::CommandTable;
 use crate::scripts::Scripts;
 
 mod swapped;
-pub use swapped::{Local, Swapped};
+pub use swapped::{Held, Local, Swapped};
 
 /// The settings a reload applies at once (read from `Shared::live` where
 /// they are used); any other setting that changes needs a restart.

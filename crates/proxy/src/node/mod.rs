@@ -24,13 +24,11 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use orthrus_cluster::NodeAddr;
 
-use std::rc::Rc;
-
 use orthrus_cluster::SlotMap;
 
 use crate::config::Config;
 use crate::observe::stats::WorkerStats;
-use crate::process::{Local, Shared};
+use crate::process::{Held, Local, Shared};
 use crate::route::table::CommandTable;
 
 pub mod client;
@@ -104,17 +102,17 @@ impl Env {
     }
 
     /// The current slot map (the worker's copy: no arc-swap load).
-    pub fn slots(&self) -> Rc<Arc<SlotMap>> {
+    pub fn slots(&self) -> Held<SlotMap> {
         self.slots.get(&self.shared.slots)
     }
 
     /// The current command table.
-    pub fn commands(&self) -> Rc<Arc<CommandTable>> {
+    pub fn commands(&self) -> Held<CommandTable> {
         self.commands.get(&self.shared.commands)
     }
 
     /// The settings SIGHUP can change.
-    pub fn live(&self) -> Rc<Arc<Config>> {
+    pub fn live(&self) -> Held<Config> {
         self.live.get(&self.shared.live)
     }
 

@@ -58,7 +58,30 @@ impl<T> Swapped<T> {
 /// One worker's copy of a [`Swapped`] value.
 pub struct Local<T> {
     version: Cell<u64>,
-    value: RefCell<Rc<Arc<T>>>,
+    value: RefCell<Held<T>>,
+}
+
+/// A worker's handle to a value it read from a [`Swapped`]: an `Rc` around
+/// the shared `Arc`, so that handing it out on every request counts
+/// without atomic operations (the `Rc` is made once per store, not per
+/// use).
+pub struct Held<T>(
+    #[allow(clippy::redundant_allocation)] // the point: see above
+    Rc<Arc<T>>,
+);
+
+impl<T> Clone for Held<T> {
+    fn clone(&self) -> Held<T> {
+        Held(Rc::clone(&self.0))
+    }
+}
+
+impl<T> std::ops::Deref for Held<T> {
+    type Target = T;
+
+    fn deref(&self) -> &T {
+        &self.0
+    }
 }
 
 impl<T> Local<T> {
@@ -66,19 +89,19 @@ impl<T> Local<T> {
         let version = of.version.load(Ordering::Acquire);
         Local {
             version: Cell::new(version),
-            value: RefCell::new(Rc::new(of.load_full())),
+            value: RefCell::new(Held(Rc::new(of.load_full()))),
         }
     }
 
     /// The current value of `of` (which must be the `Swapped` this copy
     /// was made from).
-    pub fn get(&self, of: &Swapped<T>) -> Rc<Arc<T>> {
+    pub fn get(&self, of: &Swapped<T>) -> Held<T> {
         let version = of.version.load(Ordering::Acquire);
         if version != self.version.get() {
-            *self.value.borrow_mut() = Rc::new(of.load_full());
+            *self.value.borrow_mut() = Held(Rc::new(of.load_full()));
             self.version.set(version);
         }
-        Rc::clone(&self.value.borrow())
+        self.value.borrow().clone()
     }
 }
 
@@ -90,14 +113,14 @@ mod tests {
     fn a_copy_follows_every_store() {
         let shared = Swapped::from_pointee(1);
         let local = Local::new(&shared);
-        assert_eq!(**local.get(&shared), 1);
+        assert_eq!(*local.get(&shared), 1);
         shared.store(Arc::new(2));
-        assert_eq!(**local.get(&shared), 2);
+        assert_eq!(*local.get(&shared), 2);
         shared.rcu(|n| **n + 1);
-        assert_eq!(**local.get(&shared), 3);
+        assert_eq!(*local.get(&shared), 3);
         let held = local.get(&shared);
         shared.store(Arc::new(4));
-        assert_eq!(**local.get(&shared), 4);
-        assert_eq!(**held, 3, "a value handed out stays as it was");
+        assert_eq!(*local.get(&shared), 4);
+        assert_eq!(*held, 3, "a value handed out stays as it was");
     }
 }
