@@ -44,7 +44,17 @@ pub fn run(index: usize, listeners: Listeners, shared: Arc<Shared>) -> io::Resul
             .tls
             .map(|l| TcpListener::from_std(l).map(Acceptor::Tls))
             .transpose()?;
-        accept_loop(plain, tls, ctx.clone()).await;
+        // The accept loop runs as a task of its own. The future given to
+        // the LocalSet is polled again whenever any of its tasks is woken
+        // (for every request of a client that sends one at a time): it
+        // must be cheap to poll, which a join handle is and a `select!`
+        // over the listeners and the shutdown token is not.
+        let acceptor = tokio::task::spawn_local(accept_loop(plain, tls, ctx.clone()));
+        if let Err(e) = acceptor.await {
+            if e.is_panic() {
+                std::panic::resume_unwind(e.into_panic());
+            }
+        }
         drain(&ctx).await;
         Ok(())
     })
