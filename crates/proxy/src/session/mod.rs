@@ -31,6 +31,8 @@ use orthrus_resp::{Protocol, RequestParser};
 use tokio::io::ReadBuf;
 use tokio::sync::mpsc;
 
+use crate::client::subscriptions::PubSub;
+use crate::client::tracking::redirected;
 use crate::client::{Client, Pending, PushSink, ReplyMode};
 use crate::node::Done;
 use crate::node::forward::{self, error_reply};
@@ -213,6 +215,7 @@ fn new_client(stream: &impl Stream, peer: ClientAddr, ctx: &WorkerCtx) -> Client
         watch: None,
         monitor: None,
         pubsub: None,
+        tracking: None,
         authenticated: live.client.password.is_none() && live.client.users.is_empty(),
         reply: ReplyMode::On,
         read_from: ctx.shared.settings.read_from,
@@ -248,6 +251,9 @@ impl<S: Stream> Session<S> {
             return Poll::Ready(End::Gone);
         }
         self.draining |= signal & Signal::DRAIN != 0;
+        if signal & Signal::MAIL != 0 {
+            self.take_mail();
+        }
         self.poll_pause_timer(cx);
         let mut work = self.work.take().unwrap_or_else(Work::take);
         if let Some(end) = self.run(&mut work, cx) {
@@ -457,7 +463,13 @@ impl<S: Stream> Session<S> {
         let mut took = false;
         // Replies taken in one pass became ready together: one clock read.
         let mut now: Option<Instant> = None;
-        self.take_pushes(w, cx);
+        // A tracking client's invalidations follow the replies that are
+        // ready: the node sent them after its reply to the client's own
+        // command.
+        let tracking = self.client.tracking.is_some();
+        if !tracking {
+            self.take_pushes(w, cx);
+        }
         while w.output.len() < OUTPUT_BATCH {
             let Some(entry) = w.queue.front_mut() else {
                 break;
@@ -468,7 +480,10 @@ impl<S: Stream> Session<S> {
                     Poll::Ready(Some(done)) => done,
                     Poll::Ready(None) => {
                         // A redirect or an error to look at: follow it.
-                        let ctx = self.ctx.clone();
+                        let ctx = match &self.client.tracking {
+                            Some(tracking) => tracking.ctx.clone(),
+                            None => self.ctx.clone(),
+                        };
                         let remote =
                             std::mem::replace(&mut entry.pending, Pending::Ready(Bytes::new()));
                         if let Pending::Remote(remote) = remote {
@@ -519,12 +534,31 @@ impl<S: Stream> Session<S> {
             took = true;
             self.take_pushes(w, cx);
         }
+        if tracking {
+            self.take_pushes(w, cx);
+        }
         // A client sending one request at a time reuses its queue; one
         // that pipelined deeply gives the room back.
         if w.queue.is_empty() && w.queue.capacity() > QUEUE_KEPT {
             w.queue = VecDeque::new();
         }
         Ok(took)
+    }
+
+    /// Queues the invalidations other clients redirected to this one.
+    fn take_mail(&mut self) {
+        self.client.signal().clear(Signal::MAIL);
+        let mail = self.ctx.shared.clients.take_invalidations(self.client.id());
+        let subscribed = self.client.pubsub.as_ref().is_some_and(PubSub::active);
+        let pushes = redirected(mail, self.client.proto, subscribed);
+        if pushes.is_empty() {
+            return;
+        }
+        let limit = self.ctx.shared.settings.raw.client.max_push_bytes;
+        let sink = push_sink(&mut self.pushes, limit, self.client.closer());
+        for push in pushes {
+            sink.push(push);
+        }
     }
 
     /// Appends the pushes that are already there.
