@@ -27,6 +27,7 @@ use std::io;
 use std::pin::Pin;
 use std::rc::{Rc, Weak};
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
@@ -157,6 +158,7 @@ impl Tracking {
             shared: ctx.shared.clone(),
             listeners: RefCell::new(HashMap::new()),
         });
+        ctx.stats().tracking_clients.fetch_add(1, Ordering::Relaxed);
         let pool = Pool::private(ctx.pool.env().clone(), state.clone());
         let own = Rc::new(ctx.with_pool(pool));
         if bcast {
@@ -326,13 +328,20 @@ impl Drop for Tracking {
         // Connections still finishing requests close when they are done;
         // what they receive meanwhile is no longer the client's.
         self.state.on.set(false);
+        self.ctx
+            .stats()
+            .tracking_clients
+            .fetch_sub(1, Ordering::Relaxed);
     }
 }
 
 /// Pushes for a client from invalidations other clients redirected to it:
 /// RESP3 pushes, or in RESP2 messages on `__redis__:invalidate` when it is
-/// subscribed (else nothing, as Redis sends nothing there).
-pub fn redirected(mail: Vec<Invalidation>, proto: Protocol, subscribed: bool) -> Vec<Bytes> {
+/// subscribed (else nothing, as Redis sends nothing there). Invalidations
+/// of every key in a row are one (every master sends its own for one
+/// FLUSHALL).
+pub fn redirected(mut mail: Vec<Invalidation>, proto: Protocol, subscribed: bool) -> Vec<Bytes> {
+    mail.dedup_by(|a, b| a.is_none() && b.is_none());
     match proto {
         Protocol::Resp3 => mail.iter().map(invalidate_push).collect(),
         Protocol::Resp2 if subscribed => mail.iter().map(invalidate_message).collect(),
@@ -498,6 +507,13 @@ fn invalidation(frame: &Bytes) -> Option<Invalidation> {
     })
 }
 
+/// Whether `push` is the RESP3 invalidation of every key.
+pub fn is_flush(push: &[u8]) -> bool {
+    push == FLUSH_PUSH
+}
+
+const FLUSH_PUSH: &[u8] = b">2\r\n$10\r\ninvalidate\r\n_\r\n";
+
 fn keys_frame(out: &mut BytesMut, keys: &Invalidation, proto: Protocol) {
     match keys {
         None => encode::null_array(out, proto),
@@ -554,6 +570,7 @@ mod tests {
         let flush = Bytes::from_static(b">2\r\n$10\r\ninvalidate\r\n_\r\n");
         assert_eq!(invalidation(&flush), Some(None));
         assert_eq!(invalidate_push(&None), flush);
+        assert!(is_flush(&flush) && !is_flush(&keys));
         assert_eq!(
             invalidate_message(&None),
             Bytes::from_static(b"*3\r\n$7\r\nmessage\r\n$20\r\n__redis__:invalidate\r\n*-1\r\n")

@@ -32,7 +32,7 @@ use tokio::io::ReadBuf;
 use tokio::sync::mpsc;
 
 use crate::client::subscriptions::PubSub;
-use crate::client::tracking::redirected;
+use crate::client::tracking::{is_flush, redirected};
 use crate::client::{Client, Pending, PushSink, ReplyMode};
 use crate::node::Done;
 use crate::node::forward::{self, error_reply};
@@ -463,9 +463,9 @@ impl<S: Stream> Session<S> {
         let mut took = false;
         // Replies taken in one pass became ready together: one clock read.
         let mut now: Option<Instant> = None;
-        // A tracking client's invalidations follow the replies that are
-        // ready: the node sent them after its reply to the client's own
-        // command.
+        // A tracking client's invalidations wait until every reply queued
+        // is written: one its own command caused (a write, a FLUSHDB over
+        // every master) may arrive before that command's reply is whole.
         let tracking = self.client.tracking.is_some();
         if !tracking {
             self.take_pushes(w, cx);
@@ -532,9 +532,11 @@ impl<S: Stream> Session<S> {
             self.reply_hint = size.max(hint - hint.saturating_sub(size) / 8);
             w.output.push(done.reply);
             took = true;
-            self.take_pushes(w, cx);
+            if !tracking {
+                self.take_pushes(w, cx);
+            }
         }
-        if tracking {
+        if tracking && w.queue.is_empty() {
             self.take_pushes(w, cx);
         }
         // A client sending one request at a time reuses its queue; one
@@ -566,11 +568,18 @@ impl<S: Stream> Session<S> {
         let Some(pushes) = &mut self.pushes else {
             return;
         };
+        let mut flushed = false;
         while w.output.len() < OUTPUT_BATCH {
             match pushes.rx.poll_recv(cx) {
                 Poll::Ready(Some(push)) => {
                     pushes.sink.written(push.len());
-                    w.output.push(push);
+                    // Every master sends its own invalidation of every
+                    // key for one FLUSHALL: one says it all.
+                    let flush = is_flush(&push);
+                    if !(flush && flushed) {
+                        w.output.push(push);
+                    }
+                    flushed |= flush;
                 }
                 Poll::Ready(None) | Poll::Pending => break,
             }
