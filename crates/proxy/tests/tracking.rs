@@ -64,7 +64,10 @@ fn tracking_conns(cluster: &Cluster, i: usize) -> usize {
 
 fn wait_tracking_conns(cluster: &Cluster, masters: &[usize], want: usize) {
     wait_until(Duration::from_secs(10), "tracking connections", || {
-        let counts: Vec<usize> = masters.iter().map(|&m| tracking_conns(cluster, m)).collect();
+        let counts: Vec<usize> = masters
+            .iter()
+            .map(|&m| tracking_conns(cluster, m))
+            .collect();
         if counts.iter().all(|&c| c == want) {
             Ok(())
         } else {
@@ -124,10 +127,16 @@ fn bcast_prefixes_and_noloop() {
     );
     // Adding a prefix reaches every master; overlapping ones are refused.
     assert_eq!(
-        send(&mut reader, &["CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "item:"]),
+        send(
+            &mut reader,
+            &["CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "item:"]
+        ),
         "+OK\r\n"
     );
-    let refused = send(&mut reader, &["CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "us"]);
+    let refused = send(
+        &mut reader,
+        &["CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "us"],
+    );
     assert!(
         refused.starts_with("-ERR Prefix 'us' overlaps with an existing prefix 'user:'"),
         "{refused}"
@@ -191,7 +200,10 @@ fn resp2_redirects_to_a_subscriber_until_it_leaves() {
     send(&mut target, &["SUBSCRIBE", "__redis__:invalidate"]);
 
     let mut tracker = proxy.stream();
-    let unknown = send(&mut tracker, &["CLIENT", "TRACKING", "ON", "REDIRECT", "999999"]);
+    let unknown = send(
+        &mut tracker,
+        &["CLIENT", "TRACKING", "ON", "REDIRECT", "999999"],
+    );
     assert_eq!(
         unknown,
         "-ERR The client ID you want redirect to does not exist\r\n"
@@ -200,7 +212,10 @@ fn resp2_redirects_to_a_subscriber_until_it_leaves() {
         send(&mut tracker, &["CLIENT", "TRACKING", "ON", "REDIRECT", id]),
         "+OK\r\n"
     );
-    assert_eq!(send(&mut tracker, &["CLIENT", "GETREDIR"]), format!(":{id}\r\n"));
+    assert_eq!(
+        send(&mut tracker, &["CLIENT", "GETREDIR"]),
+        format!(":{id}\r\n")
+    );
     for key in &keys {
         send(&mut writer, &["SET", key, "1"]);
         assert_eq!(send(&mut tracker, &["GET", key]), "$1\r\n1\r\n");
@@ -250,8 +265,9 @@ fn trackinginfo_getredir_and_errors_as_redis() {
         "*6\r\n$5\r\nflags\r\n*1\r\n$3\r\noff\r\n$8\r\nredirect\r\n:-1\r\n$8\r\nprefixes\r\n*0\r\n"
     );
     assert!(
-        send(&mut c, &["CLIENT", "CACHING", "YES"])
-            .starts_with("-ERR CLIENT CACHING can be called only when the client is in tracking mode")
+        send(&mut c, &["CLIENT", "CACHING", "YES"]).starts_with(
+            "-ERR CLIENT CACHING can be called only when the client is in tracking mode"
+        )
     );
     assert_eq!(
         send(&mut c, &["CLIENT", "TRACKING", "ON", "PREFIX", "a"]),
@@ -265,7 +281,10 @@ fn trackinginfo_getredir_and_errors_as_redis() {
         send(&mut c, &["CLIENT", "TRACKING", "MAYBE"]),
         "-ERR syntax error\r\n"
     );
-    assert_eq!(send(&mut c, &["CLIENT", "TRACKING", "ON", "NOLOOP"]), "+OK\r\n");
+    assert_eq!(
+        send(&mut c, &["CLIENT", "TRACKING", "ON", "NOLOOP"]),
+        "+OK\r\n"
+    );
     assert_eq!(send(&mut c, &["CLIENT", "GETREDIR"]), ":0\r\n");
     assert_eq!(
         send(&mut c, &["CLIENT", "TRACKINGINFO"]),
@@ -325,12 +344,14 @@ fn off_and_reset_close_the_connections_and_a_lost_one_invalidates_everything() {
         .expect("CLIENT KILL");
     assert!(matches!(killed, Value::Integer(n) if n >= 1), "{killed:?}");
     assert_eq!(reply(&mut c), ">2\r\n$10\r\ninvalidate\r\n_\r\n");
-    wait_until(Duration::from_secs(10), "the key to be read again", || {
-        match send(&mut c, &["GET", key]) {
+    wait_until(
+        Duration::from_secs(10),
+        "the key to be read again",
+        || match send(&mut c, &["GET", key]) {
             r if r.starts_with('-') => Err(r),
             _ => Ok(()),
-        }
-    })
+        },
+    )
     .expect("read again");
     send(&mut writer, &["SET", key, "after"]);
     assert_eq!(reply(&mut c), invalidated(key));

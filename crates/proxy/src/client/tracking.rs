@@ -267,7 +267,9 @@ impl Tracking {
         let proto = self.state.proto.get();
         let map = self.ctx.shared.slots.load();
         let masters = match route {
-            Route::Slot(slot) | Route::Blocking(slot) => map.master(*slot).into_iter().cloned().collect(),
+            Route::Slot(slot) | Route::Blocking(slot) => {
+                map.master(*slot).into_iter().cloned().collect()
+            }
             Route::Local(_) | Route::Reject(_) => Vec::new(),
             _ => map.masters(),
         };
@@ -434,7 +436,8 @@ const PING: Bytes = Bytes::from_static(b"*1\r\n$4\r\nPING\r\n");
 const CLIENT_ID: &[u8] = b"*2\r\n$6\r\nCLIENT\r\n$2\r\nID\r\n";
 const CACHING_YES: Bytes =
     Bytes::from_static(b"*3\r\n$6\r\nCLIENT\r\n$7\r\nCACHING\r\n$3\r\nyes\r\n");
-const CACHING_NO: Bytes = Bytes::from_static(b"*3\r\n$6\r\nCLIENT\r\n$7\r\nCACHING\r\n$2\r\nno\r\n");
+const CACHING_NO: Bytes =
+    Bytes::from_static(b"*3\r\n$6\r\nCLIENT\r\n$7\r\nCACHING\r\n$2\r\nno\r\n");
 
 /// Sends `frame(target)` on the private pool's connection to each target
 /// and waits for every reply; the first failure is the error.
@@ -445,7 +448,12 @@ async fn exchange(
 ) -> Result<(), Bytes> {
     let sent: Vec<_> = targets
         .iter()
-        .map(|t| (t.0.clone(), send_frames(pool, &t.0, &frame(t), t.1, false, 1)))
+        .map(|t| {
+            (
+                t.0.clone(),
+                send_frames(pool, &t.0, &frame(t), t.1, false, 1),
+            )
+        })
         .collect();
     let mut result = Ok(());
     for (addr, rx) in sent {
@@ -493,7 +501,11 @@ async fn keep_bcast(ctx: Weak<WorkerCtx>, state: Weak<State>) {
 fn invalidation(frame: &Bytes) -> Option<Invalidation> {
     let (value, _) = Value::parse(frame, &Limits::for_replies()).ok()??;
     let parts = value.as_array()?;
-    if !parts.first()?.as_bytes()?.eq_ignore_ascii_case(b"invalidate") {
+    if !parts
+        .first()?
+        .as_bytes()?
+        .eq_ignore_ascii_case(b"invalidate")
+    {
         return None;
     }
     Some(match parts.get(1)? {
@@ -564,7 +576,10 @@ mod tests {
         let read = invalidation(&keys);
         assert_eq!(
             read,
-            Some(Some(vec![Bytes::from_static(b"a"), Bytes::from_static(b"b")]))
+            Some(Some(vec![
+                Bytes::from_static(b"a"),
+                Bytes::from_static(b"b")
+            ]))
         );
         assert_eq!(invalidate_push(&read.flatten()), keys);
         let flush = Bytes::from_static(b">2\r\n$10\r\ninvalidate\r\n_\r\n");

@@ -275,7 +275,11 @@ mod tests {
             optout: true,
             ..Options::default()
         };
-        assert!(check(None, &both).unwrap_err().contains("both OPTIN mode and OPTOUT"));
+        assert!(
+            check(None, &both)
+                .unwrap_err()
+                .contains("both OPTIN mode and OPTOUT")
+        );
     }
 
     #[test]
