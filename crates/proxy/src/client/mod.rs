@@ -16,6 +16,7 @@ use crate::node::Done;
 use crate::node::forward::Remote;
 use crate::observe::clients::{ClientAddr, ClientEntry, Closer, Identity, Names, Signal};
 
+pub mod invalidation;
 pub mod monitor;
 pub mod push;
 pub mod subscriptions;

@@ -31,8 +31,6 @@ use orthrus_resp::{Protocol, RequestParser};
 use tokio::io::ReadBuf;
 use tokio::sync::mpsc;
 
-use crate::client::subscriptions::PubSub;
-use crate::client::tracking::{is_flush, redirected};
 use crate::client::{Client, Pending, PushSink, ReplyMode};
 use crate::node::Done;
 use crate::node::forward::{self, error_reply};
@@ -45,11 +43,13 @@ use crate::worker::WorkerCtx;
 
 mod dispatch;
 mod output;
+mod pushes;
 mod stream;
 mod timers;
 mod work;
 
 use dispatch::dispatch;
+use pushes::push_sink;
 pub use stream::Stream;
 use timers::Timers;
 use work::{QUEUE_KEPT, Work};
@@ -547,45 +547,6 @@ impl<S: Stream> Session<S> {
         Ok(took)
     }
 
-    /// Queues the invalidations other clients redirected to this one.
-    fn take_mail(&mut self) {
-        self.client.signal().clear(Signal::MAIL);
-        let mail = self.ctx.shared.clients.take_invalidations(self.client.id());
-        let subscribed = self.client.pubsub.as_ref().is_some_and(PubSub::active);
-        let pushes = redirected(mail, self.client.proto, subscribed);
-        if pushes.is_empty() {
-            return;
-        }
-        let limit = self.ctx.shared.settings.raw.client.max_push_bytes;
-        let sink = push_sink(&mut self.pushes, limit, self.client.closer());
-        for push in pushes {
-            sink.push(push);
-        }
-    }
-
-    /// Appends the pushes that are already there.
-    fn take_pushes(&mut self, w: &mut Work, cx: &mut Context<'_>) {
-        let Some(pushes) = &mut self.pushes else {
-            return;
-        };
-        let mut flushed = false;
-        while w.output.len() < OUTPUT_BATCH {
-            match pushes.rx.poll_recv(cx) {
-                Poll::Ready(Some(push)) => {
-                    pushes.sink.written(push.len());
-                    // Every master sends its own invalidation of every
-                    // key for one FLUSHALL: one says it all.
-                    let flush = is_flush(&push);
-                    if !(flush && flushed) {
-                        w.output.push(push);
-                    }
-                    flushed |= flush;
-                }
-                Poll::Ready(None) | Poll::Pending => break,
-            }
-        }
-    }
-
     /// Counts a request whose reply is ready in the latency figures and
     /// INFO commandstats, and in the SLOWLOG if it was slow.
     fn account(&self, stamp: &Stamp, now: Instant, done: &Done) {
@@ -620,17 +581,6 @@ impl<S: Stream> Session<S> {
             });
         }
     }
-}
-
-/// The client's push queue, made on first use.
-fn push_sink(pushes: &mut Option<Box<Pushes>>, limit: usize, closer: Closer) -> PushSink {
-    pushes
-        .get_or_insert_with(|| {
-            let (sink, rx) = PushSink::new(limit, closer);
-            Box::new(Pushes { sink, rx })
-        })
-        .sink
-        .clone()
 }
 
 #[cfg(test)]
