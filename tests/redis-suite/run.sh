@@ -16,6 +16,9 @@
 #   --timeout SECONDS           time bound per file (default 300)
 #   --out DIR                   keep each file's runtest output here
 #   --tags TAGS                 replaces "-slow" (e.g. "-slow -needs:debug")
+#   --skiptest NAME             passed on to runtest (a test that cannot end
+#                               through orthrus would take the rest of its
+#                               file with it); may be repeated
 # Files given after the options replace the list of every unit file.
 #
 # Needs tclsh 8.5+ and redis-server/redis-cli on PATH (7.0.x). Only the
@@ -35,6 +38,7 @@ passthrough=on
 per_file=300
 out=""
 tags="-slow"
+skip=()
 files=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -43,6 +47,7 @@ while [ $# -gt 0 ]; do
     --timeout) per_file="${2:?}"; shift 2 ;;
     --out) out="${2:?}"; shift 2 ;;
     --tags) tags="${2:?}"; shift 2 ;;
+    --skiptest) skip+=(--skiptest "${2:?}"); shift 2 ;;
     -h|--help) usage ;;
     -*) die "unknown option $1 (see --help)" ;;
     *) files+=("${1%.tcl}"); shift ;;
@@ -121,7 +126,7 @@ for f in "${files[@]}"; do
     ok=0 err=0 exc=1
   else
     (cd "$src" && exec timeout -k 10 "$per_file" ./runtest --host 127.0.0.1 --port "$port" \
-      --cluster-mode --tags "$tags" --durable --single "$f" 2>&1) | sed 's/\x1b\[[0-9;]*m//g' >"$log"
+      --cluster-mode --tags "$tags" --durable ${skip[@]+"${skip[@]}"} --single "$f" 2>&1) | sed 's/\x1b\[[0-9;]*m//g' >"$log"
     rc=${PIPESTATUS[0]}
     ok=$(grep -c '^\[ok\]:' "$log")
     err=$(grep -c '^\[err\]:' "$log")

@@ -34,6 +34,17 @@ impl WorkerCtx {
         }
     }
 
+    /// The same worker's context with `pool` for the cluster's nodes (a
+    /// tracking client's own connections).
+    pub fn with_pool(&self, pool: Pool) -> WorkerCtx {
+        WorkerCtx {
+            shared: self.shared.clone(),
+            index: self.index,
+            pool,
+            dedicated: self.dedicated.clone(),
+        }
+    }
+
     pub fn stats(&self) -> &WorkerStats {
         self.pool.env().stats()
     }

@@ -1,6 +1,6 @@
 //! A client's state: what the commands can change on its connection
 //! (protocol, name, authentication, CLIENT REPLY), its per-feature parts
-//! (transaction, subscriptions, push queue), and the entry of its reply
+//! (transaction, subscriptions, key tracking, push queue), and the entry of its reply
 //! queue. The session owns it; the command handlers read and change it.
 
 use std::future::Future;
@@ -16,9 +16,11 @@ use crate::node::Done;
 use crate::node::forward::Remote;
 use crate::observe::clients::{ClientAddr, ClientEntry, Closer, Identity, Names, Signal};
 
+pub mod invalidation;
 pub mod monitor;
 pub mod push;
 pub mod subscriptions;
+pub mod tracking;
 pub mod transaction;
 
 pub use push::PushSink;
@@ -68,6 +70,8 @@ pub struct Client {
     pub monitor: Option<Box<monitor::Monitor>>,
     /// Subscriptions, from the first (S|P)SUBSCRIBE on.
     pub pubsub: Option<PubSub>,
+    /// CLIENT TRACKING ON, until OFF or RESET.
+    pub tracking: Option<Box<tracking::Tracking>>,
     /// False until AUTH succeeds when a client password is configured.
     pub authenticated: bool,
     /// CLIENT REPLY.

@@ -57,13 +57,15 @@ pub fn reply(req: &Request, client: &Client, ctx: &Rc<WorkerCtx>) -> Pending {
     let keyspace = everything || defaults || wanted.iter().any(|w| w == "keyspace");
     let from_nodes = |n: &str| parts.iter().any(|(name, _)| *name == n);
     let (persistence, memory) = (from_nodes("persistence"), from_nodes("memory"));
-    if !keyspace && !persistence && !memory {
+    let stats = from_nodes("stats");
+    if !keyspace && !persistence && !memory && !stats {
         return Pending::Ready(verbatim(&join(&parts), proto));
     }
     // The keyspace is the cluster's, and so are saves and AOF rewrites in
     // progress (scripts wait for them with INFO): ask every master.
     let map = ctx.shared.slots.load();
-    let frame = Request::from_args(&["INFO", "persistence", "memory", "keyspace"]).into_frame();
+    let frame =
+        Request::from_args(&["INFO", "persistence", "memory", "keyspace", "stats"]).into_frame();
     let sent = fanout::send_to_each(ctx, map.masters(), &frame, Protocol::Resp2, true);
     let ctx = ctx.clone();
     Pending::Future(Box::pin(async move {
@@ -79,6 +81,7 @@ pub fn reply(req: &Request, client: &Client, ctx: &Rc<WorkerCtx>) -> Pending {
                         let _ = write!(text, "orthrus_{line}\r\n");
                     }
                 }
+                "stats" => text.push_str(&tracking_totals(&replies)),
                 _ => {}
             }
         }
@@ -98,6 +101,39 @@ pub fn reply(req: &Request, client: &Client, ctx: &Rc<WorkerCtx>) -> Pending {
         }
         Done::from_nodes(verbatim(&join(&parts), proto), backend)
     }))
+}
+
+/// The masters' key tracking tables (client-side caching): keys and
+/// items summed (each key lives on one master), prefixes the largest
+/// count (a BCAST client registers its prefixes on every master).
+fn tracking_totals(replies: &[bytes::Bytes]) -> String {
+    let merged = merged(replies, "Stats", i64::saturating_add);
+    let mut out = String::new();
+    for line in merged.lines() {
+        if line.starts_with("tracking_total_keys:") || line.starts_with("tracking_total_items:") {
+            let _ = write!(out, "{line}\r\n");
+        }
+    }
+    let prefixes = merged_field(replies, "Stats", "tracking_total_prefixes", i64::max);
+    let _ = write!(out, "tracking_total_prefixes:{}\r\n", prefixes.unwrap_or(0));
+    out
+}
+
+/// One field of `section` over the masters' replies, combined.
+fn merged_field(
+    replies: &[bytes::Bytes],
+    section: &str,
+    field: &str,
+    combine: fn(i64, i64) -> i64,
+) -> Option<i64> {
+    let merged = merged(replies, section, combine);
+    merged.lines().find_map(|l| {
+        l.strip_prefix(field)?
+            .strip_prefix(':')?
+            .trim_end()
+            .parse()
+            .ok()
+    })
 }
 
 fn join(parts: &[(&str, String)]) -> String {
@@ -198,10 +234,11 @@ fn clients(out: &mut String, ctx: &WorkerCtx) {
     let t = stats::totals(&ctx.shared.stats);
     let _ = write!(
         out,
-        "# Clients\r\nconnected_clients:{}\r\nblocked_clients:{}\r\npubsub_clients:{}\r\nmaxclients:{}\r\n",
+        "# Clients\r\nconnected_clients:{}\r\nblocked_clients:{}\r\npubsub_clients:{}\r\ntracking_clients:{}\r\nmaxclients:{}\r\n",
         t.connected_clients.max(0),
         t.blocked_clients.max(0),
         t.pubsub_clients.max(0),
+        t.tracking_clients.max(0),
         ctx.shared.live.load().client.max_clients
     );
 }

@@ -54,6 +54,7 @@ pub fn execute(cmd: Local, req: &Request, client: &mut Client, ctx: &Rc<WorkerCt
             client.watch = None;
             client.monitor = None;
             client.pubsub = None;
+            client.tracking = None;
             let live = ctx.shared.live.load();
             let cfg = &live.client;
             client.authenticated = cfg.password.is_none() && cfg.users.is_empty();
@@ -196,6 +197,9 @@ fn hello(req: &Request, client: &mut Client, ctx: &WorkerCtx) -> Bytes {
         );
     }
     client.proto = proto;
+    if let Some(tracking) = &client.tracking {
+        tracking.set_proto(proto);
+    }
     if let Some(name) = name {
         client.names_mut().name = (!name.is_empty()).then_some(name);
     }
@@ -379,7 +383,7 @@ fn pause(req: &Request, ctx: &WorkerCtx) -> Bytes {
 }
 
 /// The CLIENT subcommands orthrus answers, as CLIENT HELP lists them.
-const CLIENT_HELP: [&str; 12] = [
+const CLIENT_HELP: [&str; 16] = [
     "GETNAME",
     "ID",
     "INFO",
@@ -392,6 +396,10 @@ const CLIENT_HELP: [&str; 12] = [
     "NO-TOUCH <ON|OFF>",
     "PAUSE <timeout> [WRITE|ALL]",
     "UNPAUSE",
+    "TRACKING <ON|OFF> [REDIRECT <id>] [BCAST] [PREFIX <prefix> [...]] [OPTIN] [OPTOUT] [NOLOOP]",
+    "CACHING <YES|NO>",
+    "GETREDIR",
+    "TRACKINGINFO",
 ];
 
 /// Redis accepts names of printable ASCII without spaces.

@@ -16,6 +16,7 @@
 //! - [`blocking`] — blocking commands on a dedicated connection.
 //! - [`pubsub`] — the (un)subscribe commands and RESP2 subscriber mode.
 //! - [`transaction`] — MULTI/EXEC/DISCARD/WATCH/UNWATCH.
+//! - [`tracking`] — CLIENT TRACKING/CACHING/GETREDIR/TRACKINGINFO.
 //! - [`reply`] — building orthrus's own replies and reading the parts of
 //!   nodes' replies that merges need.
 
@@ -30,4 +31,5 @@ pub mod reply;
 pub mod scan;
 pub mod script;
 pub mod split;
+pub mod tracking;
 pub mod transaction;

@@ -43,6 +43,8 @@ fn traffic_metrics(m: &mut Exposition, t: &stats::Totals, refreshes: u64) {
     m.gauge("orthrus_blocked_clients", help, t.blocked_clients.max(0));
     let help = "Clients holding subscriptions.";
     m.gauge("orthrus_pubsub_clients", help, t.pubsub_clients.max(0));
+    let help = "Clients with CLIENT TRACKING on (each holds a connection per master).";
+    m.gauge("orthrus_tracking_clients", help, t.tracking_clients.max(0));
     let accepted = t.connections_received;
     m.counter(
         "orthrus_connections_received_total",

@@ -7,8 +7,9 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
-use std::future::poll_fn;
+use std::future::{Future, poll_fn};
 use std::io;
+use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
@@ -85,9 +86,32 @@ pub struct Job {
 }
 
 /// Handle to a connection task (the pool's, one per connection). Dropping
-/// it ends the task once its queue is empty.
+/// it ends the task once its queue is empty and every request written has
+/// its reply.
 pub struct BackendConn {
     queue: Rc<Queue>,
+}
+
+/// What the connections of a private pool (one client's, for client-side
+/// caching: `client::tracking`) do beyond carrying requests. The worker's
+/// shared connections have none: they skip pushes.
+pub trait Hooks {
+    /// Sets a new connection up after its handshake, before any request;
+    /// may give a second connection to the same node whose frames are all
+    /// pushes meant for this one (a RESP2 connection cannot carry them).
+    fn prepare<'a>(
+        &'a self,
+        addr: &'a NodeAddr,
+        proto: Protocol,
+        shared: &'a Shared,
+        stream: &'a mut NodeStream,
+    ) -> Pin<Box<dyn Future<Output = io::Result<Option<NodeStream>>> + 'a>>;
+    /// An out-of-band RESP3 push arrived for the connection to `addr`.
+    fn push(&self, addr: &NodeAddr, frame: Bytes);
+    /// The connection to `addr` failed (it was not closed on purpose).
+    fn lost(&self, addr: &NodeAddr);
+    /// A request sent on these connections was answered with MOVED.
+    fn moved(&self);
 }
 
 /// The jobs waiting to be written, shared by the handles and the task on
@@ -119,10 +143,24 @@ enum Inflight {
 
 impl BackendConn {
     /// Starts the connection task on the current worker; with `readonly`
-    /// its handshake sends `READONLY` (for reads sent to a replica).
-    pub fn spawn(addr: NodeAddr, proto: Protocol, readonly: bool, env: Rc<Env>) -> BackendConn {
+    /// its handshake sends `READONLY` (for reads sent to a replica), with
+    /// `hooks` it is set up and its pushes handled by them.
+    pub fn spawn(
+        addr: NodeAddr,
+        proto: Protocol,
+        readonly: bool,
+        env: Rc<Env>,
+        hooks: Option<Rc<dyn Hooks>>,
+    ) -> BackendConn {
         let queue = Rc::new(Queue::default());
-        tokio::task::spawn_local(run(addr, proto, readonly, env, queue.clone()));
+        let task = Task {
+            addr,
+            proto,
+            readonly,
+            env,
+            hooks,
+        };
+        tokio::task::spawn_local(run(task, queue.clone()));
         BackendConn { queue }
     }
 
@@ -184,27 +222,70 @@ impl Queue {
     }
 }
 
-async fn run(addr: NodeAddr, proto: Protocol, readonly: bool, env: Rc<Env>, queue: Rc<Queue>) {
-    let stream = match open(&addr, proto, readonly, &env.shared).await {
-        Ok(stream) => {
-            env.connected(&addr);
-            stream
+/// What a connection task is for.
+struct Task {
+    addr: NodeAddr,
+    proto: Protocol,
+    readonly: bool,
+    env: Rc<Env>,
+    hooks: Option<Rc<dyn Hooks>>,
+}
+
+/// Opens the connection (and sets it up with the hooks, if any).
+async fn start(task: &Task) -> io::Result<(NodeStream, Option<NodeStream>)> {
+    let mut stream = open(&task.addr, task.proto, task.readonly, &task.env.shared).await?;
+    let side = match &task.hooks {
+        Some(hooks) => {
+            hooks
+                .prepare(&task.addr, task.proto, &task.env.shared, &mut stream)
+                .await?
+        }
+        None => None,
+    };
+    Ok((stream, side))
+}
+
+async fn run(task: Task, queue: Rc<Queue>) {
+    let (addr, env) = (&task.addr, &task.env);
+    let (stream, side) = match start(&task).await {
+        Ok(opened) => {
+            env.connected(addr);
+            opened
         }
         Err(e) => {
             tracing::warn!(node = %addr, error = %e, "cannot connect to node");
-            env.failed(&addr, true);
+            env.failed(addr, true);
             env.shared.request_refresh();
             queue.close(BackendError::Unreachable);
             return;
         }
     };
-    tracing::debug!(node = %addr, resp = proto.version(), "backend connected");
+    tracing::debug!(node = %addr, resp = task.proto.version(), "backend connected");
     let (rd, wr) = stream.into_split();
     let inflight = RefCell::new(VecDeque::new());
-    let latency = env.shared.node_latency.get(&addr, env.shared.stats.len());
+    let latency = env.shared.node_latency.get(addr, env.shared.stats.len());
+    // Set once the handle is gone and everything queued is written: the
+    // reader ends when the last reply is in.
+    let closing = Cell::new(false);
+    let reader = Reader {
+        inflight: &inflight,
+        env,
+        latency: &latency,
+        hooks: task.hooks.as_deref(),
+        addr,
+        closing: &closing,
+    };
     let result = tokio::select! {
-        r = write_loop(wr, &queue, &inflight) => r,
-        r = read_loop(rd, &inflight, &env, &latency) => r,
+        r = async {
+            write_loop(wr, &queue, &inflight).await?;
+            if inflight.borrow().is_empty() {
+                return Ok(());
+            }
+            closing.set(true);
+            std::future::pending().await
+        } => r,
+        r = read_loop(rd, &reader) => r,
+        r = side_loop(side, &reader) => r,
     };
     let lost = inflight.borrow().len();
     let error = match &result {
@@ -221,8 +302,11 @@ async fn run(addr: NodeAddr, proto: Protocol, readonly: bool, env: Rc<Env>, queu
         Ok(()) => tracing::debug!(node = %addr, "backend connection closed"),
         Err(e) => {
             tracing::warn!(node = %addr, error = %e, in_flight = lost, "backend connection lost");
-            env.failed(&addr, false);
+            env.failed(addr, false);
             env.shared.request_refresh();
+            if let Some(hooks) = &task.hooks {
+                hooks.lost(addr);
+            }
         }
     }
 }
@@ -300,12 +384,23 @@ async fn write_loop(
     Ok(())
 }
 
-async fn read_loop(
-    mut rd: NodeReadHalf,
-    inflight: &RefCell<VecDeque<Inflight>>,
-    env: &Env,
-    latency: &NodeLatency,
-) -> io::Result<()> {
+/// What the reader of a connection works with.
+struct Reader<'a> {
+    inflight: &'a RefCell<VecDeque<Inflight>>,
+    env: &'a Env,
+    latency: &'a NodeLatency,
+    hooks: Option<&'a dyn Hooks>,
+    addr: &'a NodeAddr,
+    closing: &'a Cell<bool>,
+}
+
+async fn read_loop(mut rd: NodeReadHalf, reader: &Reader<'_>) -> io::Result<()> {
+    let Reader {
+        inflight,
+        env,
+        latency,
+        ..
+    } = *reader;
     let mut scan = ScanState::default();
     let timeout = env.shared.request_timeout();
     let mut buf = BytesMut::with_capacity(READ_CHUNK);
@@ -343,8 +438,38 @@ async fn read_loop(
             at: last_read,
             latency,
             worker: env.worker,
+            hooks: reader.hooks,
+            addr: reader.addr,
         };
         deliver(&mut buf, inflight, &mut scan, &arrived)?;
+        if reader.closing.get() && inflight.borrow().is_empty() {
+            return Ok(()); // the handle is gone and every reply is in
+        }
+    }
+}
+
+/// Reads the second connection a private connection's hooks gave (none:
+/// waits forever): every frame on it is a push for them.
+async fn side_loop(side: Option<NodeStream>, reader: &Reader<'_>) -> io::Result<()> {
+    let (Some(mut stream), Some(hooks)) = (side, reader.hooks) else {
+        return std::future::pending().await;
+    };
+    let mut scanner = ReplyScanner::default();
+    let mut buf = BytesMut::with_capacity(1024);
+    loop {
+        buf.reserve(1024);
+        if stream.read_buf(&mut buf).await? == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "node closed the push connection",
+            ));
+        }
+        while let Some(n) = scanner.scan(&buf).map_err(io::Error::other)? {
+            let frame = buf.split_to(n).freeze();
+            if frame.first() == Some(&b'>') {
+                hooks.push(reader.addr, frame);
+            }
+        }
     }
 }
 
@@ -388,11 +513,14 @@ struct ScanState {
     done_frames: usize,
 }
 
-/// When a read completed, and where the node's round trips are counted.
+/// When a read completed, where the node's round trips are counted, and
+/// where pushes go.
 struct Arrival<'a> {
     at: Instant,
     latency: &'a NodeLatency,
     worker: usize,
+    hooks: Option<&'a dyn Hooks>,
+    addr: &'a NodeAddr,
 }
 
 /// Hands every complete reply in `buf` to the request it answers.
@@ -421,7 +549,11 @@ fn deliver(
         scan.done_len = 0;
         scan.done_frames = 0;
         if frames == 1 && frame.first() == Some(&b'>') {
-            continue; // an out-of-band RESP3 push: not the reply to anything
+            // An out-of-band RESP3 push: not the reply to anything.
+            if let Some(hooks) = arrived.hooks {
+                hooks.push(arrived.addr, frame);
+            }
+            continue;
         }
         match inflight.borrow_mut().pop_front() {
             Some(Inflight::Reply { tx, sent, .. }) => {

@@ -261,6 +261,9 @@ async fn follow(pool: &Pool, remote: &mut Remote) -> Bytes {
         };
         let action = decide(&frame, remote.attempt, policy).with_origin(&remote.sent_to);
         note(env, &action);
+        if matches!(action, Action::Moved { .. }) {
+            pool.moved();
+        }
         match action {
             Action::Done => return frame,
             Action::Moved { ref addr, .. } | Action::Ask { ref addr } => {

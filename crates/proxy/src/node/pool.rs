@@ -2,7 +2,9 @@
 //! (master requests, or replica reads on connections that sent `READONLY`),
 //! a few long-lived multiplexed connections, made on first use and remade
 //! after a failure, with a back-off so a dead node is not hammered with
-//! connects.
+//! connects. A client that tracks keys for client-side caching has a
+//! private pool of its own ([`Pool::private`]): one connection per node
+//! and protocol, set up and listened to by its [`Hooks`].
 
 use rustc_hash::FxHashMap as HashMap;
 use std::cell::{Cell, RefCell};
@@ -11,7 +13,7 @@ use std::rc::Rc;
 use orthrus_cluster::NodeAddr;
 use orthrus_resp::Protocol;
 
-use super::conn::{BackendConn, BackendError, Job};
+use super::conn::{BackendConn, BackendError, Hooks, Job};
 use super::{Blocked, Env};
 
 /// One worker's connections; only its own thread touches it.
@@ -22,6 +24,8 @@ pub struct Pool {
     /// [`list_index`]).
     conns: RefCell<HashMap<NodeAddr, [Vec<BackendConn>; 4]>>,
     next: Cell<usize>,
+    /// A private pool's: what its connections do beyond requests.
+    hooks: Option<Rc<dyn Hooks>>,
 }
 
 /// Which of a node's connections a request takes.
@@ -43,7 +47,62 @@ impl Pool {
             per_node: per_node.max(1),
             conns: RefCell::new(HashMap::default()),
             next: Cell::new(0),
+            hooks: None,
         }
+    }
+
+    /// One client's own pool: a connection per node and protocol, each set
+    /// up by `hooks`, which also get its pushes.
+    pub fn private(env: Rc<Env>, hooks: Rc<dyn Hooks>) -> Pool {
+        Pool {
+            hooks: Some(hooks),
+            ..Pool::new(env, 1)
+        }
+    }
+
+    /// Makes sure a connection to `addr` of `proto` (master lane) is open
+    /// or opening.
+    pub fn open(&self, addr: &NodeAddr, proto: Protocol) {
+        let mut conns = self.conns.borrow_mut();
+        let list = &mut conns.entry(addr.clone()).or_default()[list_index(proto, Lane::Master)];
+        list.retain(|c| !c.is_closed());
+        if list.is_empty() {
+            list.push(self.spawn(addr, proto, false));
+        }
+    }
+
+    /// The nodes and protocols of the master-lane connections open now.
+    pub fn open_conns(&self) -> Vec<(NodeAddr, Protocol)> {
+        let conns = self.conns.borrow();
+        let mut out = Vec::new();
+        for (addr, lists) in conns.iter() {
+            for proto in [Protocol::Resp2, Protocol::Resp3] {
+                if lists[list_index(proto, Lane::Master)]
+                    .iter()
+                    .any(|c| !c.is_closed())
+                {
+                    out.push((addr.clone(), proto));
+                }
+            }
+        }
+        out
+    }
+
+    /// A request sent on this pool's connections was answered with MOVED.
+    pub fn moved(&self) {
+        if let Some(hooks) = &self.hooks {
+            hooks.moved();
+        }
+    }
+
+    fn spawn(&self, addr: &NodeAddr, proto: Protocol, readonly: bool) -> BackendConn {
+        BackendConn::spawn(
+            addr.clone(),
+            proto,
+            readonly,
+            self.env.clone(),
+            self.hooks.clone(),
+        )
     }
 
     /// Queues `job` on a connection to `addr`. If the node is in back-off,
@@ -68,18 +127,13 @@ impl Pool {
         };
         let readonly = lane == Lane::Replica;
         if list.len() < self.per_node {
-            list.push(BackendConn::spawn(
-                addr.clone(),
-                proto,
-                readonly,
-                self.env.clone(),
-            ));
+            list.push(self.spawn(addr, proto, readonly));
         }
         // Not empty: it holds at least one connection.
         let index = i % list.len();
         let slot = &mut list[index];
         if slot.is_closed() {
-            *slot = BackendConn::spawn(addr.clone(), proto, readonly, self.env.clone());
+            *slot = self.spawn(addr, proto, readonly);
         }
         if let Err(job) = slot.send(job) {
             // A connection that ends as it is made refuses at once.

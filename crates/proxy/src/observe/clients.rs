@@ -44,7 +44,14 @@ pub struct ClientEntry {
 pub struct Registry {
     clients: DashMap<u64, ClientEntry>,
     pause: Pause,
+    /// Invalidations for clients that others name in CLIENT TRACKING
+    /// REDIRECT, until their task takes them (written only for those).
+    mail: DashMap<u64, Vec<Invalidation>>,
 }
+
+/// An invalidation of client-side caches: the keys, or `None` for every
+/// key (a flush, or a tracking connection lost).
+pub type Invalidation = Option<Vec<Bytes>>;
 
 /// CLIENT PAUSE: until when (ms after `since`; 0 = not paused) and whether
 /// reads wait too.
@@ -157,6 +164,9 @@ impl Signal {
     /// shutting down, or the client killed itself (Redis answers that
     /// CLIENT KILL before closing).
     pub const DRAIN: u8 = 2;
+    /// Invalidations another client redirects to this one are waiting in
+    /// the registry ([`Registry::take_invalidations`]).
+    pub const MAIL: u8 = 4;
 
     pub fn raise(&self, bit: u8) {
         self.bits.fetch_or(bit, Ordering::AcqRel);
@@ -177,6 +187,11 @@ impl Signal {
 
     pub fn bits(&self) -> u8 {
         self.bits.load(Ordering::Acquire)
+    }
+
+    /// Lowers `bit` (the task has seen to it).
+    pub fn clear(&self, bit: u8) {
+        self.bits.fetch_and(!bit, Ordering::AcqRel);
     }
 
     /// The task to wake on every raise from now on. A task's waker does not
@@ -293,7 +308,37 @@ impl Registry {
     }
 
     pub fn remove(&self, id: u64) {
-        self.clients.remove(&id);
+        if let Some((_, entry)) = self.clients.remove(&id) {
+            if entry.identity.signal.bits() & Signal::MAIL != 0 {
+                self.mail.remove(&id);
+            }
+        }
+    }
+
+    /// Whether client `id` is connected.
+    pub fn contains(&self, id: u64) -> bool {
+        self.clients.contains_key(&id)
+    }
+
+    /// Hands an invalidation to client `id` (CLIENT TRACKING REDIRECT)
+    /// and wakes it; false if no such client is connected.
+    pub fn send_invalidation(&self, id: u64, keys: Invalidation) -> bool {
+        let Some(identity) = self.clients.get(&id).map(|e| e.identity.clone()) else {
+            return false;
+        };
+        self.mail.entry(id).or_default().push(keys);
+        identity.signal.raise(Signal::MAIL);
+        if !self.clients.contains_key(&id) {
+            // It left meanwhile and may have missed the bit.
+            self.mail.remove(&id);
+            return false;
+        }
+        true
+    }
+
+    /// The invalidations waiting for client `id`, oldest first.
+    pub fn take_invalidations(&self, id: u64) -> Vec<Invalidation> {
+        self.mail.remove(&id).map(|(_, v)| v).unwrap_or_default()
     }
 
     /// CLIENT LIST [TYPE type] [ID id ...]: one line per client, oldest

@@ -16,6 +16,8 @@ pub struct WorkerStats {
     pub blocked_clients: AtomicI64,
     /// Clients holding subscription connections.
     pub pubsub_clients: AtomicI64,
+    /// Clients with CLIENT TRACKING on.
+    pub tracking_clients: AtomicI64,
     pub commands: AtomicU64,
     pub moved: AtomicU64,
     pub ask: AtomicU64,
@@ -42,6 +44,7 @@ pub struct Totals {
     pub connected_clients: i64,
     pub blocked_clients: i64,
     pub pubsub_clients: i64,
+    pub tracking_clients: i64,
     pub commands: u64,
     pub moved: u64,
     pub ask: u64,
@@ -108,6 +111,7 @@ pub fn totals(workers: &[WorkerStats]) -> Totals {
         t.connected_clients += w.connected_clients.load(Ordering::Relaxed);
         t.blocked_clients += w.blocked_clients.load(Ordering::Relaxed);
         t.pubsub_clients += w.pubsub_clients.load(Ordering::Relaxed);
+        t.tracking_clients += w.tracking_clients.load(Ordering::Relaxed);
         t.commands += get(&w.commands);
         t.moved += get(&w.moved);
         t.ask += get(&w.ask);

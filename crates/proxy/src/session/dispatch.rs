@@ -13,13 +13,15 @@ use orthrus_resp::Request;
 
 use crate::client::subscriptions::PubSub;
 use crate::client::{Client, Pending, PushSink, ReplyMode};
-use crate::cmd::{admin, blocking, fanout, local, pubsub, scan, script, split, transaction};
+use crate::cmd::{
+    admin, blocking, fanout, local, pubsub, scan, script, split, tracking, transaction,
+};
 use crate::config::ReadFrom;
 use crate::node::Done;
 use crate::node::forward::{self, Access, Sent, Target, error_reply};
 use crate::observe::clients::Closer;
 use crate::observe::stats::WorkerStats;
-use crate::route::kind::Family;
+use crate::route::kind::{Family, Local};
 use crate::route::table::{CommandInfo, CommandTable, Route};
 use crate::worker::WorkerCtx;
 
@@ -67,6 +69,10 @@ pub fn dispatch(
     if client.reply == ReplyMode::SkipNext && silent {
         client.reply = ReplyMode::On;
     }
+    // A tracking client's commands go over its own connections, where the
+    // nodes remember what it read.
+    let own = client.tracking.as_ref().map(|t| t.ctx.clone());
+    let ctx = own.as_ref().unwrap_or(ctx);
     let table = ctx.pool.env().commands();
     let (route, info) = table.route_info(&req);
     let mut started = run(client, req, (route, info), &table, sink, ctx);
@@ -139,6 +145,9 @@ fn run(
         let reply = error_reply("OOM orthrus: memory use is over memory_limit_mb; request refused");
         return Started::refused(Pending::Ready(reply), family);
     }
+    if let Some(tracking) = &client.tracking {
+        tracking.before(&req, &route);
+    }
     // orthrus runs pub/sub and transactions itself: their commands (known
     // by their family, so other commands pay no name comparisons), and
     // whatever a client sends in subscriber mode or inside MULTI.
@@ -166,6 +175,10 @@ fn run(
         }
     }
     let target = match route {
+        Route::Local(Local::Client) if tracking::handles(&req) => {
+            let pending = tracking::command(client, &req, &mut sink, ctx);
+            return Started::ran(pending, family);
+        }
         Route::Local(cmd) => return Started::ran(local::execute(cmd, &req, client, ctx), family),
         Route::Slot(slot) => Target::Slot(slot),
         Route::AnyNode => Target::Any,

@@ -43,11 +43,13 @@ use crate::worker::WorkerCtx;
 
 mod dispatch;
 mod output;
+mod pushes;
 mod stream;
 mod timers;
 mod work;
 
 use dispatch::dispatch;
+use pushes::push_sink;
 pub use stream::Stream;
 use timers::Timers;
 use work::{QUEUE_KEPT, Work};
@@ -215,6 +217,7 @@ fn new_client(stream: &impl Stream, peer: ClientAddr, ctx: &WorkerCtx) -> Client
         watch: None,
         monitor: None,
         pubsub: None,
+        tracking: None,
         authenticated: live.client.password.is_none() && live.client.users.is_empty(),
         reply: ReplyMode::On,
         read_from: ctx.shared.settings.read_from,
@@ -250,6 +253,9 @@ impl<S: Stream> Session<S> {
             return Poll::Ready(End::Gone);
         }
         self.draining |= signal & Signal::DRAIN != 0;
+        if signal & Signal::MAIL != 0 {
+            self.take_mail();
+        }
         self.poll_pause_timer(cx);
         let mut work = self.work.take().unwrap_or_else(Work::take);
         if let Some(end) = self.run(&mut work, cx) {
@@ -460,7 +466,13 @@ impl<S: Stream> Session<S> {
         let mut took = false;
         // Replies taken in one pass became ready together: one clock read.
         let mut now: Option<Instant> = None;
-        self.take_pushes(w, cx);
+        // A tracking client's invalidations wait until every reply queued
+        // is written: one its own command caused (a write, a FLUSHDB over
+        // every master) may arrive before that command's reply is whole.
+        let tracking = self.client.tracking.is_some();
+        if !tracking {
+            self.take_pushes(w, cx);
+        }
         while w.output.len() < OUTPUT_BATCH {
             let Some(entry) = w.queue.front_mut() else {
                 break;
@@ -471,7 +483,10 @@ impl<S: Stream> Session<S> {
                     Poll::Ready(Some(done)) => done,
                     Poll::Ready(None) => {
                         // A redirect or an error to look at: follow it.
-                        let ctx = self.ctx.clone();
+                        let ctx = match &self.client.tracking {
+                            Some(tracking) => tracking.ctx.clone(),
+                            None => self.ctx.clone(),
+                        };
                         let remote =
                             std::mem::replace(&mut entry.pending, Pending::Ready(Bytes::new()));
                         if let Pending::Remote(remote) = remote {
@@ -520,6 +535,11 @@ impl<S: Stream> Session<S> {
             self.reply_hint = size.max(hint - hint.saturating_sub(size) / 8);
             w.output.push(done.reply);
             took = true;
+            if !tracking {
+                self.take_pushes(w, cx);
+            }
+        }
+        if tracking && w.queue.is_empty() {
             self.take_pushes(w, cx);
         }
         // A client sending one request at a time reuses its queue; one
@@ -528,22 +548,6 @@ impl<S: Stream> Session<S> {
             w.queue = VecDeque::new();
         }
         Ok(took)
-    }
-
-    /// Appends the pushes that are already there.
-    fn take_pushes(&mut self, w: &mut Work, cx: &mut Context<'_>) {
-        let Some(pushes) = &mut self.pushes else {
-            return;
-        };
-        while w.output.len() < OUTPUT_BATCH {
-            match pushes.rx.poll_recv(cx) {
-                Poll::Ready(Some(push)) => {
-                    pushes.sink.written(push.len());
-                    w.output.push(push);
-                }
-                Poll::Ready(None) | Poll::Pending => break,
-            }
-        }
     }
 
     /// Counts a request whose reply is ready in the latency figures and
@@ -581,17 +585,6 @@ impl<S: Stream> Session<S> {
             });
         }
     }
-}
-
-/// The client's push queue, made on first use.
-fn push_sink(pushes: &mut Option<Box<Pushes>>, limit: usize, closer: Closer) -> PushSink {
-    pushes
-        .get_or_insert_with(|| {
-            let (sink, rx) = PushSink::new(limit, closer);
-            Box::new(Pushes { sink, rx })
-        })
-        .sink
-        .clone()
 }
 
 #[cfg(test)]

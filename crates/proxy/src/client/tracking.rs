@@ -1,0 +1,513 @@
+//! Client-side caching (CLIENT TRACKING): a tracking client's own
+//! connections and the invalidations they bring.
+//!
+//! Redis remembers the keys *a connection* read, so a tracking client gets
+//! a private pool ([`Pool::private`]): one connection per master (and per
+//! protocol it used), opened on first use, each set up with `CLIENT
+//! TRACKING ON` and the client's options, and every command of the client
+//! goes over them (its [`Tracking::ctx`]). A RESP3 connection receives its
+//! invalidations as pushes between replies; a RESP2 one cannot, so it
+//! redirects them (on the node) to a second, RESP3 connection that only
+//! listens. In BCAST mode a connection to every master is kept open, as
+//! invalidations come from any writer.
+//!
+//! Invalidations go to the client as RESP3 pushes, or with REDIRECT to the
+//! client it names, through the registry (that client may be on another
+//! worker); a REDIRECT client that left makes the tracking client's
+//! redirect broken, as in Redis. A tracking connection that fails, or a
+//! request of the client answered with MOVED (its slot moved: the new
+//! owner does not know what the client read), gives the client an
+//! invalidation of every key, and the connection is opened again on next
+//! use.
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::rc::{Rc, Weak};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use orthrus_cluster::NodeAddr;
+use orthrus_resp::{Protocol, Request, Value, encode};
+
+use crate::client::PushSink;
+use crate::client::invalidation::{invalidate_push, invalidation, redir_broken};
+use crate::node::client::call;
+use crate::node::conn::{self, Hooks};
+use crate::node::forward::{error_reply, send_frames};
+use crate::node::pool::Pool;
+use crate::node::stream::NodeStream;
+use crate::observe::clients::Invalidation;
+use crate::process::Shared;
+use crate::route::table::Route;
+use crate::worker::WorkerCtx;
+
+/// How often a BCAST client's connections to every master are looked at
+/// (a master that failed over, a connection lost).
+const BCAST_KEEP: Duration = Duration::from_secs(1);
+
+/// The options of CLIENT TRACKING ON that the nodes see.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Options {
+    pub bcast: bool,
+    pub optin: bool,
+    pub optout: bool,
+    pub noloop: bool,
+    /// BCAST prefixes, in the order given (`""` when BCAST had none).
+    pub prefixes: Vec<Bytes>,
+}
+
+/// A client's tracking, from CLIENT TRACKING ON to OFF, RESET or its exit.
+pub struct Tracking {
+    state: Rc<State>,
+    /// The worker's context with the client's own pool: every command of a
+    /// tracking client is started with it.
+    pub ctx: Rc<WorkerCtx>,
+}
+
+/// What the connections' hooks and the client share.
+struct State {
+    /// False once tracking is off: connections still finishing requests
+    /// drop what they receive.
+    on: Cell<bool>,
+    options: RefCell<Options>,
+    /// CLIENT TRACKING REDIRECT (an orthrus client id; 0: none).
+    redirect: Cell<u64>,
+    /// The REDIRECT client left (TRACKINGINFO `broken_redirect`).
+    broken: Cell<bool>,
+    /// CLIENT CACHING was given for the next command.
+    caching: Cell<bool>,
+    proto: Cell<Protocol>,
+    push: PushSink,
+    shared: Arc<Shared>,
+    /// Per node, the id (on that node) of the connection that listens for
+    /// the RESP2 connection's invalidations.
+    listeners: RefCell<HashMap<NodeAddr, u64>>,
+}
+
+// === impl Options ===
+
+impl Options {
+    /// `CLIENT TRACKING ON` with these options and `prefixes`, redirected
+    /// on the node to `listener`.
+    fn command(&self, prefixes: &[Bytes], listener: Option<u64>) -> Bytes {
+        let mut args: Vec<&[u8]> = vec![b"CLIENT", b"TRACKING", b"ON"];
+        if self.bcast {
+            args.push(b"BCAST");
+            for p in prefixes.iter().filter(|p| !p.is_empty()) {
+                args.push(b"PREFIX");
+                args.push(p);
+            }
+        }
+        for (set, name) in [
+            (self.optin, &b"OPTIN"[..]),
+            (self.optout, b"OPTOUT"),
+            (self.noloop, b"NOLOOP"),
+        ] {
+            if set {
+                args.push(name);
+            }
+        }
+        let id = listener.map(|id| id.to_string());
+        if let Some(id) = &id {
+            args.push(b"REDIRECT");
+            args.push(id.as_bytes());
+        }
+        Request::from_args(&args).into_frame()
+    }
+
+    /// The flags TRACKINGINFO shows for these options.
+    fn flags(&self) -> Vec<&'static str> {
+        let mut flags = vec!["on"];
+        for (set, name) in [
+            (self.bcast, "bcast"),
+            (self.optin, "optin"),
+            (self.optout, "optout"),
+        ] {
+            if set {
+                flags.push(name);
+            }
+        }
+        flags
+    }
+}
+
+// === impl Tracking ===
+
+impl Tracking {
+    /// Turns tracking on for a client of `proto` whose pushes go to `push`.
+    pub fn new(
+        ctx: &WorkerCtx,
+        options: Options,
+        redirect: u64,
+        proto: Protocol,
+        push: PushSink,
+    ) -> Tracking {
+        let bcast = options.bcast;
+        let state = Rc::new(State {
+            on: Cell::new(true),
+            options: RefCell::new(options),
+            redirect: Cell::new(redirect),
+            broken: Cell::new(false),
+            caching: Cell::new(false),
+            proto: Cell::new(proto),
+            push,
+            shared: ctx.shared.clone(),
+            listeners: RefCell::new(HashMap::new()),
+        });
+        ctx.stats().tracking_clients.fetch_add(1, Ordering::Relaxed);
+        let pool = Pool::private(ctx.pool.env().clone(), state.clone());
+        let own = Rc::new(ctx.with_pool(pool));
+        if bcast {
+            tokio::task::spawn_local(keep_bcast(Rc::downgrade(&own), Rc::downgrade(&state)));
+        }
+        Tracking { state, ctx: own }
+    }
+
+    /// Resolves once the client's connections are ready: in BCAST mode
+    /// one to every master (invalidations come from any writer), so that
+    /// a write right after the `+OK` is seen.
+    pub fn ready(&self) -> impl Future<Output = Result<(), Bytes>> + use<> {
+        let ctx = self.ctx.clone();
+        let proto = self.state.proto.get();
+        let bcast = self.state.options.borrow().bcast;
+        async move {
+            if !bcast {
+                return Ok(());
+            }
+            let masters = ctx.shared.slots.load().masters();
+            let targets: Vec<(NodeAddr, Protocol)> =
+                masters.into_iter().map(|addr| (addr, proto)).collect();
+            exchange(&ctx.pool, &targets, |_| PING.clone()).await
+        }
+    }
+
+    /// CLIENT TRACKING ON again: new options, prefixes added, another
+    /// REDIRECT. Runs when the client has nothing in flight (the command is
+    /// deferred), so every connection's set-up is done and none is busy.
+    pub fn update(
+        &self,
+        options: Options,
+        added: Vec<Bytes>,
+        redirect: u64,
+    ) -> impl Future<Output = Result<(), Bytes>> + use<> {
+        let (ctx, state) = (self.ctx.clone(), self.state.clone());
+        async move {
+            let open = ctx.pool.open_conns();
+            // Connections still opening are set up once this answers.
+            exchange(&ctx.pool, &open, |_| PING.clone()).await?;
+            let listeners = state.listeners.borrow().clone();
+            let result = exchange(&ctx.pool, &open, |(addr, proto)| {
+                let listener = match proto {
+                    Protocol::Resp2 => listeners.get(addr).copied(),
+                    Protocol::Resp3 => None,
+                };
+                options.command(&added, listener)
+            })
+            .await;
+            let mut current = state.options.borrow_mut();
+            let mut prefixes = std::mem::take(&mut current.prefixes);
+            for p in added {
+                if !prefixes.contains(&p) {
+                    prefixes.push(p);
+                }
+            }
+            *current = Options {
+                prefixes,
+                ..options
+            };
+            state.redirect.set(redirect);
+            state.broken.set(false);
+            result
+        }
+    }
+
+    pub fn options(&self) -> Options {
+        self.state.options.borrow().clone()
+    }
+
+    /// CLIENT GETREDIR.
+    pub fn redirect(&self) -> u64 {
+        self.state.redirect.get()
+    }
+
+    /// The client switched protocols (HELLO): its pushes change form, and
+    /// its next commands go over connections of the new protocol.
+    pub fn set_proto(&self, proto: Protocol) {
+        self.state.proto.set(proto);
+    }
+
+    /// CLIENT CACHING YES|NO (checked against the mode already).
+    pub fn set_caching(&self) {
+        self.state.caching.set(true);
+    }
+
+    /// Before a command of the client starts: a CLIENT CACHING given for
+    /// it goes first on the connection that will run it (every master's
+    /// for a command that is not for one slot), and is then spent. CLIENT
+    /// commands leave it for the next command, as in Redis.
+    pub fn before(&self, req: &Request, route: &Route) {
+        if !self.state.caching.get()
+            || req
+                .arg(0)
+                .is_some_and(|n| n.eq_ignore_ascii_case(b"client"))
+        {
+            return;
+        }
+        self.state.caching.set(false);
+        let options = self.state.options.borrow();
+        let frame = match (options.optin, options.optout) {
+            (true, _) => CACHING_YES.clone(),
+            (_, true) => CACHING_NO.clone(),
+            _ => return,
+        };
+        let proto = self.state.proto.get();
+        let map = self.ctx.shared.slots.load();
+        let masters = match route {
+            Route::Slot(slot) | Route::Blocking(slot) => {
+                map.master(*slot).into_iter().cloned().collect()
+            }
+            Route::Local(_) | Route::Reject(_) => Vec::new(),
+            _ => map.masters(),
+        };
+        for addr in masters {
+            let rx = send_frames(&self.ctx.pool, &addr, &frame, proto, false, 1);
+            // Kept until written (a dropped reply slot is not sent).
+            tokio::task::spawn_local(async move {
+                let _ = rx.await;
+            });
+        }
+    }
+
+    /// CLIENT TRACKINGINFO, in Redis 7.0's form.
+    pub fn info(tracking: Option<&Tracking>, proto: Protocol) -> Bytes {
+        let mut out = BytesMut::new();
+        encode::map_header(&mut out, 3, proto);
+        encode::bulk(&mut out, b"flags");
+        let (flags, redirect, prefixes) = match tracking {
+            None => (vec!["off"], -1, Vec::new()),
+            Some(t) => {
+                let s = &t.state;
+                let options = s.options.borrow();
+                let mut flags = options.flags();
+                let caching = s.caching.get();
+                if options.optin && caching {
+                    flags.push("caching-yes");
+                }
+                if options.optout && caching {
+                    flags.push("caching-no");
+                }
+                if options.noloop {
+                    flags.push("noloop");
+                }
+                if s.broken.get() {
+                    flags.push("broken_redirect");
+                }
+                let redirect = i64::try_from(s.redirect.get()).unwrap_or(i64::MAX);
+                (flags, redirect, options.prefixes.clone())
+            }
+        };
+        encode::set_header(&mut out, flags.len(), proto);
+        for flag in flags {
+            encode::bulk(&mut out, flag.as_bytes());
+        }
+        encode::bulk(&mut out, b"redirect");
+        encode::integer(&mut out, redirect);
+        encode::bulk(&mut out, b"prefixes");
+        encode::array_header(&mut out, prefixes.len());
+        for p in &prefixes {
+            encode::bulk(&mut out, p);
+        }
+        out.freeze()
+    }
+}
+
+impl Drop for Tracking {
+    fn drop(&mut self) {
+        // Connections still finishing requests close when they are done;
+        // what they receive meanwhile is no longer the client's.
+        self.state.on.set(false);
+        self.ctx
+            .stats()
+            .tracking_clients
+            .fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+// === impl State ===
+
+impl State {
+    /// Hands an invalidation to whoever gets the client's.
+    fn relay(&self, keys: Invalidation) {
+        let redirect = self.redirect.get();
+        let resp3 = self.proto.get() == Protocol::Resp3;
+        if redirect != 0 {
+            if !self.shared.clients.send_invalidation(redirect, keys) {
+                self.broken.set(true);
+                if resp3 {
+                    self.push.push(redir_broken(redirect));
+                }
+            }
+        } else if resp3 {
+            self.push.push(invalidate_push(&keys));
+        }
+    }
+}
+
+impl Hooks for State {
+    fn prepare<'a>(
+        &'a self,
+        addr: &'a NodeAddr,
+        proto: Protocol,
+        shared: &'a Shared,
+        stream: &'a mut NodeStream,
+    ) -> Pin<Box<dyn Future<Output = io::Result<Option<NodeStream>>> + 'a>> {
+        Box::pin(async move {
+            let (side, listener) = match proto {
+                Protocol::Resp3 => (None, None),
+                Protocol::Resp2 => {
+                    let mut side = conn::connect(addr, Protocol::Resp3, shared).await?;
+                    let id = call(&mut side, CLIENT_ID)
+                        .await?
+                        .as_int()
+                        .and_then(|id| u64::try_from(id).ok())
+                        .ok_or_else(|| io::Error::other("CLIENT ID gave no id"))?;
+                    (Some(side), Some(id))
+                }
+            };
+            let frame = {
+                let options = self.options.borrow();
+                options.command(&options.prefixes, listener)
+            };
+            if let Value::Error(e) = call(stream, &frame).await? {
+                return Err(io::Error::other(format!(
+                    "CLIENT TRACKING ON refused: {}",
+                    String::from_utf8_lossy(&e)
+                )));
+            }
+            if let Some(id) = listener {
+                self.listeners.borrow_mut().insert(addr.clone(), id);
+            }
+            Ok(side)
+        })
+    }
+
+    fn push(&self, _addr: &NodeAddr, frame: Bytes) {
+        if !self.on.get() {
+            return;
+        }
+        if let Some(keys) = invalidation(&frame) {
+            self.relay(keys);
+        }
+    }
+
+    fn lost(&self, addr: &NodeAddr) {
+        if self.on.get() {
+            tracing::info!(node = %addr, "tracking connection lost; invalidating every key of the client");
+            self.relay(None);
+        }
+    }
+
+    fn moved(&self) {
+        if self.on.get() {
+            self.relay(None);
+        }
+    }
+}
+
+const PING: Bytes = Bytes::from_static(b"*1\r\n$4\r\nPING\r\n");
+const CLIENT_ID: &[u8] = b"*2\r\n$6\r\nCLIENT\r\n$2\r\nID\r\n";
+const CACHING_YES: Bytes =
+    Bytes::from_static(b"*3\r\n$6\r\nCLIENT\r\n$7\r\nCACHING\r\n$3\r\nyes\r\n");
+const CACHING_NO: Bytes =
+    Bytes::from_static(b"*3\r\n$6\r\nCLIENT\r\n$7\r\nCACHING\r\n$2\r\nno\r\n");
+
+/// Sends `frame(target)` on the private pool's connection to each target
+/// and waits for every reply; the first failure is the error.
+async fn exchange(
+    pool: &Pool,
+    targets: &[(NodeAddr, Protocol)],
+    frame: impl Fn(&(NodeAddr, Protocol)) -> Bytes,
+) -> Result<(), Bytes> {
+    let sent: Vec<_> = targets
+        .iter()
+        .map(|t| {
+            (
+                t.0.clone(),
+                send_frames(pool, &t.0, &frame(t), t.1, false, 1),
+            )
+        })
+        .collect();
+    let mut result = Ok(());
+    for (addr, rx) in sent {
+        let failure = match rx.await {
+            Ok(Ok(delivered)) if delivered.frame.first() == Some(&b'-') => Some(
+                String::from_utf8_lossy(delivered.frame.get(1..).unwrap_or_default())
+                    .trim_end()
+                    .to_owned(),
+            ),
+            Ok(Ok(_)) => None,
+            Ok(Err(e)) => Some(e.to_string()),
+            Err(_) => Some("connection closed".to_owned()),
+        };
+        if let (Some(why), Ok(())) = (failure, &result) {
+            result = Err(error_reply(&format!(
+                "ERR orthrus: cannot track keys on node {addr}: {why}"
+            )));
+        }
+    }
+    result
+}
+
+/// Keeps a BCAST client's connection to every master open while it
+/// tracks: a new master (a failover) or a lost connection gets one again.
+async fn keep_bcast(ctx: Weak<WorkerCtx>, state: Weak<State>) {
+    loop {
+        tokio::time::sleep(BCAST_KEEP).await;
+        let (Some(ctx), Some(state)) = (ctx.upgrade(), state.upgrade()) else {
+            return;
+        };
+        if !state.on.get() {
+            return;
+        }
+        let proto = state.proto.get();
+        for addr in ctx.shared.slots.load().masters() {
+            if ctx.pool.env().backing_off(&addr).is_none() {
+                ctx.pool.open(&addr, proto);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_node_command_carries_the_options() {
+        let options = Options {
+            bcast: true,
+            noloop: true,
+            prefixes: vec![Bytes::from_static(b"a:"), Bytes::new()],
+            ..Options::default()
+        };
+        let frame = options.command(&options.prefixes, Some(7));
+        let expected = Request::from_args(&[
+            &b"CLIENT"[..],
+            b"TRACKING",
+            b"ON",
+            b"BCAST",
+            b"PREFIX",
+            b"a:",
+            b"NOLOOP",
+            b"REDIRECT",
+            b"7",
+        ])
+        .into_frame();
+        assert_eq!(frame, expected);
+    }
+}

@@ -1,0 +1,358 @@
+//! Client-side caching (CLIENT TRACKING) through orthrus in front of three
+//! masters: invalidations for keys on every master in the default, BCAST,
+//! OPTIN, OPTOUT and NOLOOP modes, RESP2 redirection to a subscriber,
+//! CLIENT TRACKINGINFO/GETREDIR, and the tracking connections on the
+//! nodes (closed by OFF and RESET, a lost one invalidating everything).
+
+mod common;
+
+use std::net::TcpStream;
+use std::time::Duration;
+
+use common::{Proxy, cluster, owner_of, reply_text as reply, send};
+use orthrus_devcluster::{Cluster, Conn, Value, wait_until};
+
+/// One key per master, each owned by a different master.
+fn keys_on_every_master(cluster: &Cluster, prefix: &str) -> Vec<String> {
+    let masters = cluster.masters().expect("masters");
+    let mut keys: Vec<Option<String>> = vec![None; masters.len()];
+    for i in 0.. {
+        let key = format!("{prefix}{i}");
+        let owner = owner_of(cluster, key.as_bytes());
+        if let Some(pos) = masters.iter().position(|&m| m == owner) {
+            keys[pos].get_or_insert(key);
+        }
+        if keys.iter().all(Option::is_some) {
+            break;
+        }
+    }
+    keys.into_iter().flatten().collect()
+}
+
+/// The RESP3 push invalidating `key`.
+fn invalidated(key: &str) -> String {
+    format!(
+        ">2\r\n$10\r\ninvalidate\r\n*1\r\n${}\r\n{key}\r\n",
+        key.len()
+    )
+}
+
+/// A RESP3 connection with `CLIENT TRACKING ON` and `options`.
+fn tracking3(proxy: &Proxy, options: &[&str]) -> TcpStream {
+    let mut s = proxy.stream();
+    assert!(send(&mut s, &["HELLO", "3"]).starts_with('%'));
+    let mut args = vec!["CLIENT", "TRACKING", "ON"];
+    args.extend_from_slice(options);
+    assert_eq!(send(&mut s, &args), "+OK\r\n");
+    s
+}
+
+/// How many clients of master `i` have tracking on (flag `t`).
+fn tracking_conns(cluster: &Cluster, i: usize) -> usize {
+    let mut node = Conn::connect(cluster.nodes()[i].addr()).expect("node");
+    let list = match node.cmd(&["CLIENT", "LIST"]).expect("CLIENT LIST") {
+        Value::Bulk(b) => String::from_utf8_lossy(&b).into_owned(),
+        other => panic!("CLIENT LIST: {other:?}"),
+    };
+    list.lines()
+        .filter(|l| {
+            l.split(' ')
+                .any(|f| f.strip_prefix("flags=").is_some_and(|f| f.contains('t')))
+        })
+        .count()
+}
+
+fn wait_tracking_conns(cluster: &Cluster, masters: &[usize], want: usize) {
+    wait_until(Duration::from_secs(10), "tracking connections", || {
+        let counts: Vec<usize> = masters
+            .iter()
+            .map(|&m| tracking_conns(cluster, m))
+            .collect();
+        if counts.iter().all(|&c| c == want) {
+            Ok(())
+        } else {
+            Err(format!("tracking connections per master: {counts:?}"))
+        }
+    })
+    .expect("tracking connections");
+}
+
+#[test]
+fn default_mode_invalidates_what_the_client_read_on_every_master() {
+    let cluster = cluster(3, 0);
+    let proxy = Proxy::start(&cluster.seeds(), &[]);
+    let keys = keys_on_every_master(&cluster, "cache:");
+    let mut writer = proxy.stream();
+    let mut reader = tracking3(&proxy, &[]);
+    for key in &keys {
+        send(&mut writer, &["SET", key, "1"]);
+        assert_eq!(send(&mut reader, &["GET", key]), "$1\r\n1\r\n");
+    }
+    // A key not read is not tracked: its write sends nothing.
+    send(&mut writer, &["SET", "cache:unread", "1"]);
+    for key in &keys {
+        send(&mut writer, &["SET", key, "2"]);
+        assert_eq!(reply(&mut reader), invalidated(key));
+    }
+    // Once invalidated, a key is tracked again only when read again.
+    send(&mut writer, &["SET", &keys[0], "3"]);
+    assert_eq!(send(&mut reader, &["PING"]), "+PONG\r\n");
+    // The client's own write invalidates what it read, after its reply.
+    send(&mut reader, &["GET", &keys[1]]);
+    assert_eq!(send(&mut reader, &["SET", &keys[1], "4"]), "+OK\r\n");
+    assert_eq!(reply(&mut reader), invalidated(&keys[1]));
+    assert_eq!(proxy.info_field("tracking_clients"), 1);
+}
+
+#[test]
+fn bcast_prefixes_and_noloop() {
+    let cluster = cluster(3, 0);
+    let proxy = Proxy::start(&cluster.seeds(), &[]);
+    let keys = keys_on_every_master(&cluster, "user:");
+    let mut writer = proxy.stream();
+    let mut reader = tracking3(&proxy, &["BCAST", "PREFIX", "user:", "NOLOOP"]);
+    for key in &keys {
+        // Not read, and not under the prefix: nothing.
+        send(&mut writer, &["SET", &format!("other:{key}"), "1"]);
+        send(&mut writer, &["SET", key, "1"]);
+        assert_eq!(reply(&mut reader), invalidated(key));
+        // NOLOOP: the client's own write sends nothing.
+        assert_eq!(send(&mut reader, &["SET", key, "2"]), "+OK\r\n");
+    }
+    assert_eq!(send(&mut reader, &["PING"]), "+PONG\r\n");
+    let info = send(&mut reader, &["CLIENT", "TRACKINGINFO"]);
+    assert!(
+        info.contains("on\r\n$5\r\nbcast\r\n$6\r\nnoloop") && info.contains("user:"),
+        "{info}"
+    );
+    // Adding a prefix reaches every master; overlapping ones are refused.
+    assert_eq!(
+        send(
+            &mut reader,
+            &["CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "item:"]
+        ),
+        "+OK\r\n"
+    );
+    let refused = send(
+        &mut reader,
+        &["CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "us"],
+    );
+    assert!(
+        refused.starts_with("-ERR Prefix 'us' overlaps with an existing prefix 'user:'"),
+        "{refused}"
+    );
+    for key in keys_on_every_master(&cluster, "item:") {
+        send(&mut writer, &["SET", &key, "1"]);
+        assert_eq!(reply(&mut reader), invalidated(&key));
+    }
+}
+
+#[test]
+fn optin_and_optout_follow_client_caching() {
+    let cluster = cluster(3, 0);
+    let proxy = Proxy::start(&cluster.seeds(), &[]);
+    let keys = keys_on_every_master(&cluster, "opt:");
+    let mut writer = proxy.stream();
+    let mut optin = tracking3(&proxy, &["OPTIN"]);
+    for key in &keys {
+        send(&mut writer, &["SET", key, "1"]);
+        send(&mut optin, &["GET", key]); // not cached: no CACHING yes
+        assert_eq!(send(&mut optin, &["CLIENT", "CACHING", "YES"]), "+OK\r\n");
+        let info = send(&mut optin, &["CLIENT", "TRACKINGINFO"]);
+        assert!(info.contains("caching-yes"), "{info}");
+        send(&mut optin, &["GET", &format!("{key}:cached")]);
+    }
+    for key in &keys {
+        send(&mut writer, &["SET", key, "2"]);
+        let cached = format!("{key}:cached");
+        send(&mut writer, &["SET", &cached, "2"]);
+        assert_eq!(reply(&mut optin), invalidated(&cached));
+    }
+    let wrong = send(&mut optin, &["CLIENT", "CACHING", "NO"]);
+    assert_eq!(
+        wrong,
+        "-ERR CLIENT CACHING NO is only valid when tracking is enabled in OPTOUT mode.\r\n"
+    );
+
+    let mut optout = tracking3(&proxy, &["OPTOUT"]);
+    for key in &keys {
+        assert_eq!(send(&mut optout, &["CLIENT", "CACHING", "NO"]), "+OK\r\n");
+        send(&mut optout, &["GET", key]); // not cached
+        send(&mut optout, &["GET", &format!("{key}:cached")]);
+    }
+    for key in &keys {
+        send(&mut writer, &["SET", key, "3"]);
+        let cached = format!("{key}:cached");
+        send(&mut writer, &["SET", &cached, "3"]);
+        assert_eq!(reply(&mut optout), invalidated(&cached));
+    }
+}
+
+#[test]
+fn resp2_redirects_to_a_subscriber_until_it_leaves() {
+    let cluster = cluster(3, 0);
+    let proxy = Proxy::start(&cluster.seeds(), &[]);
+    let keys = keys_on_every_master(&cluster, "r2:");
+    let mut writer = proxy.stream();
+    let mut target = proxy.stream();
+    let id = send(&mut target, &["CLIENT", "ID"]);
+    let id = id.trim_start_matches(':').trim_end();
+    send(&mut target, &["SUBSCRIBE", "__redis__:invalidate"]);
+
+    let mut tracker = proxy.stream();
+    let unknown = send(
+        &mut tracker,
+        &["CLIENT", "TRACKING", "ON", "REDIRECT", "999999"],
+    );
+    assert_eq!(
+        unknown,
+        "-ERR The client ID you want redirect to does not exist\r\n"
+    );
+    assert_eq!(
+        send(&mut tracker, &["CLIENT", "TRACKING", "ON", "REDIRECT", id]),
+        "+OK\r\n"
+    );
+    assert_eq!(
+        send(&mut tracker, &["CLIENT", "GETREDIR"]),
+        format!(":{id}\r\n")
+    );
+    for key in &keys {
+        send(&mut writer, &["SET", key, "1"]);
+        assert_eq!(send(&mut tracker, &["GET", key]), "$1\r\n1\r\n");
+    }
+    for key in &keys {
+        send(&mut writer, &["SET", key, "2"]);
+        assert_eq!(
+            reply(&mut target),
+            format!(
+                "*3\r\n$7\r\nmessage\r\n$20\r\n__redis__:invalidate\r\n*1\r\n${}\r\n{key}\r\n",
+                key.len()
+            )
+        );
+    }
+    // The redirect client leaves: the next invalidation finds it gone.
+    drop(target);
+    wait_until(Duration::from_secs(10), "the target to leave", || {
+        let list = send(&mut writer, &["CLIENT", "LIST", "ID", id]);
+        if list.contains(&format!("id={id} ")) {
+            Err("still listed".into())
+        } else {
+            Ok(())
+        }
+    })
+    .expect("leave");
+    send(&mut tracker, &["GET", &keys[0]]);
+    send(&mut writer, &["SET", &keys[0], "3"]);
+    wait_until(Duration::from_secs(10), "a broken redirect", || {
+        let info = send(&mut tracker, &["CLIENT", "TRACKINGINFO"]);
+        if info.contains("broken_redirect") {
+            Ok(())
+        } else {
+            Err(info)
+        }
+    })
+    .expect("broken redirect");
+}
+
+#[test]
+fn trackinginfo_getredir_and_errors_as_redis() {
+    let cluster = cluster(3, 0);
+    let proxy = Proxy::start(&cluster.seeds(), &[]);
+    let mut c = proxy.stream();
+    assert_eq!(send(&mut c, &["CLIENT", "GETREDIR"]), ":-1\r\n");
+    assert_eq!(
+        send(&mut c, &["CLIENT", "TRACKINGINFO"]),
+        "*6\r\n$5\r\nflags\r\n*1\r\n$3\r\noff\r\n$8\r\nredirect\r\n:-1\r\n$8\r\nprefixes\r\n*0\r\n"
+    );
+    assert!(
+        send(&mut c, &["CLIENT", "CACHING", "YES"]).starts_with(
+            "-ERR CLIENT CACHING can be called only when the client is in tracking mode"
+        )
+    );
+    assert_eq!(
+        send(&mut c, &["CLIENT", "TRACKING", "ON", "PREFIX", "a"]),
+        "-ERR PREFIX option requires BCAST mode to be enabled\r\n"
+    );
+    assert_eq!(
+        send(&mut c, &["CLIENT", "TRACKING", "ON", "OPTIN", "OPTOUT"]),
+        "-ERR You can't specify both OPTIN mode and OPTOUT mode\r\n"
+    );
+    assert_eq!(
+        send(&mut c, &["CLIENT", "TRACKING", "MAYBE"]),
+        "-ERR syntax error\r\n"
+    );
+    assert_eq!(
+        send(&mut c, &["CLIENT", "TRACKING", "ON", "NOLOOP"]),
+        "+OK\r\n"
+    );
+    assert_eq!(send(&mut c, &["CLIENT", "GETREDIR"]), ":0\r\n");
+    assert_eq!(
+        send(&mut c, &["CLIENT", "TRACKINGINFO"]),
+        "*6\r\n$5\r\nflags\r\n*2\r\n$2\r\non\r\n$6\r\nnoloop\r\n$8\r\nredirect\r\n:0\r\n$8\r\nprefixes\r\n*0\r\n"
+    );
+    assert_eq!(
+        send(&mut c, &["CLIENT", "TRACKING", "ON", "BCAST"]),
+        "-ERR You can't switch BCAST mode on/off before disabling tracking for this client, and then re-enabling it with a different mode.\r\n"
+    );
+    assert_eq!(send(&mut c, &["CLIENT", "TRACKING", "OFF"]), "+OK\r\n");
+    assert_eq!(send(&mut c, &["CLIENT", "GETREDIR"]), ":-1\r\n");
+    // RESP3: a map whose flags are a set.
+    send(&mut c, &["HELLO", "3"]);
+    assert_eq!(
+        send(&mut c, &["CLIENT", "TRACKING", "ON", "BCAST"]),
+        "+OK\r\n"
+    );
+    assert_eq!(
+        send(&mut c, &["CLIENT", "TRACKINGINFO"]),
+        "%3\r\n$5\r\nflags\r\n~2\r\n$2\r\non\r\n$5\r\nbcast\r\n$8\r\nredirect\r\n:0\r\n$8\r\nprefixes\r\n*1\r\n$0\r\n\r\n"
+    );
+}
+
+#[test]
+fn off_and_reset_close_the_connections_and_a_lost_one_invalidates_everything() {
+    let cluster = cluster(3, 0);
+    let proxy = Proxy::start(&cluster.seeds(), &[]);
+    let masters = cluster.masters().expect("masters");
+    let keys = keys_on_every_master(&cluster, "conn:");
+    let mut writer = proxy.stream();
+
+    // BCAST holds a tracking connection on every master from the +OK on.
+    let mut c = tracking3(&proxy, &["BCAST"]);
+    wait_tracking_conns(&cluster, &masters, 1);
+    assert_eq!(send(&mut c, &["CLIENT", "TRACKING", "OFF"]), "+OK\r\n");
+    wait_tracking_conns(&cluster, &masters, 0);
+    assert_eq!(proxy.info_field("tracking_clients"), 0);
+
+    // The default mode opens one where the client sends commands.
+    assert_eq!(send(&mut c, &["CLIENT", "TRACKING", "ON"]), "+OK\r\n");
+    for key in &keys {
+        send(&mut c, &["GET", key]);
+    }
+    wait_tracking_conns(&cluster, &masters, 1);
+    assert_eq!(send(&mut c, &["RESET"]), "+RESET\r\n");
+    wait_tracking_conns(&cluster, &masters, 0);
+
+    // A tracking connection killed on its node: everything is invalidated,
+    // and the next command opens it again.
+    let mut c = tracking3(&proxy, &[]);
+    let key = &keys[0];
+    let owner = owner_of(&cluster, key.as_bytes());
+    send(&mut c, &["GET", key]);
+    let mut node = Conn::connect(cluster.nodes()[owner].addr()).expect("node");
+    let killed = node
+        .cmd(&["CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes"])
+        .expect("CLIENT KILL");
+    assert!(matches!(killed, Value::Integer(n) if n >= 1), "{killed:?}");
+    assert_eq!(reply(&mut c), ">2\r\n$10\r\ninvalidate\r\n_\r\n");
+    wait_until(
+        Duration::from_secs(10),
+        "the key to be read again",
+        || match send(&mut c, &["GET", key]) {
+            r if r.starts_with('-') => Err(r),
+            _ => Ok(()),
+        },
+    )
+    .expect("read again");
+    send(&mut writer, &["SET", key, "after"]);
+    assert_eq!(reply(&mut c), invalidated(key));
+}
