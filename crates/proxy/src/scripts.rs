@@ -1,18 +1,25 @@
 //! The Lua script bodies orthrus has seen (EVAL, EVAL_RO, SCRIPT LOAD), by
 //! SHA1, bounded: `cmd::script` loads one on a master that answers an
-//! EVALSHA with `NOSCRIPT`, and answers SCRIPT EXISTS with them.
+//! EVALSHA with `NOSCRIPT`, and answers SCRIPT EXISTS with them. Also the
+//! functions that FUNCTION LOAD declared `no-writes`, so that CLIENT PAUSE
+//! WRITE lets their FCALLs through as Redis does.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use orthrus_resp::Request;
+
+use crate::route::table::declares_no_writes;
 
 /// Total bytes of script bodies kept; the oldest go first beyond it.
 pub const MAX_SCRIPT_BYTES: usize = 16 * 1024 * 1024;
 /// Most script bodies kept.
 pub const MAX_SCRIPTS: usize = 10_000;
+/// Most `no-writes` function names kept.
+const MAX_READ_ONLY_FUNCTIONS: usize = 10_000;
 
 /// Redis's default `busy-reply-threshold` (`lua-time-limit`), in ms.
 const DEFAULT_BUSY_MS: u64 = 5000;
@@ -27,6 +34,8 @@ pub struct Scripts {
     next: AtomicU64,
     /// The nodes' `busy-reply-threshold`, as last set through orthrus.
     busy_ms: AtomicU64,
+    /// Functions loaded through orthrus with `flags={'no-writes'}`.
+    read_only_functions: Mutex<HashSet<Box<[u8]>>>,
 }
 
 /// A script in flight; dropping it (the reply came, or the client left)
@@ -52,6 +61,7 @@ impl Default for Scripts {
             running: Arc::default(),
             next: AtomicU64::new(0),
             busy_ms: AtomicU64::new(DEFAULT_BUSY_MS),
+            read_only_functions: Mutex::default(),
         }
     }
 }
@@ -123,6 +133,111 @@ impl Scripts {
             *store = Store::default();
         }
     }
+
+    /// Notes the functions a FUNCTION LOAD library registers, and which of
+    /// them declare `no-writes`.
+    pub fn keep_library(&self, body: &[u8]) {
+        let Ok(mut read_only) = self.read_only_functions.lock() else {
+            return;
+        };
+        for (name, no_writes) in registered_functions(body) {
+            if !no_writes {
+                read_only.remove(name);
+            } else if read_only.len() < MAX_READ_ONLY_FUNCTIONS {
+                read_only.insert(name.into());
+            }
+        }
+    }
+
+    /// FUNCTION DELETE, FLUSH or RESTORE. orthrus does not keep which
+    /// functions a library held: it forgets them all, so that none is
+    /// taken for read-only by mistake (until loaded through it again).
+    pub fn forget_functions(&self) {
+        if let Ok(mut read_only) = self.read_only_functions.lock() {
+            read_only.clear();
+        }
+    }
+
+    /// Whether `req` is a script or function call that declares it does
+    /// not write: an EVALSHA of a body kept here whose shebang says
+    /// `no-writes`, or an FCALL of a function loaded with that flag.
+    pub fn declares_no_writes(&self, req: &Request) -> bool {
+        let name = req.arg(0).unwrap_or_default();
+        let Some(what) = req.arg(1) else {
+            return false;
+        };
+        if name.eq_ignore_ascii_case(b"evalsha") {
+            self.body(what)
+                .is_some_and(|body| declares_no_writes(&body))
+        } else if name.eq_ignore_ascii_case(b"fcall") {
+            self.read_only_functions
+                .lock()
+                .is_ok_and(|set| set.contains(what))
+        } else {
+            false
+        }
+    }
+}
+
+/// The functions a library's code registers, each with whether it declares
+/// `no-writes`: `redis.register_function{function_name='f', callback=...,
+/// flags={'no-writes'}}` (the form that can carry flags) or
+/// `redis.register_function('f', ...)` (never read-only). Read from the
+/// text, not run: each registration is looked at up to the next one, and
+/// anything not understood counts as a function that may write.
+fn registered_functions(body: &[u8]) -> Vec<(&[u8], bool)> {
+    const CALL: &[u8] = b"register_function";
+    let starts: Vec<usize> = body
+        .windows(CALL.len())
+        .enumerate()
+        .filter(|(_, w)| *w == CALL)
+        .map(|(i, _)| i + CALL.len())
+        .collect();
+    let mut found = Vec::new();
+    for (n, &start) in starts.iter().enumerate() {
+        let end = starts
+            .get(n + 1)
+            .map_or(body.len(), |next| next - CALL.len());
+        let call = body.get(start..end).unwrap_or_default();
+        let rest = call.trim_ascii_start();
+        if rest.first() == Some(&b'(') {
+            if let Some(name) = quoted(rest.get(1..).unwrap_or_default()) {
+                found.push((name, false));
+            }
+            continue;
+        }
+        if rest.first() != Some(&b'{') {
+            continue;
+        }
+        let Some(at) = find(rest, b"function_name") else {
+            continue;
+        };
+        let after = rest.get(at + b"function_name".len()..).unwrap_or_default();
+        let Some(value) = after.trim_ascii_start().strip_prefix(b"=") else {
+            continue;
+        };
+        let Some(name) = quoted(value) else {
+            continue;
+        };
+        let no_writes = find(rest, b"flags").is_some()
+            && (find(rest, b"'no-writes'").is_some() || find(rest, b"\"no-writes\"").is_some());
+        found.push((name, no_writes));
+    }
+    found
+}
+
+/// The string in single or double quotes at the start of `text` (after
+/// blanks).
+fn quoted(text: &[u8]) -> Option<&[u8]> {
+    let text = text.trim_ascii_start();
+    let quote = *text.first().filter(|q| matches!(q, b'\'' | b'"'))?;
+    let inner = text.get(1..)?;
+    let end = inner.iter().position(|&b| b == quote)?;
+    inner.get(..end)
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
 }
 
 impl Drop for Running {
@@ -156,6 +271,43 @@ mod tests {
             &sha1_hex(b"return 1+1"),
             b"a27e7e8a43702b7046d4f6a7ccf5b60cef6b9bd9"
         );
+    }
+
+    #[test]
+    fn functions_declaring_no_writes_are_known_by_name() {
+        let library = br#"#!lua name=lib
+            redis.register_function{
+                function_name='ro',
+                callback=function() return "hello" end,
+                flags={'no-writes'}
+            }
+            redis.register_function{function_name="rw", callback=function(keys) return 1 end}
+            redis.register_function('plain', function() return 'no-writes' end)
+        "#;
+        assert_eq!(
+            registered_functions(library),
+            vec![(&b"ro"[..], true), (b"rw", false), (b"plain", false)]
+        );
+        let scripts = Scripts::default();
+        scripts.keep_library(library);
+        let fcall = |name: &str| Request::from_args(&["FCALL", name, "0"]);
+        assert!(scripts.declares_no_writes(&fcall("ro")));
+        assert!(!scripts.declares_no_writes(&fcall("rw")));
+        assert!(!scripts.declares_no_writes(&fcall("plain")));
+        // Loaded again without the flag: no longer read-only.
+        scripts.keep_library(b"redis.register_function{function_name='ro', callback=f}");
+        assert!(!scripts.declares_no_writes(&fcall("ro")));
+        scripts.keep_library(library);
+        scripts.forget_functions();
+        assert!(!scripts.declares_no_writes(&fcall("ro")));
+
+        let body = Bytes::from_static(b"#!lua flags=no-writes\nreturn 2");
+        scripts.keep(&body);
+        let sha = String::from_utf8(sha1_hex(&body).to_vec()).unwrap();
+        assert!(scripts.declares_no_writes(&Request::from_args(&["EVALSHA", &sha, "0"])));
+        scripts.keep(&Bytes::from_static(b"return 2"));
+        let sha = String::from_utf8(sha1_hex(b"return 2").to_vec()).unwrap();
+        assert!(!scripts.declares_no_writes(&Request::from_args(&["EVALSHA", &sha, "0"])));
     }
 
     #[test]

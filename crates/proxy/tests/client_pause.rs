@@ -169,3 +169,58 @@ fn pause_write_holds_what_may_replicate() {
     tx.set_read_timeout(None).expect("timeout");
     assert_eq!(reply_text(&mut tx), "*1\r\n+OK\r\n");
 }
+
+/// Scripts and functions that declare `no-writes` go on during CLIENT
+/// PAUSE WRITE, however they are called: an EVALSHA of a script loaded
+/// through orthrus, an FCALL of a function loaded with the flag. An FCALL
+/// of a function without it is held.
+#[test]
+fn pause_write_lets_declared_read_only_calls_through() {
+    let cluster = cluster(3, 0);
+    let proxy = Proxy::start(&cluster.seeds(), &[]);
+    let mut admin = proxy.stream();
+    let library = "#!lua name=pauselib\n\
+        redis.register_function{\n\
+            function_name='pause_ro',\n\
+            callback=function() return 'hello' end,\n\
+            flags={'no-writes'}\n\
+        }\n\
+        redis.register_function('pause_rw', function() return 'written' end)\n";
+    assert_eq!(
+        send(&mut admin, &["FUNCTION", "LOAD", "REPLACE", library]),
+        "$8\r\npauselib\r\n"
+    );
+    let sha = send(
+        &mut admin,
+        &["SCRIPT", "LOAD", "#!lua flags=no-writes\nreturn 2"],
+    );
+    let sha = sha.lines().nth(1).expect("a sha").to_owned();
+    assert_eq!(
+        send(&mut admin, &["CLIENT", "PAUSE", "20000", "WRITE"]),
+        "+OK\r\n"
+    );
+    let reply_within = |args: &[&str]| {
+        let mut s = proxy.stream();
+        s.write_all(&encode(args)).expect("send");
+        s.set_read_timeout(Some(Duration::from_millis(500)))
+            .expect("timeout");
+        let mut buf = [0u8; 64];
+        let n = std::io::Read::read(&mut s, &mut buf).ok()?;
+        Some((String::from_utf8_lossy(&buf[..n]).into_owned(), s))
+    };
+    let (reply, _) =
+        reply_within(&["FCALL", "pause_ro", "0"]).expect("FCALL of a no-writes function held");
+    assert_eq!(reply, "$5\r\nhello\r\n");
+    let (reply, _) =
+        reply_within(&["EVALSHA", &sha, "0"]).expect("EVALSHA of a no-writes script held");
+    assert_eq!(reply, ":2\r\n");
+    assert!(
+        reply_within(&["FCALL", "pause_rw", "0"]).is_none(),
+        "an FCALL of a function that may write went through the pause"
+    );
+    assert_eq!(send(&mut admin, &["CLIENT", "UNPAUSE"]), "+OK\r\n");
+    assert_eq!(
+        send(&mut admin, &["FUNCTION", "DELETE", "pauselib"]),
+        "+OK\r\n"
+    );
+}

@@ -73,6 +73,17 @@ pub fn intercept(
     if is(b"function") && sub.eq_ignore_ascii_case(b"stats") && req.arg_count() == 2 {
         return Some(function_stats(ctx, req.frame().clone(), proto));
     }
+    if is(b"function") {
+        if sub.eq_ignore_ascii_case(b"load") {
+            let body = req.arg(req.arg_count().checked_sub(1)?)?;
+            scripts.keep_library(body);
+        } else if [&b"delete"[..], b"flush", b"restore"]
+            .iter()
+            .any(|s| sub.eq_ignore_ascii_case(s))
+        {
+            scripts.forget_functions();
+        }
+    }
     if !is(b"script") {
         return None;
     }

@@ -113,13 +113,13 @@ pub fn intercept(
         return None;
     }
     let passthrough = ctx.shared.live.load().admin.passthrough;
+    multi.writes |= table.may_write(req) && !ctx.shared.scripts.declares_no_writes(req);
     Some(Pending::Ready(queue(multi, req, table, passthrough)))
 }
 
 /// Checks a command at queue time; returns `+QUEUED` or the error.
 fn queue(multi: &mut Multi, req: &Request, table: &CommandTable, passthrough: bool) -> Bytes {
     let name = req.arg(0).unwrap_or_default();
-    multi.writes |= table.may_write(req);
     if table.get(name).is_some_and(|info| info.no_multi) {
         // Before orthrus's own rules, as Redis checks it before running.
         return abort(multi, "ERR Command not allowed inside a transaction");

@@ -181,12 +181,9 @@ impl CommandTable {
         let Some(info) = self.get(name) else {
             return false;
         };
-        if name.eq_ignore_ascii_case(b"eval") {
-            let body = req.arg(1).unwrap_or_default();
-            let shebang = body.split(|&b| b == b'\n').next().unwrap_or_default();
-            if shebang.starts_with(b"#!") && shebang.windows(9).any(|w| w == b"no-writes") {
-                return false;
-            }
+        if name.eq_ignore_ascii_case(b"eval") && declares_no_writes(req.arg(1).unwrap_or_default())
+        {
+            return false;
         }
         info.may_write
     }
@@ -224,6 +221,13 @@ impl CommandTable {
         }
         (route_command(info, req), Some(info))
     }
+}
+
+/// Whether a script's body declares `flags=no-writes` in its shebang
+/// (`#!lua flags=no-writes`), which Redis reads as a promise it keeps.
+pub fn declares_no_writes(body: &[u8]) -> bool {
+    let shebang = body.split(|&b| b == b'\n').next().unwrap_or_default();
+    shebang.starts_with(b"#!") && shebang.windows(9).any(|w| w == b"no-writes")
 }
 
 /// Commands Redis 7.0 flags `may_replicate` (CLIENT PAUSE WRITE holds

@@ -67,7 +67,8 @@ impl<S: Stream> Session<S> {
         // EXEC writes what its queue writes.
         let exec_writes = req.arg(0).is_some_and(|n| n.eq_ignore_ascii_case(b"exec"))
             && self.client.multi.as_ref().is_some_and(|m| m.writes);
-        clients.paused_until(exec_writes || table.may_write(req))
+        let writes = table.may_write(req) && !self.ctx.shared.scripts.declares_no_writes(req);
+        clients.paused_until(exec_writes || writes)
     }
 
     pub(super) fn with_idle_timer(mut self) -> Session<S> {
