@@ -275,7 +275,10 @@ async fn run(task: Task, queue: Rc<Queue>) {
         addr,
         closing: &closing,
     };
+    // Biased: polled in order, without drawing a random number on every
+    // wake-up (each branch runs for the connection's life).
     let result = tokio::select! {
+        biased;
         r = async {
             write_loop(wr, &queue, &inflight).await?;
             if inflight.borrow().is_empty() {
