@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use orthrus_resp::Request;
 
-use crate::route::table::declares_no_writes;
+use crate::route::table::CommandTable;
 
 /// Total bytes of script bodies kept; the oldest go first beyond it.
 pub const MAX_SCRIPT_BYTES: usize = 16 * 1024 * 1024;
@@ -158,17 +158,27 @@ impl Scripts {
         }
     }
 
+    /// Whether `req` may write or replicate, as CLIENT PAUSE WRITE judges
+    /// it (and an EXEC whose queue holds it): its command's flags, unless
+    /// it is a script or function call that declares it does not write.
+    pub fn may_write(&self, table: &CommandTable, req: &Request) -> bool {
+        table.may_write(req) && !self.declares_no_writes(req)
+    }
+
     /// Whether `req` is a script or function call that declares it does
-    /// not write: an EVALSHA of a body kept here whose shebang says
-    /// `no-writes`, or an FCALL of a function loaded with that flag.
-    pub fn declares_no_writes(&self, req: &Request) -> bool {
+    /// not write: an EVAL whose shebang says `no-writes`, an EVALSHA of a
+    /// body kept here that says so, or an FCALL of a function loaded with
+    /// that flag.
+    fn declares_no_writes(&self, req: &Request) -> bool {
         let name = req.arg(0).unwrap_or_default();
         let Some(what) = req.arg(1) else {
             return false;
         };
-        if name.eq_ignore_ascii_case(b"evalsha") {
+        if name.eq_ignore_ascii_case(b"eval") {
+            shebang_says_no_writes(what)
+        } else if name.eq_ignore_ascii_case(b"evalsha") {
             self.body(what)
-                .is_some_and(|body| declares_no_writes(&body))
+                .is_some_and(|body| shebang_says_no_writes(&body))
         } else if name.eq_ignore_ascii_case(b"fcall") {
             self.read_only_functions
                 .lock()
@@ -177,6 +187,13 @@ impl Scripts {
             false
         }
     }
+}
+
+/// Whether a script's body declares `flags=no-writes` in its shebang
+/// (`#!lua flags=no-writes`), which Redis reads as a promise it keeps.
+fn shebang_says_no_writes(body: &[u8]) -> bool {
+    let shebang = body.split(|&b| b == b'\n').next().unwrap_or_default();
+    shebang.starts_with(b"#!") && shebang.windows(9).any(|w| w == b"no-writes")
 }
 
 /// The functions a library's code registers, each with whether it declares

@@ -113,7 +113,7 @@ pub fn intercept(
         return None;
     }
     let passthrough = ctx.shared.live.load().admin.passthrough;
-    multi.writes |= table.may_write(req) && !ctx.shared.scripts.declares_no_writes(req);
+    multi.writes |= ctx.shared.scripts.may_write(table, req);
     Some(Pending::Ready(queue(multi, req, table, passthrough)))
 }
 

@@ -173,19 +173,12 @@ impl CommandTable {
         self.commands.len()
     }
 
-    /// Whether `req` may write or replicate, as CLIENT PAUSE WRITE holds
-    /// it: its command's flags, except that a script declaring
-    /// `flags=no-writes` in its shebang does not (as Redis reads it).
+    /// Whether `req`'s command may write or replicate (its `write` and
+    /// `may_replicate` flags). What a script declares is for
+    /// `Scripts::may_write`, which holds the bodies and functions.
     pub fn may_write(&self, req: &Request) -> bool {
         let name = req.arg(0).unwrap_or_default();
-        let Some(info) = self.get(name) else {
-            return false;
-        };
-        if name.eq_ignore_ascii_case(b"eval") && declares_no_writes(req.arg(1).unwrap_or_default())
-        {
-            return false;
-        }
-        info.may_write
+        self.get(name).is_some_and(|info| info.may_write)
     }
 
     /// Looks a command up by its (any-case) name.
@@ -221,13 +214,6 @@ impl CommandTable {
         }
         (route_command(info, req), Some(info))
     }
-}
-
-/// Whether a script's body declares `flags=no-writes` in its shebang
-/// (`#!lua flags=no-writes`), which Redis reads as a promise it keeps.
-pub fn declares_no_writes(body: &[u8]) -> bool {
-    let shebang = body.split(|&b| b == b'\n').next().unwrap_or_default();
-    shebang.starts_with(b"#!") && shebang.windows(9).any(|w| w == b"no-writes")
 }
 
 /// Commands Redis 7.0 flags `may_replicate` (CLIENT PAUSE WRITE holds

@@ -63,11 +63,11 @@ impl<S: Stream> Session<S> {
         if !clients.pausing() {
             return None;
         }
-        let table = self.ctx.shared.commands.load();
+        let table = self.ctx.pool.env().commands();
         // EXEC writes what its queue writes.
         let exec_writes = req.arg(0).is_some_and(|n| n.eq_ignore_ascii_case(b"exec"))
             && self.client.multi.as_ref().is_some_and(|m| m.writes);
-        let writes = table.may_write(req) && !self.ctx.shared.scripts.declares_no_writes(req);
+        let writes = self.ctx.shared.scripts.may_write(&table, req);
         clients.paused_until(exec_writes || writes)
     }
 
