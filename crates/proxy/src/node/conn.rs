@@ -409,27 +409,43 @@ async fn read_loop(mut rd: NodeReadHalf, reader: &Reader<'_>) -> io::Result<()> 
     let mut buf = BytesMut::with_capacity(READ_CHUNK);
     let mut last_read = Instant::now();
     // One timer for the connection's life, moved on only when it fires:
-    // reads and requests in between cost no timer operation.
+    // reads and requests in between cost no timer operation. It keeps the
+    // task's waker from its first poll until it fires or is moved, so it
+    // is polled again only then (the task's waker never changes).
     let timer = tokio::time::sleep_until((last_read + timeout).into());
     tokio::pin!(timer);
+    let mut timer_waits = false;
     loop {
         if buf.capacity() - buf.len() < READ_CHUNK / 4 {
             buf.reserve(READ_CHUNK);
         }
-        let n = tokio::select! {
-            biased;
-            read = rd.read_buf(&mut buf) => read?,
-            () = &mut timer => {
-                let next = reply_deadline(inflight, last_read, timeout).ok_or_else(|| {
-                    io::Error::new(
-                        io::ErrorKind::TimedOut,
-                        "no reply within backend.request_timeout_ms",
-                    )
-                })?;
-                timer.as_mut().reset(next.into());
-                continue;
+        let read = poll_fn(|cx| {
+            if let Poll::Ready(read) =
+                tokio_util::io::poll_read_buf(Pin::new(&mut rd), cx, &mut buf)
+            {
+                return Poll::Ready(Some(read));
             }
+            if !timer_waits || timer.is_elapsed() {
+                if timer.as_mut().poll(cx).is_ready() {
+                    return Poll::Ready(None);
+                }
+                timer_waits = true;
+            }
+            Poll::Pending
+        })
+        .await;
+        let Some(read) = read else {
+            let next = reply_deadline(inflight, last_read, timeout).ok_or_else(|| {
+                io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "no reply within backend.request_timeout_ms",
+                )
+            })?;
+            timer.as_mut().reset(next.into());
+            timer_waits = false;
+            continue;
         };
+        let n = read?;
         if n == 0 {
             return Err(io::Error::new(
                 io::ErrorKind::UnexpectedEof,
@@ -540,6 +556,9 @@ fn deliver(
         };
         while scan.done_frames < frames {
             let rest = buf.get(scan.done_len..).unwrap_or_default();
+            if rest.is_empty() {
+                return Ok(()); // every byte read is delivered or scanned
+            }
             match scan.scanner.scan(rest).map_err(io::Error::other)? {
                 Some(n) => {
                     scan.done_len += n;

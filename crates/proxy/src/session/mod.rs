@@ -283,9 +283,13 @@ impl<S: Stream> Session<S> {
     /// Reads, starts requests and writes replies until none of them can
     /// go on. `Some` when the session is over.
     fn run(&mut self, w: &mut Work, cx: &mut Context<'_>) -> Option<End> {
+        // Once the socket has said Pending, the waker is registered and
+        // nothing can arrive before the worker next parks: asking again in
+        // this poll would cost a readiness check and learn nothing.
+        let mut read_blocked = false;
         loop {
             let mut progress = false;
-            let reading = self.wants_input(w);
+            let reading = !read_blocked && self.wants_input(w);
             if reading {
                 match self.poll_read(w, cx) {
                     Poll::Ready(Ok(0) | Err(_)) => return Some(End::Gone),
@@ -293,7 +297,7 @@ impl<S: Stream> Session<S> {
                         w.read_at = Instant::now();
                         progress = true;
                     }
-                    Poll::Pending => {}
+                    Poll::Pending => read_blocked = true,
                 }
             }
             progress |= self.start_requests(w);
@@ -309,7 +313,8 @@ impl<S: Stream> Session<S> {
             if !w.output.is_empty() {
                 match w.output.poll_flush(&mut self.stream, cx) {
                     Poll::Ready(Ok(())) => {
-                        progress |= !w.queue.is_empty() || (!reading && self.wants_input(w));
+                        progress |= !w.queue.is_empty()
+                            || (!reading && !read_blocked && self.wants_input(w));
                     }
                     Poll::Ready(Err(_)) => return Some(End::Gone),
                     Poll::Pending => {}
