@@ -2,10 +2,12 @@
 //! level × repeat × target, print each level's table as it completes, and
 //! write the files.
 //!
-//! Within a level the targets take turns repeat by repeat (single, cluster3,
-//! cluster6, single, ...) rather than one target's repeats back to back, so
-//! that a slow drift of the machine (thermal, a neighbour's build) spreads
-//! over every target instead of landing on one.
+//! Within a level the targets take turns repeat by repeat rather than one
+//! target's repeats back to back, so that a slow drift of the machine
+//! (thermal, a neighbour's build) spreads over every target instead of
+//! landing on one; and each repeat starts one target further along (single,
+//! cluster3, cluster6; then cluster3, cluster6, single; ...), so that no
+//! target always runs right after the same one.
 
 use std::path::Path;
 use std::time::{Instant, SystemTime};
@@ -88,7 +90,10 @@ pub fn compare(plan: &Plan, interrupt: &Interrupt) -> Result<()> {
     for (&level, &repeats) in plan.levels.iter().zip(&plan.repeats) {
         let mut runs: Vec<Vec<Vec<PerSet<f64>>>> = vec![Vec::new(); targets.len()];
         for repeat in 0..repeats {
-            for (t, target) in targets.iter_mut().enumerate() {
+            for t in turns(repeat, targets.len()) {
+                let Some(target) = targets.get_mut(t) else {
+                    continue;
+                };
                 progress.running(level, &target.info.name, repeat, repeats);
                 let times =
                     run_once(plan, &exe, target, level, repeat, interrupt).with_context(|| {
@@ -125,6 +130,12 @@ pub fn compare(plan: &Plan, interrupt: &Interrupt) -> Result<()> {
         report.duration_secs
     ));
     Ok(())
+}
+
+/// The order in which `targets` targets run in repeat `repeat`: every
+/// target once, starting `repeat` places along.
+fn turns(repeat: usize, targets: usize) -> impl Iterator<Item = usize> {
+    (0..targets).map(move |i| (repeat + i) % targets)
 }
 
 /// The baseline first, then started clusters, then `--target`s.
@@ -215,4 +226,20 @@ fn summarise(
         repeats,
         targets: results,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::turns;
+
+    #[test]
+    fn each_repeat_runs_every_target_once_starting_one_further() {
+        let order = |repeat| turns(repeat, 3).collect::<Vec<_>>();
+        assert_eq!(order(0), [0, 1, 2]);
+        assert_eq!(order(1), [1, 2, 0]);
+        assert_eq!(order(2), [2, 0, 1]);
+        assert_eq!(order(3), [0, 1, 2]);
+        assert_eq!(turns(5, 1).collect::<Vec<_>>(), [0]);
+        assert_eq!(turns(0, 0).count(), 0);
+    }
 }
