@@ -221,7 +221,14 @@ impl RequestParser {
         let Some(mb) = multibulk.take() else {
             return Ok(Step::Incomplete);
         };
-        let frame = buf.split_to(mb.pos).freeze();
+        let frame = if mb.pos == buf.len() {
+            // The request is all there is (the usual case): the frame takes
+            // the buffer whole. Splitting it off would make the buffer a
+            // shared one, which costs an allocation and atomic counts.
+            std::mem::take(buf).freeze()
+        } else {
+            buf.split_to(mb.pos).freeze()
+        };
         Ok(Step::Request(Request::new(frame, mb.args, false)))
     }
 }

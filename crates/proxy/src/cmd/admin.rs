@@ -183,7 +183,7 @@ fn send(ctx: &Rc<WorkerCtx>, nodes: Vec<NodeAddr>, frame: &Bytes, proto: Protoco
             Access::Write,
         ) {
             Sent::Remote(remote) => Pending::Remote(remote),
-            Sent::Refused(reply) => Pending::Ready(reply),
+            Sent::Refused { reply, .. } => Pending::Ready(reply),
         };
     }
     let sent = fanout::send_to_each(ctx, nodes.clone(), frame, proto, false);

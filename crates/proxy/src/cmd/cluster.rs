@@ -78,7 +78,7 @@ fn forward_to_owner(req: &Request, client: &Client, ctx: &Rc<WorkerCtx>) -> Pend
         Access::Read,
     ) {
         Sent::Remote(remote) => Pending::Remote(remote),
-        Sent::Refused(reply) => Pending::Ready(reply),
+        Sent::Refused { reply, .. } => Pending::Ready(reply),
     }
 }
 

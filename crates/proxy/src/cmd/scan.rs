@@ -50,7 +50,7 @@ pub fn dispatch(ctx: &Rc<WorkerCtx>, req: &Request, proto: Protocol) -> Pending 
     Pending::Future(Box::pin(async move {
         let done = match sent {
             Sent::Remote(remote) => forward::resolve(&ctx.pool, remote).await,
-            Sent::Refused(reply) => return Done::local(reply),
+            Sent::Refused { reply, .. } => return Done::local(reply),
         };
         Done {
             reply: rewrite(&done.reply, index, count),

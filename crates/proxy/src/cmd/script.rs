@@ -156,7 +156,7 @@ fn evalsha(
 async fn resolve(ctx: &Rc<WorkerCtx>, sent: Sent) -> Done {
     match sent {
         Sent::Remote(remote) => forward::resolve(&ctx.pool, remote).await,
-        Sent::Refused(reply) => Done::local(reply),
+        Sent::Refused { reply, .. } => Done::local(reply),
     }
 }
 

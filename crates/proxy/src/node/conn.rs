@@ -73,9 +73,11 @@ pub enum BackendError {
     TimedOut,
 }
 
-/// A request for a node, with where its reply goes.
-pub struct Job {
-    pub frame: Bytes,
+/// A request for a node, with where its reply goes. The connection copies
+/// a small frame into its queue at once (taking no share of the caller's
+/// buffer) and keeps a share of a large one.
+pub struct Job<'a> {
+    pub frame: &'a Bytes,
     /// Send `ASKING` first (an ASK redirect).
     pub asking: bool,
     /// How many reply frames `frame` produces (a transaction sent as
@@ -119,13 +121,28 @@ pub trait Hooks {
 /// one wake-up — no channel, no atomic operation.
 #[derive(Default)]
 struct Queue {
-    jobs: RefCell<VecDeque<Job>>,
+    jobs: RefCell<VecDeque<Queued>>,
+    /// The frames of the queued small jobs, in order; the writer takes each
+    /// job's bytes from `head` on, and the buffer starts over once every
+    /// job is taken.
+    bytes: RefCell<Vec<u8>>,
+    head: Cell<usize>,
     /// The task, while it waits for jobs.
     waker: Cell<Option<Waker>>,
     /// The handle was dropped.
     abandoned: Cell<bool>,
     /// The task has ended: jobs are refused.
     closed: Cell<bool>,
+}
+
+/// A job in the queue: a large frame, or how many bytes of `Queue::bytes`
+/// are its frame.
+struct Queued {
+    large: Option<Bytes>,
+    len: usize,
+    asking: bool,
+    frames: usize,
+    reply: ReplyTx,
 }
 
 /// A reply slot of a written request.
@@ -165,11 +182,23 @@ impl BackendConn {
     }
 
     /// Queues a job; gives it back if the connection task has ended.
-    pub fn send(&self, job: Job) -> Result<(), Job> {
+    pub fn send<'a>(&self, job: Job<'a>) -> Result<(), Job<'a>> {
         if self.queue.closed.get() {
             return Err(job);
         }
-        self.queue.jobs.borrow_mut().push_back(job);
+        let (large, len) = if job.frame.len() >= LARGE_FRAME {
+            (Some(job.frame.clone()), 0)
+        } else {
+            self.queue.bytes.borrow_mut().extend_from_slice(job.frame);
+            (None, job.frame.len())
+        };
+        self.queue.jobs.borrow_mut().push_back(Queued {
+            large,
+            len,
+            asking: job.asking,
+            frames: job.frames,
+            reply: job.reply,
+        });
         self.queue.wake();
         Ok(())
     }
@@ -196,7 +225,7 @@ impl Queue {
     }
 
     /// The next job; `None` once the handle is gone and nothing is left.
-    fn poll_next(&self, cx: &mut Context<'_>) -> Poll<Option<Job>> {
+    fn poll_next(&self, cx: &mut Context<'_>) -> Poll<Option<Queued>> {
         if let Some(job) = self.jobs.borrow_mut().pop_front() {
             return Poll::Ready(Some(job));
         }
@@ -207,8 +236,29 @@ impl Queue {
         Poll::Pending
     }
 
-    fn try_next(&self) -> Option<Job> {
+    fn try_next(&self) -> Option<Queued> {
         self.jobs.borrow_mut().pop_front()
+    }
+
+    /// Appends the frame of `job`, a small one taken from the queue, to
+    /// `batch` (or just moves past it, when `skip`).
+    fn take_small(&self, job: &Queued, batch: &mut BytesMut, skip: bool) {
+        let head = self.head.get();
+        if !skip && let Some(frame) = self.bytes.borrow().get(head..head + job.len) {
+            batch.extend_from_slice(frame);
+        }
+        self.head.set(head + job.len);
+    }
+
+    /// Once every queued job is taken, the bytes buffer starts over (and
+    /// gives back what a burst grew it to).
+    fn rewind(&self) {
+        if self.jobs.borrow().is_empty() {
+            let mut bytes = self.bytes.borrow_mut();
+            bytes.clear();
+            bytes.shrink_to(BATCH_BYTES);
+            self.head.set(0);
+        }
     }
 
     /// Refuses every job still queued (none of them was written) and every
@@ -216,6 +266,7 @@ impl Queue {
     fn close(&self, error: BackendError) {
         self.closed.set(true);
         let jobs = std::mem::take(&mut *self.jobs.borrow_mut());
+        self.rewind();
         for job in jobs {
             job.reply.send(Err(error));
         }
@@ -353,31 +404,34 @@ async fn write_loop(
         let mut next = Some(job);
         while let Some(job) = next.take() {
             // A client that went away no longer needs its request sent.
-            if !job.reply.is_closed() {
-                if job.asking {
-                    batch.extend_from_slice(ASKING);
-                    inflight.borrow_mut().push_back(Inflight::Discard);
-                }
+            let gone = job.reply.is_closed();
+            if job.asking && !gone {
+                batch.extend_from_slice(ASKING);
+                inflight.borrow_mut().push_back(Inflight::Discard);
+            }
+            if job.large.is_none() {
+                queue.take_small(&job, &mut batch, gone);
+            }
+            if !gone {
                 inflight.borrow_mut().push_back(Inflight::Reply {
                     tx: job.reply,
                     frames: job.frames.max(1),
                     sent,
                 });
-                if job.frame.len() >= LARGE_FRAME {
+                if let Some(frame) = &job.large {
                     if !batch.is_empty() {
                         wr.write_all(&batch).await?;
                         batch.clear();
                     }
-                    wr.write_all(&job.frame).await?;
+                    wr.write_all(frame).await?;
                     sent = Instant::now();
-                } else {
-                    batch.extend_from_slice(&job.frame);
                 }
             }
             if batch.len() < BATCH_BYTES {
                 next = queue.try_next();
             }
         }
+        queue.rewind();
         if !batch.is_empty() {
             wr.write_all(&batch).await?;
             batch.clear();

@@ -87,8 +87,12 @@ pub struct Remote {
 /// How a request fares on its way.
 pub enum Sent {
     Remote(Remote),
-    /// No node to send it to: this error is the reply.
-    Refused(Bytes),
+    /// No node to send it to: `reply` is the error to answer; `frame` is
+    /// the request, given back.
+    Refused {
+        reply: Bytes,
+        frame: Bytes,
+    },
 }
 
 // === impl Access ===
@@ -112,6 +116,11 @@ impl Access {
 // === impl Remote ===
 
 impl Remote {
+    /// The request.
+    pub fn frame(&self) -> &Bytes {
+        &self.frame
+    }
+
     /// Polls for the reply without following anything: `Some` when the
     /// reply is the client's as it is (no error to look at), `None` when
     /// it must go through [`resolve`] (a redirect, a retry, a failure),
@@ -142,7 +151,10 @@ pub fn forward(pool: &Pool, frame: Bytes, target: Target, proto: Protocol, acces
         _ => None,
     };
     let Some(addr) = replica.or_else(|| owner(&map, &target)).cloned() else {
-        return Sent::Refused(no_owner(&map));
+        return Sent::Refused {
+            reply: no_owner(&map),
+            frame,
+        };
     };
     let on_replica = replica.is_some();
     if access.reads() && matches!(target, Target::Slot(_)) {
@@ -210,7 +222,7 @@ pub async fn resolve_all(pool: &Pool, sent: Vec<Sent>) -> (Vec<Bytes>, Duration)
                 backend = backend.max(done.backend.unwrap_or_default());
                 done.reply
             }
-            Sent::Refused(reply) => reply,
+            Sent::Refused { reply, .. } => reply,
         });
     }
     (replies, backend)
@@ -513,7 +525,7 @@ fn send_frames_on(
 ) -> ReplyRx {
     let (tx, rx) = super::slot::slot();
     let job = Job {
-        frame: frame.clone(),
+        frame,
         asking,
         frames,
         reply: tx,

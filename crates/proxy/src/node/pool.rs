@@ -108,7 +108,7 @@ impl Pool {
     /// Queues `job` on a connection to `addr`. If the node is in back-off,
     /// the job fails at once as never sent (`Unreachable` when the node
     /// could not be connected to at all).
-    pub fn send(&self, addr: &NodeAddr, proto: Protocol, lane: Lane, job: Job) {
+    pub fn send(&self, addr: &NodeAddr, proto: Protocol, lane: Lane, job: Job<'_>) {
         if let Some(blocked) = self.env.backing_off(addr) {
             let error = match blocked {
                 Blocked::Lost => BackendError::NotSent,

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
-use orthrus_resp::Request;
+use orthrus_resp::{Protocol, Request};
 
 use crate::client::subscriptions::PubSub;
 use crate::client::{Client, Pending, PushSink, ReplyMode};
@@ -21,7 +21,7 @@ use crate::node::Done;
 use crate::node::forward::{self, Access, Sent, Target, error_reply};
 use crate::observe::clients::Closer;
 use crate::observe::stats::WorkerStats;
-use crate::route::kind::{Family, Local};
+use crate::route::kind::{Family, FanOut, Local};
 use crate::route::table::{CommandInfo, CommandTable, Route};
 use crate::worker::WorkerCtx;
 
@@ -34,6 +34,26 @@ pub struct Started {
     pub ran: bool,
     /// The number INFO commandstats counts it by, if its command has one.
     pub stat: Option<u16>,
+    /// The request, for the SLOWLOG and INFO commandstats; `None` when
+    /// `pending` is a [`Pending::Remote`], which holds it.
+    pub frame: Option<Bytes>,
+}
+
+/// What [`run`] decided: started, or to be sent on with the request itself.
+enum Next {
+    Started(Started),
+    Forward {
+        target: Target,
+        access: Access,
+        proto: Protocol,
+        family: Family,
+    },
+    FanOut {
+        how: FanOut,
+        proto: Protocol,
+        readonly: bool,
+        family: Family,
+    },
 }
 
 impl Started {
@@ -43,6 +63,7 @@ impl Started {
             family,
             ran: true,
             stat: None,
+            frame: None,
         }
     }
 
@@ -52,6 +73,7 @@ impl Started {
             family,
             ran: false,
             stat: None,
+            frame: None,
         }
     }
 }
@@ -75,9 +97,43 @@ pub fn dispatch(
     let ctx = own.as_ref().unwrap_or(ctx);
     let table = ctx.pool.env().commands();
     let (route, info) = table.route_info(&req);
-    let mut started = run(client, req, (route, info), &table, sink, ctx);
+    let mut started = match run(client, &req, (route, info), &table, sink, ctx) {
+        Next::Started(started) => Started {
+            frame: Some(req.into_frame()),
+            ..started
+        },
+        Next::FanOut {
+            how,
+            proto,
+            readonly,
+            family,
+        } => {
+            let frame = req.frame().clone();
+            let pending = fanout::dispatch(ctx, req, how, proto, readonly);
+            Started {
+                frame: Some(frame),
+                ..Started::ran(pending, family)
+            }
+        }
+        Next::Forward {
+            target,
+            access,
+            proto,
+            family,
+        } => match forward::forward(&ctx.pool, req.into_frame(), target, proto, access) {
+            Sent::Remote(remote) => Started::ran(Pending::Remote(remote), family),
+            Sent::Refused { reply, frame } => Started {
+                frame: Some(frame),
+                ..Started::ran(Pending::Ready(reply), family)
+            },
+        },
+    };
     started.stat = info.and_then(|info| info.stat);
     if silent {
+        // The remote request goes into a future: keep its frame here.
+        if let (None, Pending::Remote(remote)) = (&started.frame, &started.pending) {
+            started.frame = Some(remote.frame().clone());
+        }
         Started {
             pending: silence(started.pending, ctx),
             ..started
@@ -126,40 +182,40 @@ fn silence(pending: Pending, ctx: &Rc<WorkerCtx>) -> Pending {
 /// Routes one request and starts it.
 fn run(
     client: &mut Client,
-    req: Request,
+    req: &Request,
     (route, info): (Route, Option<&Arc<CommandInfo>>),
     table: &CommandTable,
     mut sink: impl FnMut(Closer) -> PushSink,
     ctx: &Rc<WorkerCtx>,
-) -> Started {
+) -> Next {
     let stats = ctx.stats();
     WorkerStats::bump(&stats.commands);
     let family = info.map_or(Family::Other, |info| info.family);
-    if !client.authenticated && !allowed_before_auth(&req) {
+    if !client.authenticated && !allowed_before_auth(req) {
         WorkerStats::bump(&stats.rejected_commands);
         let reply = error_reply("NOAUTH Authentication required.");
-        return Started::refused(Pending::Ready(reply), family);
+        return Next::Started(Started::refused(Pending::Ready(reply), family));
     }
-    if ctx.shared.over_memory.load(Ordering::Relaxed) && !allowed_over_memory(&req) {
+    if ctx.shared.over_memory.load(Ordering::Relaxed) && !allowed_over_memory(req) {
         WorkerStats::bump(&stats.rejected_commands);
         let reply = error_reply("OOM orthrus: memory use is over memory_limit_mb; request refused");
-        return Started::refused(Pending::Ready(reply), family);
+        return Next::Started(Started::refused(Pending::Ready(reply), family));
     }
     if let Some(tracking) = &client.tracking {
-        tracking.before(&req, &route);
+        tracking.before(req, &route);
     }
     // orthrus runs pub/sub and transactions itself: their commands (known
     // by their family, so other commands pay no name comparisons), and
     // whatever a client sends in subscriber mode or inside MULTI.
     let subscribed = client.pubsub.as_ref().is_some_and(PubSub::active);
     if family == Family::PubSub || subscribed {
-        if let Some(pending) = pubsub::command(client, &req, &mut sink, ctx) {
-            return Started::ran(pending, Family::PubSub);
+        if let Some(pending) = pubsub::command(client, req, &mut sink, ctx) {
+            return Next::Started(Started::ran(pending, Family::PubSub));
         }
     }
     if family == Family::Transaction || client.multi.is_some() {
-        if let Some(pending) = transaction::intercept(client, &req, table, ctx) {
-            return Started::ran(pending, Family::Transaction);
+        if let Some(pending) = transaction::intercept(client, req, table, ctx) {
+            return Next::Started(Started::ran(pending, Family::Transaction));
         }
     }
     let readonly = info.is_some_and(|info| info.readonly);
@@ -170,29 +226,38 @@ fn run(
     };
     let proto = client.proto;
     if family == Family::Scripting {
-        if let Some(pending) = script::intercept(ctx, &req, &route, proto, access) {
-            return Started::ran(pending, family);
+        if let Some(pending) = script::intercept(ctx, req, &route, proto, access) {
+            return Next::Started(Started::ran(pending, family));
         }
     }
     let target = match route {
-        Route::Local(Local::Client) if tracking::handles(&req) => {
-            let pending = tracking::command(client, &req, &mut sink, ctx);
-            return Started::ran(pending, family);
+        Route::Local(Local::Client) if tracking::handles(req) => {
+            let pending = tracking::command(client, req, &mut sink, ctx);
+            return Next::Started(Started::ran(pending, family));
         }
-        Route::Local(cmd) => return Started::ran(local::execute(cmd, &req, client, ctx), family),
+        Route::Local(cmd) => {
+            return Next::Started(Started::ran(local::execute(cmd, req, client, ctx), family));
+        }
         Route::Slot(slot) => Target::Slot(slot),
         Route::AnyNode => Target::Any,
         Route::Split(merge) => {
-            let pending = split::dispatch(ctx, &req, merge, proto, access);
-            return Started::ran(pending, family);
+            let pending = split::dispatch(ctx, req, merge, proto, access);
+            return Next::Started(Started::ran(pending, family));
         }
         Route::FanOut(how) => {
-            return Started::ran(fanout::dispatch(ctx, req, how, proto, readonly), family);
+            return Next::FanOut {
+                how,
+                proto,
+                readonly,
+                family,
+            };
         }
-        Route::Scan => return Started::ran(scan::dispatch(ctx, &req, proto), family),
+        Route::Scan => {
+            return Next::Started(Started::ran(scan::dispatch(ctx, req, proto), family));
+        }
         Route::Blocking(slot) => {
-            let pending = blocking::dispatch(ctx, &req, slot, proto);
-            return Started::ran(pending, Family::Blocking);
+            let pending = blocking::dispatch(ctx, req, slot, proto);
+            return Next::Started(Started::ran(pending, Family::Blocking));
         }
         Route::Reject(rejection) => {
             if let Some(info) = rejection.admin() {
@@ -201,19 +266,19 @@ fn run(
                         let push = sink(client.closer());
                         admin::monitor(ctx, client, &push)
                     } else {
-                        admin::dispatch(ctx, &req, info, proto)
+                        admin::dispatch(ctx, req, info, proto)
                     };
-                    return Started::ran(pending, family);
+                    return Next::Started(Started::ran(pending, family));
                 }
             }
             WorkerStats::bump(&stats.rejected_commands);
-            let reply = error_reply(&rejection.message(&req));
-            return Started::refused(Pending::Ready(reply), family);
+            let reply = error_reply(&rejection.message(req));
+            return Next::Started(Started::refused(Pending::Ready(reply), family));
         }
     };
     // PUBLISH goes where this orthrus keeps its subscriptions, so that its
     // count of receivers includes them.
-    let (target, access) = if matches!(target, Target::Any) && is_publish(&req) {
+    let (target, access) = if matches!(target, Target::Any) && is_publish(req) {
         (
             crate::client::subscriptions::publish_target(),
             Access::Write,
@@ -221,11 +286,12 @@ fn run(
     } else {
         (target, access)
     };
-    let pending = match forward::forward(&ctx.pool, req.into_frame(), target, proto, access) {
-        Sent::Remote(remote) => Pending::Remote(remote),
-        Sent::Refused(reply) => Pending::Ready(reply),
-    };
-    Started::ran(pending, family)
+    Next::Forward {
+        target,
+        access,
+        proto,
+        family,
+    }
 }
 
 fn is_publish(req: &Request) -> bool {

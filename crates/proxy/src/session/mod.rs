@@ -76,8 +76,9 @@ struct Stamp {
     /// When the request was read.
     read: Instant,
     family: Family,
-    /// The request, for the SLOWLOG and INFO commandstats.
-    frame: Bytes,
+    /// The request, for the SLOWLOG and INFO commandstats; `None` while
+    /// the entry's `Pending::Remote` holds it.
+    frame: Option<Bytes>,
     /// False if it was refused before it ran (never in the SLOWLOG).
     ran: bool,
     /// Its number in INFO commandstats.
@@ -430,7 +431,6 @@ impl<S: Stream> Session<S> {
                             .blocked_clients
                             .fetch_sub(1, Ordering::Relaxed);
                     }
-                    let frame = req.frame().clone();
                     let pushes = &mut self.pushes;
                     let limit = self.ctx.shared.settings.raw.client.max_push_bytes;
                     let sink = |closer: Closer| push_sink(pushes, limit, closer);
@@ -440,7 +440,7 @@ impl<S: Stream> Session<S> {
                         stamp: Some(Stamp {
                             read,
                             family: run.family,
-                            frame,
+                            frame: run.frame,
                             ran: run.ran,
                             stat: run.stat,
                         }),
@@ -495,6 +495,10 @@ impl<S: Stream> Session<S> {
                         let remote =
                             std::mem::replace(&mut entry.pending, Pending::Ready(Bytes::new()));
                         if let Pending::Remote(remote) = remote {
+                            // The request goes into the future: keep its frame.
+                            if let Some(stamp) = &mut entry.stamp {
+                                stamp.frame.get_or_insert_with(|| remote.frame().clone());
+                            }
                             entry.pending = Pending::Future(Box::pin(async move {
                                 forward::resolve(&ctx.pool, remote).await
                             }));
@@ -531,7 +535,12 @@ impl<S: Stream> Session<S> {
             if let Some(entry) = w.queue.pop_front() {
                 if let Some(stamp) = &entry.stamp {
                     let now = *now.get_or_insert_with(Instant::now);
-                    self.account(stamp, now, &done);
+                    let frame = match (&stamp.frame, &entry.pending) {
+                        (Some(frame), _) => frame,
+                        (None, Pending::Remote(remote)) => remote.frame(),
+                        (None, _) => &Bytes::new(),
+                    };
+                    self.account(stamp, frame, now, &done);
                 }
             }
             // Up at once to a larger reply, an eighth of the way down to a smaller one.
@@ -557,9 +566,9 @@ impl<S: Stream> Session<S> {
 
     /// Counts a request whose reply is ready in the latency figures and
     /// INFO commandstats, and in the SLOWLOG if it was slow.
-    fn account(&self, stamp: &Stamp, now: Instant, done: &Done) {
+    fn account(&self, stamp: &Stamp, frame: &Bytes, now: Instant, done: &Done) {
         let ctx = &self.ctx;
-        let (backend, frame) = (done.backend, &stamp.frame);
+        let backend = done.backend;
         let total = now.saturating_duration_since(stamp.read);
         ctx.latency().record(stamp.family, total, backend);
         let call = Call {
