@@ -20,7 +20,7 @@ use crate::worker::WorkerCtx;
 /// Sends `req` to every master and merges the replies as `how` says.
 pub fn dispatch(
     ctx: &Rc<WorkerCtx>,
-    req: Request,
+    req: &Request,
     how: FanOut,
     proto: Protocol,
     readonly: bool,
@@ -36,7 +36,7 @@ pub fn dispatch(
         let n = masters.len();
         masters.rotate_left(NEXT.fetch_add(1, Ordering::Relaxed) % n);
     }
-    let sent = send_to_each(ctx, masters, &req.into_frame(), proto, readonly);
+    let sent = send_to_each(ctx, masters, req.frame(), proto, readonly);
     let ctx = ctx.clone();
     Pending::Future(Box::pin(async move {
         let (replies, backend) = forward::resolve_all(&ctx.pool, sent).await;

@@ -382,7 +382,7 @@ async fn run_side(ctx: &Rc<WorkerCtx>, req: Request, proto: Protocol) -> Bytes {
     let (route, info) = table.route_info(&req);
     let readonly = info.is_some_and(|i| i.readonly);
     let pending = match route {
-        Route::FanOut(how) => crate::cmd::fanout::dispatch(ctx, req, how, proto, readonly),
+        Route::FanOut(how) => crate::cmd::fanout::dispatch(ctx, &req, how, proto, readonly),
         Route::Local(Local::SlowLog) => {
             Pending::Ready(crate::observe::slowlog::command(&ctx.shared.slowlog, &req))
         }

@@ -135,14 +135,20 @@ struct Queue {
     closed: Cell<bool>,
 }
 
-/// A job in the queue: a large frame, or how many bytes of `Queue::bytes`
-/// are its frame.
+/// A job in the queue.
 struct Queued {
-    large: Option<Bytes>,
-    len: usize,
+    frame: QueuedFrame,
     asking: bool,
     frames: usize,
     reply: ReplyTx,
+}
+
+/// Where a queued job's frame is.
+enum QueuedFrame {
+    /// The next this many bytes of `Queue::bytes`.
+    Copied(usize),
+    /// A frame of `LARGE_FRAME` or more, written from its own buffer.
+    Shared(Bytes),
 }
 
 /// A reply slot of a written request.
@@ -186,15 +192,14 @@ impl BackendConn {
         if self.queue.closed.get() {
             return Err(job);
         }
-        let (large, len) = if job.frame.len() >= LARGE_FRAME {
-            (Some(job.frame.clone()), 0)
+        let frame = if job.frame.len() >= LARGE_FRAME {
+            QueuedFrame::Shared(job.frame.clone())
         } else {
             self.queue.bytes.borrow_mut().extend_from_slice(job.frame);
-            (None, job.frame.len())
+            QueuedFrame::Copied(job.frame.len())
         };
         self.queue.jobs.borrow_mut().push_back(Queued {
-            large,
-            len,
+            frame,
             asking: job.asking,
             frames: job.frames,
             reply: job.reply,
@@ -240,14 +245,14 @@ impl Queue {
         self.jobs.borrow_mut().pop_front()
     }
 
-    /// Appends the frame of `job`, a small one taken from the queue, to
-    /// `batch` (or just moves past it, when `skip`).
-    fn take_small(&self, job: &Queued, batch: &mut BytesMut, skip: bool) {
+    /// Appends the next `len` copied bytes, a job's frame, to `batch` (or
+    /// just moves past them, when `skip`).
+    fn take_copied(&self, len: usize, batch: &mut BytesMut, skip: bool) {
         let head = self.head.get();
-        if !skip && let Some(frame) = self.bytes.borrow().get(head..head + job.len) {
+        if !skip && let Some(frame) = self.bytes.borrow().get(head..head + len) {
             batch.extend_from_slice(frame);
         }
-        self.head.set(head + job.len);
+        self.head.set(head + len);
     }
 
     /// Once every queued job is taken, the bytes buffer starts over (and
@@ -409,8 +414,8 @@ async fn write_loop(
                 batch.extend_from_slice(ASKING);
                 inflight.borrow_mut().push_back(Inflight::Discard);
             }
-            if job.large.is_none() {
-                queue.take_small(&job, &mut batch, gone);
+            if let QueuedFrame::Copied(len) = job.frame {
+                queue.take_copied(len, &mut batch, gone);
             }
             if !gone {
                 inflight.borrow_mut().push_back(Inflight::Reply {
@@ -418,7 +423,7 @@ async fn write_loop(
                     frames: job.frames.max(1),
                     sent,
                 });
-                if let Some(frame) = &job.large {
+                if let QueuedFrame::Shared(frame) = &job.frame {
                     if !batch.is_empty() {
                         wr.write_all(&batch).await?;
                         batch.clear();

@@ -21,7 +21,7 @@ use crate::node::Done;
 use crate::node::forward::{self, Access, Sent, Target, error_reply};
 use crate::observe::clients::Closer;
 use crate::observe::stats::WorkerStats;
-use crate::route::kind::{Family, FanOut, Local};
+use crate::route::kind::{Family, Local};
 use crate::route::table::{CommandInfo, CommandTable, Route};
 use crate::worker::WorkerCtx;
 
@@ -39,19 +39,14 @@ pub struct Started {
     pub frame: Option<Bytes>,
 }
 
-/// What [`run`] decided: started, or to be sent on with the request itself.
+/// What [`run`] decided: started (the request only borrowed), or to be
+/// forwarded, which takes the request itself.
 enum Next {
     Started(Started),
     Forward {
         target: Target,
         access: Access,
         proto: Protocol,
-        family: Family,
-    },
-    FanOut {
-        how: FanOut,
-        proto: Protocol,
-        readonly: bool,
         family: Family,
     },
 }
@@ -102,19 +97,6 @@ pub fn dispatch(
             frame: Some(req.into_frame()),
             ..started
         },
-        Next::FanOut {
-            how,
-            proto,
-            readonly,
-            family,
-        } => {
-            let frame = req.frame().clone();
-            let pending = fanout::dispatch(ctx, req, how, proto, readonly);
-            Started {
-                frame: Some(frame),
-                ..Started::ran(pending, family)
-            }
-        }
         Next::Forward {
             target,
             access,
@@ -130,16 +112,22 @@ pub fn dispatch(
     };
     started.stat = info.and_then(|info| info.stat);
     if silent {
-        // The remote request goes into a future: keep its frame here.
-        if let (None, Pending::Remote(remote)) = (&started.frame, &started.pending) {
-            started.frame = Some(remote.frame().clone());
-        }
+        keep_frame(&mut started.frame, &started.pending);
         Started {
             pending: silence(started.pending, ctx),
             ..started
         }
     } else {
         started
+    }
+}
+
+/// Before a [`Pending::Remote`] goes into a boxed future (where its request
+/// can no longer be read), copies its frame into `frame`, the record kept
+/// for the SLOWLOG and commandstats.
+pub(super) fn keep_frame(frame: &mut Option<Bytes>, pending: &Pending) {
+    if let (None, Pending::Remote(remote)) = (&frame, pending) {
+        *frame = Some(remote.frame().clone());
     }
 }
 
@@ -245,12 +233,8 @@ fn run(
             return Next::Started(Started::ran(pending, family));
         }
         Route::FanOut(how) => {
-            return Next::FanOut {
-                how,
-                proto,
-                readonly,
-                family,
-            };
+            let pending = fanout::dispatch(ctx, req, how, proto, readonly);
+            return Next::Started(Started::ran(pending, family));
         }
         Route::Scan => {
             return Next::Started(Started::ran(scan::dispatch(ctx, req, proto), family));

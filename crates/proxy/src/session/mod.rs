@@ -92,6 +92,24 @@ struct Entry {
     stamp: Option<Stamp>,
 }
 
+impl Entry {
+    /// The request, for the SLOWLOG and commandstats: the stamp's copy, or
+    /// the frame of the `Remote` that holds it (a `Remote` that turns into
+    /// a boxed future leaves its frame in the stamp first: `keep_frame`).
+    fn frame(&self) -> Option<&Bytes> {
+        match (&self.stamp, &self.pending) {
+            (
+                Some(Stamp {
+                    frame: Some(frame), ..
+                }),
+                _,
+            ) => Some(frame),
+            (_, Pending::Remote(remote)) => Some(remote.frame()),
+            _ => None,
+        }
+    }
+}
+
 /// The client's push queue (pub/sub), made on its first subscription.
 struct Pushes {
     sink: PushSink,
@@ -492,13 +510,12 @@ impl<S: Stream> Session<S> {
                             Some(tracking) => tracking.ctx.clone(),
                             None => self.ctx.clone(),
                         };
+                        if let Some(stamp) = &mut entry.stamp {
+                            dispatch::keep_frame(&mut stamp.frame, &entry.pending);
+                        }
                         let remote =
                             std::mem::replace(&mut entry.pending, Pending::Ready(Bytes::new()));
                         if let Pending::Remote(remote) = remote {
-                            // The request goes into the future: keep its frame.
-                            if let Some(stamp) = &mut entry.stamp {
-                                stamp.frame.get_or_insert_with(|| remote.frame().clone());
-                            }
                             entry.pending = Pending::Future(Box::pin(async move {
                                 forward::resolve(&ctx.pool, remote).await
                             }));
@@ -535,12 +552,8 @@ impl<S: Stream> Session<S> {
             if let Some(entry) = w.queue.pop_front() {
                 if let Some(stamp) = &entry.stamp {
                     let now = *now.get_or_insert_with(Instant::now);
-                    let frame = match (&stamp.frame, &entry.pending) {
-                        (Some(frame), _) => frame,
-                        (None, Pending::Remote(remote)) => remote.frame(),
-                        (None, _) => &Bytes::new(),
-                    };
-                    self.account(stamp, frame, now, &done);
+                    let none = Bytes::new();
+                    self.account(stamp, entry.frame().unwrap_or(&none), now, &done);
                 }
             }
             // Up at once to a larger reply, an eighth of the way down to a smaller one.
