@@ -221,14 +221,10 @@ impl RequestParser {
         let Some(mb) = multibulk.take() else {
             return Ok(Step::Incomplete);
         };
-        let frame = if mb.pos == buf.len() {
-            // The request is all there is (the usual case): the frame takes
-            // the buffer whole. Splitting it off would make the buffer a
-            // shared one, which costs an allocation and atomic counts.
-            std::mem::take(buf).freeze()
-        } else {
-            buf.split_to(mb.pos).freeze()
-        };
+        // The frame shares the buffer: once every frame split off it is
+        // dropped, the buffer's owner can take its room back (see
+        // `BytesMut::try_reclaim`) instead of allocating another.
+        let frame = buf.split_to(mb.pos).freeze();
         Ok(Step::Request(Request::new(frame, mb.args, false)))
     }
 }

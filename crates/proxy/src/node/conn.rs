@@ -14,7 +14,7 @@ use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
-use super::slot::{SlotRx, SlotTx};
+use super::slot::{SlotRx, SlotTx, Stock, Stocked};
 use super::stream::{NodeReadHalf, NodeStream, NodeWriteHalf};
 use super::{Env, client};
 use crate::observe::latency::NodeLatency;
@@ -41,6 +41,17 @@ pub type ReplyTx = SlotTx<Reply>;
 /// Waits for a request's [`Reply`]; an error when the connection dropped
 /// the request without a reply (read it as [`BackendError::Lost`]).
 pub type ReplyRx = SlotRx<Reply>;
+
+thread_local! {
+    /// The worker's empty reply slots.
+    static REPLY_SLOTS: Stock<Reply> = const { Stock::new() };
+}
+
+impl Stocked for Reply {
+    fn stock() -> &'static std::thread::LocalKey<Stock<Reply>> {
+        &REPLY_SLOTS
+    }
+}
 
 /// A reply, and how long the node took to give it: from the write of the
 /// batch that held the request to the read that completed the reply.

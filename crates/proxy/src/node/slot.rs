@@ -5,12 +5,21 @@
 //! the same thread (node connections and sessions of a worker never leave
 //! it), so handing a reply over takes no atomic operation and no lock —
 //! the sender stores the reply and wakes the waiting task.
+//!
+//! A worker keeps a stock of empty slots for each value type
+//! ([`Stocked`]): a slot whose two ends are both gone goes back to it, and
+//! the next request takes one from it, so that a request costs no
+//! allocation for its slot.
 
 use std::cell::RefCell;
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
+use std::thread::LocalKey;
+
+/// Empty slots a worker keeps for reuse, per value type.
+const STOCK_MAX: usize = 1024;
 
 /// The sending end was dropped without a value.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -22,22 +31,62 @@ enum State<T> {
     Taken,
 }
 
+type Shared<T> = Rc<RefCell<State<T>>>;
+
 /// Where the value goes; dropping it unfilled makes the receiver see
 /// [`Dropped`].
-pub struct SlotTx<T>(Rc<RefCell<State<T>>>);
+pub struct SlotTx<T: Stocked>(Shared<T>);
 
 /// Waits for the value; a future that resolves once.
-pub struct SlotRx<T>(Rc<RefCell<State<T>>>);
+pub struct SlotRx<T: Stocked>(Shared<T>);
 
-/// A new empty slot.
-pub fn slot<T>() -> (SlotTx<T>, SlotRx<T>) {
-    let state = Rc::new(RefCell::new(State::Waiting(None)));
+/// A worker's empty slots for values of one type.
+pub struct Stock<T>(RefCell<Vec<Shared<T>>>);
+
+/// A value type whose slots are reused: names the worker's stock of them
+/// (a `thread_local!` holding a [`Stock`]).
+pub trait Stocked: Sized + 'static {
+    fn stock() -> &'static LocalKey<Stock<Self>>;
+}
+
+/// An empty slot: one from the worker's stock, or a new one.
+pub fn slot<T: Stocked>() -> (SlotTx<T>, SlotRx<T>) {
+    let reused = T::stock()
+        .try_with(|stock| stock.0.borrow_mut().pop())
+        .ok()
+        .flatten();
+    let state = reused.unwrap_or_else(|| Rc::new(RefCell::new(State::Waiting(None))));
     (SlotTx(state.clone()), SlotRx(state))
+}
+
+/// Called as either end is dropped: the last one empties the slot and
+/// gives it to the stock.
+fn recycle<T: Stocked>(state: &Shared<T>) {
+    if Rc::strong_count(state) != 1 {
+        return;
+    }
+    // Whatever is left (a value never taken, a waker) is dropped here,
+    // before the slot is shared again.
+    drop(state.replace(State::Waiting(None)));
+    let _ = T::stock().try_with(|stock| {
+        let mut stock = stock.0.borrow_mut();
+        if stock.len() < STOCK_MAX {
+            stock.push(state.clone());
+        }
+    });
+}
+
+// === impl Stock ===
+
+impl<T> Stock<T> {
+    pub const fn new() -> Stock<T> {
+        Stock(RefCell::new(Vec::new()))
+    }
 }
 
 // === impl SlotTx ===
 
-impl<T> SlotTx<T> {
+impl<T: Stocked> SlotTx<T> {
     /// Stores the value and wakes the receiver. Dropped silently when the
     /// receiver is gone.
     pub fn send(self, value: T) {
@@ -68,7 +117,7 @@ impl<T> SlotTx<T> {
     }
 }
 
-impl<T> Drop for SlotTx<T> {
+impl<T: Stocked> Drop for SlotTx<T> {
     fn drop(&mut self) {
         let waker = match &mut *self.0.borrow_mut() {
             State::Waiting(waker) => waker.take(),
@@ -78,12 +127,19 @@ impl<T> Drop for SlotTx<T> {
         if let Some(waker) = waker {
             waker.wake();
         }
+        recycle(&self.0);
     }
 }
 
 // === impl SlotRx ===
 
-impl<T> Future for SlotRx<T> {
+impl<T: Stocked> Drop for SlotRx<T> {
+    fn drop(&mut self) {
+        recycle(&self.0);
+    }
+}
+
+impl<T: Stocked> Future for SlotRx<T> {
     type Output = Result<T, Dropped>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
@@ -119,13 +175,30 @@ mod tests {
 
     struct Count(AtomicUsize);
 
+    thread_local! {
+        static NUMBERS: Stock<u32> = const { Stock::new() };
+        static WORDS: Stock<&'static str> = const { Stock::new() };
+    }
+
+    impl Stocked for u32 {
+        fn stock() -> &'static LocalKey<Stock<u32>> {
+            &NUMBERS
+        }
+    }
+
+    impl Stocked for &'static str {
+        fn stock() -> &'static LocalKey<Stock<&'static str>> {
+            &WORDS
+        }
+    }
+
     impl Wake for Count {
         fn wake(self: Arc<Self>) {
             self.0.fetch_add(1, Ordering::Relaxed);
         }
     }
 
-    fn poll<T>(rx: &mut SlotRx<T>, waker: &Waker) -> Poll<Result<T, Dropped>> {
+    fn poll<T: Stocked>(rx: &mut SlotRx<T>, waker: &Waker) -> Poll<Result<T, Dropped>> {
         Pin::new(rx).poll(&mut Context::from_waker(waker))
     }
 
@@ -170,5 +243,23 @@ mod tests {
         drop(rx);
         assert!(tx.is_closed());
         tx.send(1); // dropped silently
+    }
+
+    #[test]
+    fn a_slot_whose_ends_are_gone_is_reused_empty() {
+        let waker = Waker::from(Arc::new(Count(AtomicUsize::new(0))));
+        let stocked = || NUMBERS.with(|s| s.0.borrow().len());
+        let before = stocked();
+        let (tx, rx) = slot::<u32>();
+        tx.send(5); // never taken
+        assert_eq!(stocked(), before);
+        drop(rx);
+        assert_eq!(stocked(), before + 1, "the last end gives it back");
+        let (tx, mut rx) = slot::<u32>();
+        assert_eq!(stocked(), before);
+        assert!(poll(&mut rx, &waker).is_pending(), "the old value is gone");
+        assert!(!tx.is_closed());
+        tx.send(6);
+        assert_eq!(poll(&mut rx, &waker), Poll::Ready(Ok(6)));
     }
 }

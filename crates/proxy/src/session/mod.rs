@@ -56,6 +56,10 @@ use work::{QUEUE_KEPT, Work};
 
 /// Bytes read at a time.
 const READ_CHUNK: usize = 16 * 1024;
+/// An input buffer up to this size is kept between requests (requests
+/// split off it hold shares of it until they are answered); a larger one
+/// is given up once empty.
+const INPUT_KEPT: usize = 1024;
 /// Replies are not taken into the output past this many unwritten bytes.
 const OUTPUT_BATCH: usize = 64 * 1024;
 /// What a client may pipeline behind a deferred command before orthrus
@@ -366,15 +370,21 @@ impl<S: Stream> Session<S> {
     }
 
     /// Reads what the socket has. With nothing buffered, reads into the
-    /// worker's scratch buffer and keeps a copy of just what arrived.
+    /// worker's scratch buffer and keeps a copy of just what arrived: in
+    /// the input buffer's room, taken back from the requests before once
+    /// they are all dropped, or in a new buffer.
     fn poll_read(&mut self, w: &mut Work, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
         let stream = Pin::new(&mut self.stream);
         if w.input.is_empty() {
             SCRATCH.with_borrow_mut(|scratch| {
                 let mut buf = ReadBuf::new(scratch.as_mut_slice());
                 std::task::ready!(stream.poll_read(cx, &mut buf))?;
-                w.input.extend_from_slice(buf.filled());
-                Poll::Ready(Ok(buf.filled().len()))
+                let read = buf.filled();
+                if !w.input.try_reclaim(read.len()) {
+                    w.input = BytesMut::with_capacity(read.len().max(INPUT_KEPT));
+                }
+                w.input.extend_from_slice(read);
+                Poll::Ready(Ok(read.len()))
             })
         } else {
             if w.input.capacity() - w.input.len() < READ_CHUNK / 4 {
@@ -415,8 +425,8 @@ impl<S: Stream> Session<S> {
                 started
             }),
         };
-        if w.input.is_empty() {
-            w.input = BytesMut::new();
+        if w.input.is_empty() && w.input.capacity() > INPUT_KEPT {
+            w.input = BytesMut::new(); // after a burst
         }
         started
     }
