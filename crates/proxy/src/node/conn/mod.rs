@@ -4,6 +4,9 @@
 //! together (one syscall for whatever is queued), and matched to replies in
 //! FIFO order. Replies are forwarded as raw frames found by the reply
 //! scanner; nothing is decoded here.
+//!
+//! - [`queue`] — the jobs a connection's task has yet to write.
+//! - [`read`] — its reader: replies matched to requests, the reply timeout.
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
@@ -11,25 +14,28 @@ use std::future::{Future, poll_fn};
 use std::io;
 use std::pin::Pin;
 use std::rc::Rc;
-use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use super::slot::{SlotRx, SlotTx, Stock, Stocked};
-use super::stream::{NodeReadHalf, NodeStream, NodeWriteHalf};
+use super::stream::{NodeStream, NodeWriteHalf};
 use super::{Env, client};
-use crate::observe::latency::NodeLatency;
 use crate::process::Shared;
 use bytes::{Bytes, BytesMut};
 use orthrus_cluster::NodeAddr;
-use orthrus_resp::{Protocol, ReplyScanner};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use orthrus_resp::Protocol;
+use tokio::io::AsyncWriteExt;
+
+mod queue;
+mod read;
+
+use queue::{Queue, QueuedFrame};
+use read::{Reader, read_loop, side_loop};
 
 /// Frames at least this large are written on their own instead of being
 /// copied into the batch buffer.
 const LARGE_FRAME: usize = 16 * 1024;
 /// A batch is flushed once it holds this many bytes.
 const BATCH_BYTES: usize = 64 * 1024;
-const READ_CHUNK: usize = 16 * 1024;
 /// The `ASKING` command, sent before a command after an ASK redirect.
 pub const ASKING: &[u8] = b"*1\r\n$6\r\nASKING\r\n";
 
@@ -127,41 +133,6 @@ pub trait Hooks {
     fn moved(&self);
 }
 
-/// The jobs waiting to be written, shared by the handles and the task on
-/// one worker thread: queuing a job is a push and, when the task sleeps,
-/// one wake-up — no channel, no atomic operation.
-#[derive(Default)]
-struct Queue {
-    jobs: RefCell<VecDeque<Queued>>,
-    /// The frames of the queued small jobs, in order; the writer takes each
-    /// job's bytes from `head` on, and the buffer starts over once every
-    /// job is taken.
-    bytes: RefCell<Vec<u8>>,
-    head: Cell<usize>,
-    /// The task, while it waits for jobs.
-    waker: Cell<Option<Waker>>,
-    /// The handle was dropped.
-    abandoned: Cell<bool>,
-    /// The task has ended: jobs are refused.
-    closed: Cell<bool>,
-}
-
-/// A job in the queue.
-struct Queued {
-    frame: QueuedFrame,
-    asking: bool,
-    frames: usize,
-    reply: ReplyTx,
-}
-
-/// Where a queued job's frame is.
-enum QueuedFrame {
-    /// The next this many bytes of `Queue::bytes`.
-    Copied(usize),
-    /// A frame of `LARGE_FRAME` or more, written from its own buffer.
-    Shared(Bytes),
-}
-
 /// A reply slot of a written request.
 enum Inflight {
     /// The `+OK` of an `ASKING` sent before a command.
@@ -200,92 +171,17 @@ impl BackendConn {
 
     /// Queues a job; gives it back if the connection task has ended.
     pub fn send<'a>(&self, job: Job<'a>) -> Result<(), Job<'a>> {
-        if self.queue.closed.get() {
-            return Err(job);
-        }
-        let frame = if job.frame.len() >= LARGE_FRAME {
-            QueuedFrame::Shared(job.frame.clone())
-        } else {
-            self.queue.bytes.borrow_mut().extend_from_slice(job.frame);
-            QueuedFrame::Copied(job.frame.len())
-        };
-        self.queue.jobs.borrow_mut().push_back(Queued {
-            frame,
-            asking: job.asking,
-            frames: job.frames,
-            reply: job.reply,
-        });
-        self.queue.wake();
-        Ok(())
+        self.queue.push(job)
     }
 
     pub fn is_closed(&self) -> bool {
-        self.queue.closed.get()
+        self.queue.is_closed()
     }
 }
 
 impl Drop for BackendConn {
     fn drop(&mut self) {
-        self.queue.abandoned.set(true);
-        self.queue.wake(); // to end once the queue is empty
-    }
-}
-
-// === impl Queue ===
-
-impl Queue {
-    fn wake(&self) {
-        if let Some(waker) = self.waker.take() {
-            waker.wake();
-        }
-    }
-
-    /// The next job; `None` once the handle is gone and nothing is left.
-    fn poll_next(&self, cx: &mut Context<'_>) -> Poll<Option<Queued>> {
-        if let Some(job) = self.jobs.borrow_mut().pop_front() {
-            return Poll::Ready(Some(job));
-        }
-        if self.abandoned.get() {
-            return Poll::Ready(None);
-        }
-        self.waker.set(Some(cx.waker().clone()));
-        Poll::Pending
-    }
-
-    fn try_next(&self) -> Option<Queued> {
-        self.jobs.borrow_mut().pop_front()
-    }
-
-    /// Appends the next `len` copied bytes, a job's frame, to `batch` (or
-    /// just moves past them, when `skip`).
-    fn take_copied(&self, len: usize, batch: &mut BytesMut, skip: bool) {
-        let head = self.head.get();
-        if !skip && let Some(frame) = self.bytes.borrow().get(head..head + len) {
-            batch.extend_from_slice(frame);
-        }
-        self.head.set(head + len);
-    }
-
-    /// Once every queued job is taken, the bytes buffer starts over (and
-    /// gives back what a burst grew it to).
-    fn rewind(&self) {
-        if self.jobs.borrow().is_empty() {
-            let mut bytes = self.bytes.borrow_mut();
-            bytes.clear();
-            bytes.shrink_to(BATCH_BYTES);
-            self.head.set(0);
-        }
-    }
-
-    /// Refuses every job still queued (none of them was written) and every
-    /// later one.
-    fn close(&self, error: BackendError) {
-        self.closed.set(true);
-        let jobs = std::mem::take(&mut *self.jobs.borrow_mut());
-        self.rewind();
-        for job in jobs {
-            job.reply.send(Err(error));
-        }
+        self.queue.abandon(); // to end once the queue is empty
     }
 }
 
@@ -455,206 +351,4 @@ async fn write_loop(
         wr.flush().await?; // TLS: what its records still hold
     }
     Ok(())
-}
-
-/// What the reader of a connection works with.
-struct Reader<'a> {
-    inflight: &'a RefCell<VecDeque<Inflight>>,
-    env: &'a Env,
-    latency: &'a NodeLatency,
-    hooks: Option<&'a dyn Hooks>,
-    addr: &'a NodeAddr,
-    closing: &'a Cell<bool>,
-}
-
-async fn read_loop(mut rd: NodeReadHalf, reader: &Reader<'_>) -> io::Result<()> {
-    let Reader {
-        inflight,
-        env,
-        latency,
-        ..
-    } = *reader;
-    let mut scan = ScanState::default();
-    let timeout = env.shared.request_timeout();
-    let mut buf = BytesMut::with_capacity(READ_CHUNK);
-    let mut last_read = Instant::now();
-    // One timer for the connection's life, moved on only when it fires:
-    // reads and requests in between cost no timer operation. It keeps the
-    // task's waker from its first poll until it fires or is moved, so it
-    // is polled again only then (the task's waker never changes).
-    let timer = tokio::time::sleep_until((last_read + timeout).into());
-    tokio::pin!(timer);
-    let mut timer_waits = false;
-    loop {
-        if buf.capacity() - buf.len() < READ_CHUNK / 4 {
-            buf.reserve(READ_CHUNK);
-        }
-        let read = poll_fn(|cx| {
-            if let Poll::Ready(read) =
-                tokio_util::io::poll_read_buf(Pin::new(&mut rd), cx, &mut buf)
-            {
-                return Poll::Ready(Some(read));
-            }
-            if !timer_waits || timer.is_elapsed() {
-                if timer.as_mut().poll(cx).is_ready() {
-                    return Poll::Ready(None);
-                }
-                timer_waits = true;
-            }
-            Poll::Pending
-        })
-        .await;
-        let Some(read) = read else {
-            let next = reply_deadline(inflight, last_read, timeout).ok_or_else(|| {
-                io::Error::new(
-                    io::ErrorKind::TimedOut,
-                    "no reply within backend.request_timeout_ms",
-                )
-            })?;
-            timer.as_mut().reset(next.into());
-            timer_waits = false;
-            continue;
-        };
-        let n = read?;
-        if n == 0 {
-            return Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                "node closed the connection",
-            ));
-        }
-        last_read = Instant::now();
-        let arrived = Arrival {
-            at: last_read,
-            latency,
-            worker: env.worker,
-            hooks: reader.hooks,
-            addr: reader.addr,
-        };
-        deliver(&mut buf, inflight, &mut scan, &arrived)?;
-        if reader.closing.get() && inflight.borrow().is_empty() {
-            return Ok(()); // the handle is gone and every reply is in
-        }
-    }
-}
-
-/// Reads the second connection a private connection's hooks gave (none:
-/// waits forever): every frame on it is a push for them.
-async fn side_loop(side: Option<NodeStream>, reader: &Reader<'_>) -> io::Result<()> {
-    let (Some(mut stream), Some(hooks)) = (side, reader.hooks) else {
-        return std::future::pending().await;
-    };
-    let mut scanner = ReplyScanner::default();
-    let mut buf = BytesMut::with_capacity(1024);
-    loop {
-        buf.reserve(1024);
-        if stream.read_buf(&mut buf).await? == 0 {
-            return Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                "node closed the push connection",
-            ));
-        }
-        while let Some(n) = scanner.scan(&buf).map_err(io::Error::other)? {
-            let frame = buf.split_to(n).freeze();
-            if frame.first() == Some(&b'>') {
-                hooks.push(reader.addr, frame);
-            }
-        }
-    }
-}
-
-/// When the connection's reply timer must look again, or `None` when a
-/// request in flight has waited `timeout` with nothing arriving: the wait
-/// is counted from the later of the last read (the node was alive then)
-/// and the write of the oldest request in flight, so a request written
-/// while the connection was idle gets its full time and no more, and a
-/// silent node fails each request about `timeout` after it was written.
-///
-/// The timer is set no later than that moment (both instants only move
-/// forward), so it may fire early — then it is moved on — never late.
-fn reply_deadline(
-    inflight: &RefCell<VecDeque<Inflight>>,
-    last_read: Instant,
-    timeout: Duration,
-) -> Option<Instant> {
-    let now = Instant::now();
-    let oldest = inflight.borrow().iter().find_map(|slot| match slot {
-        Inflight::Reply { sent, .. } => Some(*sent),
-        Inflight::Discard => None,
-    });
-    match oldest {
-        // Nothing in flight: a request written from now on is due no
-        // sooner than `timeout` from now.
-        None => Some(now + timeout),
-        Some(sent) => {
-            let due = sent.max(last_read) + timeout;
-            (now < due).then_some(due)
-        }
-    }
-}
-
-/// Where the reader is in the reply it is waiting for: the resumable
-/// scanner (a large reply arriving in many reads is walked once) and the
-/// frames of a multi-frame reply already complete.
-#[derive(Default)]
-struct ScanState {
-    scanner: ReplyScanner,
-    done_len: usize,
-    done_frames: usize,
-}
-
-/// When a read completed, where the node's round trips are counted, and
-/// where pushes go.
-struct Arrival<'a> {
-    at: Instant,
-    latency: &'a NodeLatency,
-    worker: usize,
-    hooks: Option<&'a dyn Hooks>,
-    addr: &'a NodeAddr,
-}
-
-/// Hands every complete reply in `buf` to the request it answers.
-fn deliver(
-    buf: &mut BytesMut,
-    inflight: &RefCell<VecDeque<Inflight>>,
-    scan: &mut ScanState,
-    arrived: &Arrival<'_>,
-) -> io::Result<()> {
-    loop {
-        let frames = match inflight.borrow().front() {
-            Some(Inflight::Reply { frames, .. }) => *frames,
-            _ => 1,
-        };
-        while scan.done_frames < frames {
-            let rest = buf.get(scan.done_len..).unwrap_or_default();
-            if rest.is_empty() {
-                return Ok(()); // every byte read is delivered or scanned
-            }
-            match scan.scanner.scan(rest).map_err(io::Error::other)? {
-                Some(n) => {
-                    scan.done_len += n;
-                    scan.done_frames += 1;
-                }
-                None => return Ok(()),
-            }
-        }
-        let frame = buf.split_to(scan.done_len).freeze();
-        scan.done_len = 0;
-        scan.done_frames = 0;
-        if frames == 1 && frame.first() == Some(&b'>') {
-            // An out-of-band RESP3 push: not the reply to anything.
-            if let Some(hooks) = arrived.hooks {
-                hooks.push(arrived.addr, frame);
-            }
-            continue;
-        }
-        match inflight.borrow_mut().pop_front() {
-            Some(Inflight::Reply { tx, sent, .. }) => {
-                let took = arrived.at.saturating_duration_since(sent);
-                arrived.latency.record(arrived.worker, took);
-                tx.send(Ok(Delivered { frame, took }));
-            }
-            Some(Inflight::Discard) => {}
-            None => return Err(io::Error::other("reply without a request")),
-        }
-    }
 }

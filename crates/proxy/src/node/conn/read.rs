@@ -1,0 +1,226 @@
+//! A connection's reader: complete reply frames handed to the requests
+//! they answer (FIFO), pushes to the hooks, and the reply timeout.
+
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::future::{Future, poll_fn};
+use std::io;
+use std::pin::Pin;
+use std::task::Poll;
+use std::time::{Duration, Instant};
+
+use bytes::BytesMut;
+use orthrus_cluster::NodeAddr;
+use orthrus_resp::ReplyScanner;
+use tokio::io::AsyncReadExt;
+
+use super::{Delivered, Hooks, Inflight};
+use crate::node::Env;
+use crate::node::stream::{NodeReadHalf, NodeStream};
+use crate::observe::latency::NodeLatency;
+
+const READ_CHUNK: usize = 16 * 1024;
+
+/// What the reader of a connection works with.
+pub(super) struct Reader<'a> {
+    pub inflight: &'a RefCell<VecDeque<Inflight>>,
+    pub env: &'a Env,
+    pub latency: &'a NodeLatency,
+    pub hooks: Option<&'a dyn Hooks>,
+    pub addr: &'a NodeAddr,
+    /// Set once the handle is gone and everything queued is written: the
+    /// reader ends when the last reply is in.
+    pub closing: &'a Cell<bool>,
+}
+
+pub(super) async fn read_loop(mut rd: NodeReadHalf, reader: &Reader<'_>) -> io::Result<()> {
+    let Reader {
+        inflight,
+        env,
+        latency,
+        ..
+    } = *reader;
+    let mut scan = ScanState::default();
+    let timeout = env.shared.request_timeout();
+    let mut buf = BytesMut::with_capacity(READ_CHUNK);
+    let mut last_read = Instant::now();
+    // One timer for the connection's life, moved on only when it fires:
+    // reads and requests in between cost no timer operation. It keeps the
+    // task's waker from its first poll until it fires or is moved, so it
+    // is polled again only then (the task's waker never changes).
+    let timer = tokio::time::sleep_until((last_read + timeout).into());
+    tokio::pin!(timer);
+    let mut timer_waits = false;
+    loop {
+        if buf.capacity() - buf.len() < READ_CHUNK / 4 {
+            buf.reserve(READ_CHUNK);
+        }
+        let read = poll_fn(|cx| {
+            if let Poll::Ready(read) =
+                tokio_util::io::poll_read_buf(Pin::new(&mut rd), cx, &mut buf)
+            {
+                return Poll::Ready(Some(read));
+            }
+            if !timer_waits || timer.is_elapsed() {
+                if timer.as_mut().poll(cx).is_ready() {
+                    return Poll::Ready(None);
+                }
+                timer_waits = true;
+            }
+            Poll::Pending
+        })
+        .await;
+        let Some(read) = read else {
+            let next = reply_deadline(inflight, last_read, timeout).ok_or_else(|| {
+                io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "no reply within backend.request_timeout_ms",
+                )
+            })?;
+            timer.as_mut().reset(next.into());
+            timer_waits = false;
+            continue;
+        };
+        let n = read?;
+        if n == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "node closed the connection",
+            ));
+        }
+        last_read = Instant::now();
+        let arrived = Arrival {
+            at: last_read,
+            latency,
+            worker: env.worker,
+            hooks: reader.hooks,
+            addr: reader.addr,
+        };
+        deliver(&mut buf, inflight, &mut scan, &arrived)?;
+        if reader.closing.get() && inflight.borrow().is_empty() {
+            return Ok(()); // the handle is gone and every reply is in
+        }
+    }
+}
+
+/// Reads the second connection a private connection's hooks gave (none:
+/// waits forever): every frame on it is a push for them.
+pub(super) async fn side_loop(side: Option<NodeStream>, reader: &Reader<'_>) -> io::Result<()> {
+    let (Some(mut stream), Some(hooks)) = (side, reader.hooks) else {
+        return std::future::pending().await;
+    };
+    let mut scanner = ReplyScanner::default();
+    let mut buf = BytesMut::with_capacity(1024);
+    loop {
+        buf.reserve(1024);
+        if stream.read_buf(&mut buf).await? == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "node closed the push connection",
+            ));
+        }
+        while let Some(n) = scanner.scan(&buf).map_err(io::Error::other)? {
+            let frame = buf.split_to(n).freeze();
+            if frame.first() == Some(&b'>') {
+                hooks.push(reader.addr, frame);
+            }
+        }
+    }
+}
+
+/// When the connection's reply timer must look again, or `None` when a
+/// request in flight has waited `timeout` with nothing arriving: the wait
+/// is counted from the later of the last read (the node was alive then)
+/// and the write of the oldest request in flight, so a request written
+/// while the connection was idle gets its full time and no more, and a
+/// silent node fails each request about `timeout` after it was written.
+///
+/// The timer is set no later than that moment (both instants only move
+/// forward), so it may fire early — then it is moved on — never late.
+fn reply_deadline(
+    inflight: &RefCell<VecDeque<Inflight>>,
+    last_read: Instant,
+    timeout: Duration,
+) -> Option<Instant> {
+    let now = Instant::now();
+    let oldest = inflight.borrow().iter().find_map(|slot| match slot {
+        Inflight::Reply { sent, .. } => Some(*sent),
+        Inflight::Discard => None,
+    });
+    match oldest {
+        // Nothing in flight: a request written from now on is due no
+        // sooner than `timeout` from now.
+        None => Some(now + timeout),
+        Some(sent) => {
+            let due = sent.max(last_read) + timeout;
+            (now < due).then_some(due)
+        }
+    }
+}
+
+/// Where the reader is in the reply it is waiting for: the resumable
+/// scanner (a large reply arriving in many reads is walked once) and the
+/// frames of a multi-frame reply already complete.
+#[derive(Default)]
+struct ScanState {
+    scanner: ReplyScanner,
+    done_len: usize,
+    done_frames: usize,
+}
+
+/// When a read completed, where the node's round trips are counted, and
+/// where pushes go.
+struct Arrival<'a> {
+    at: Instant,
+    latency: &'a NodeLatency,
+    worker: usize,
+    hooks: Option<&'a dyn Hooks>,
+    addr: &'a NodeAddr,
+}
+
+/// Hands every complete reply in `buf` to the request it answers.
+fn deliver(
+    buf: &mut BytesMut,
+    inflight: &RefCell<VecDeque<Inflight>>,
+    scan: &mut ScanState,
+    arrived: &Arrival<'_>,
+) -> io::Result<()> {
+    loop {
+        let frames = match inflight.borrow().front() {
+            Some(Inflight::Reply { frames, .. }) => *frames,
+            _ => 1,
+        };
+        while scan.done_frames < frames {
+            let rest = buf.get(scan.done_len..).unwrap_or_default();
+            if rest.is_empty() {
+                return Ok(()); // every byte read is delivered or scanned
+            }
+            match scan.scanner.scan(rest).map_err(io::Error::other)? {
+                Some(n) => {
+                    scan.done_len += n;
+                    scan.done_frames += 1;
+                }
+                None => return Ok(()),
+            }
+        }
+        let frame = buf.split_to(scan.done_len).freeze();
+        scan.done_len = 0;
+        scan.done_frames = 0;
+        if frames == 1 && frame.first() == Some(&b'>') {
+            // An out-of-band RESP3 push: not the reply to anything.
+            if let Some(hooks) = arrived.hooks {
+                hooks.push(arrived.addr, frame);
+            }
+            continue;
+        }
+        match inflight.borrow_mut().pop_front() {
+            Some(Inflight::Reply { tx, sent, .. }) => {
+                let took = arrived.at.saturating_duration_since(sent);
+                arrived.latency.record(arrived.worker, took);
+                tx.send(Ok(Delivered { frame, took }));
+            }
+            Some(Inflight::Discard) => {}
+            None => return Err(io::Error::other("reply without a request")),
+        }
+    }
+}
