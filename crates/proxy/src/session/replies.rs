@@ -1,0 +1,152 @@
+//! The reply side of a session: replies taken from the head of its queue
+//! in request order, each one counted (latency, INFO commandstats, the
+//! SLOWLOG) as it goes into the output.
+
+use std::collections::VecDeque;
+use std::io;
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use bytes::Bytes;
+
+use super::work::{QUEUE_KEPT, Work};
+use super::{OUTPUT_BATCH, Session, Stamp, Stream, dispatch};
+use crate::client::Pending;
+use crate::node::Done;
+use crate::node::forward;
+use crate::observe::commands::Call;
+use crate::observe::slowlog::Finished;
+use crate::route::kind::Family;
+
+impl<S: Stream> Session<S> {
+    /// Takes every reply at the head of the queue that is ready into the
+    /// output, in order, with the pushes that arrived meanwhile. True if
+    /// any was taken; an error when the client is gone.
+    pub(super) fn take_replies(&mut self, w: &mut Work, cx: &mut Context<'_>) -> io::Result<bool> {
+        let mut took = false;
+        // Replies taken in one pass became ready together: one clock read.
+        let mut now: Option<Instant> = None;
+        // A tracking client's invalidations wait until every reply queued
+        // is written: one its own command caused (a write, a FLUSHDB over
+        // every master) may arrive before that command's reply is whole.
+        let tracking = self.client.tracking.is_some();
+        if !tracking {
+            self.take_pushes(w, cx);
+        }
+        while w.output.len() < OUTPUT_BATCH {
+            let Some(entry) = w.queue.front_mut() else {
+                break;
+            };
+            let done = match &mut entry.pending {
+                Pending::Ready(reply) | Pending::Last(reply) => Done::local(std::mem::take(reply)),
+                Pending::Remote(remote) => match remote.poll_done(cx) {
+                    Poll::Ready(Some(done)) => done,
+                    Poll::Ready(None) => {
+                        // A redirect or an error to look at: follow it.
+                        let ctx = match &self.client.tracking {
+                            Some(tracking) => tracking.ctx.clone(),
+                            None => self.ctx.clone(),
+                        };
+                        if let Some(stamp) = &mut entry.stamp {
+                            dispatch::keep_frame(&mut stamp.frame, &entry.pending);
+                        }
+                        let remote =
+                            std::mem::replace(&mut entry.pending, Pending::Ready(Bytes::new()));
+                        if let Pending::Remote(remote) = remote {
+                            entry.pending = Pending::Future(Box::pin(async move {
+                                forward::resolve(&ctx.pool, remote).await
+                            }));
+                        }
+                        continue;
+                    }
+                    Poll::Pending => break,
+                },
+                Pending::Future(future) => match future.as_mut().poll(cx) {
+                    Poll::Ready(done) => done,
+                    Poll::Pending => break,
+                },
+                Pending::Deferred(future) => {
+                    // It starts once every earlier reply is written.
+                    if !w.output.is_empty() {
+                        match w.output.poll_flush(&mut self.stream, cx) {
+                            Poll::Ready(result) => result?,
+                            Poll::Pending => break,
+                        }
+                    }
+                    match future.as_mut().poll(cx) {
+                        Poll::Ready(done) => {
+                            self.deferred = false;
+                            // What the client pipelined behind it waited by
+                            // design (its commands take effect in order):
+                            // timed from now on.
+                            w.read_at = Instant::now();
+                            done
+                        }
+                        Poll::Pending => break,
+                    }
+                }
+            };
+            if let Some(entry) = w.queue.pop_front() {
+                if let Some(stamp) = &entry.stamp {
+                    let now = *now.get_or_insert_with(Instant::now);
+                    let none = Bytes::new();
+                    self.account(stamp, entry.frame().unwrap_or(&none), now, &done);
+                }
+            }
+            // Up at once to a larger reply, an eighth of the way down to a smaller one.
+            let size = u32::try_from(done.reply.len()).unwrap_or(u32::MAX);
+            let hint = self.reply_hint;
+            self.reply_hint = size.max(hint - hint.saturating_sub(size) / 8);
+            w.output.push(done.reply);
+            took = true;
+            if !tracking {
+                self.take_pushes(w, cx);
+            }
+        }
+        if tracking && w.queue.is_empty() {
+            self.take_pushes(w, cx);
+        }
+        // A client sending one request at a time reuses its queue; one
+        // that pipelined deeply gives the room back.
+        if w.queue.is_empty() && w.queue.capacity() > QUEUE_KEPT {
+            w.queue = VecDeque::new();
+        }
+        Ok(took)
+    }
+
+    /// Counts a request whose reply is ready in the latency figures and
+    /// INFO commandstats, and in the SLOWLOG if it was slow.
+    fn account(&self, stamp: &Stamp, frame: &Bytes, now: Instant, done: &Done) {
+        let ctx = &self.ctx;
+        let backend = done.backend;
+        let total = now.saturating_duration_since(stamp.read);
+        ctx.latency().record(stamp.family, total, backend);
+        let call = Call {
+            frame,
+            stat: stamp.stat,
+            took: total,
+            ran: stamp.ran,
+            reply: &done.reply,
+        };
+        ctx.shared.commands_seen.record(ctx.index, &call);
+        if !stamp.ran {
+            return; // refused before it ran
+        }
+        // A blocked command's wait for data is not slowness: like Redis,
+        // judge it by the rest of its time (orthrus's own).
+        let judged = match (stamp.family, backend) {
+            (Family::Blocking, Some(backend)) => total.saturating_sub(backend),
+            _ => total,
+        };
+        let slowlog = &ctx.shared.slowlog;
+        if slowlog.is_slow(judged) {
+            slowlog.push(Finished {
+                frame,
+                total,
+                backend,
+                peer: self.client.peer(),
+                name: ctx.shared.clients.name(self.client.id()),
+            });
+        }
+    }
+}
