@@ -13,7 +13,7 @@ use std::io::{self, IoSlice};
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::{Buf, Bytes};
 use tokio::io::AsyncWrite;
 
 /// A reply at least this large is written from its own buffer.
@@ -23,7 +23,8 @@ const KEEP: usize = 512;
 /// Chunks handed to one `writev`.
 const MAX_SLICES: usize = 64;
 
-/// Bytes due to the client, oldest first: `chunks`, then `tail`.
+/// Bytes due to the client, oldest first: `chunks`, then `tail` from
+/// `written` on.
 #[derive(Default)]
 pub struct Output {
     /// Large replies (and the small ones before them), boxed: most clients
@@ -31,7 +32,11 @@ pub struct Output {
     /// stays smaller without the queue inline (one pointer, not four words).
     #[allow(clippy::box_collection)]
     chunks: Option<Box<VecDeque<Bytes>>>,
-    tail: BytesMut,
+    /// Small replies, copied; a plain vector (no reference count), whose
+    /// room is reused as it is: it is written from `written` on and
+    /// cleared once all of it is.
+    tail: Vec<u8>,
+    written: usize,
     len: usize,
     /// Bytes were written since the last flush of the stream.
     unflushed: bool,
@@ -59,9 +64,12 @@ impl Output {
         self.unflushed = true;
         if reply.len() >= LARGE {
             let chunks = self.chunks.get_or_insert_with(Box::default);
-            if !self.tail.is_empty() {
-                chunks.push_back(self.tail.split().freeze());
+            if self.written < self.tail.len() {
+                let tail = Bytes::from(std::mem::take(&mut self.tail));
+                chunks.push_back(tail.slice(self.written..));
             }
+            self.tail.clear();
+            self.written = 0;
             chunks.push_back(reply);
         } else {
             self.tail.extend_from_slice(&reply);
@@ -78,12 +86,16 @@ impl Output {
     ) -> Poll<io::Result<()>> {
         while self.len > 0 {
             let n = match self.chunks.as_deref().filter(|c| !c.is_empty()) {
-                None => std::task::ready!(Pin::new(&mut *stream).poll_write(cx, &self.tail))?,
+                None => {
+                    let tail = self.tail.get(self.written..).unwrap_or_default();
+                    std::task::ready!(Pin::new(&mut *stream).poll_write(cx, tail))?
+                }
                 Some(chunks) => {
                     let mut slices: Vec<IoSlice<'_>> = Vec::with_capacity(MAX_SLICES);
                     slices.extend(chunks.iter().take(MAX_SLICES - 1).map(|c| IoSlice::new(c)));
-                    if !self.tail.is_empty() {
-                        slices.push(IoSlice::new(&self.tail));
+                    let tail = self.tail.get(self.written..).unwrap_or_default();
+                    if !tail.is_empty() {
+                        slices.push(IoSlice::new(tail));
                     }
                     std::task::ready!(Pin::new(&mut *stream).poll_write_vectored(cx, &slices))?
                 }
@@ -115,7 +127,7 @@ impl Output {
                     return;
                 }
                 None => {
-                    self.tail.advance(n);
+                    self.written += n;
                     return;
                 }
             }
@@ -126,11 +138,18 @@ impl Output {
     /// reply, none after a burst.
     fn release(&mut self) {
         if self.tail.capacity() > KEEP {
-            self.tail = BytesMut::new();
+            self.tail = Vec::new();
         } else {
             self.tail.clear();
         }
+        self.written = 0;
         self.chunks = None;
+    }
+
+    /// The small replies not yet written.
+    #[cfg(test)]
+    fn unwritten_tail(&self) -> &[u8] {
+        self.tail.get(self.written..).unwrap_or_default()
     }
 }
 
@@ -148,7 +167,7 @@ mod tests {
         out.advance(2);
         out.advance(2 + LARGE);
         assert_eq!(out.len(), 4);
-        assert_eq!(&out.tail[..], b"+b\r\n");
+        assert_eq!(out.unwritten_tail(), b"+b\r\n");
         out.advance(4);
         assert_eq!(out.len(), 0);
         assert!(!out.is_empty(), "written, not flushed yet");
