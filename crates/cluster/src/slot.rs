@@ -146,6 +146,30 @@ mod tests {
     }
 
     #[test]
+    fn tags_are_found_in_keys_of_every_length() {
+        // The specification's own loop, byte by byte.
+        fn reference(key: &[u8]) -> &[u8] {
+            let Some(open) = key.iter().position(|&b| b == b'{') else {
+                return key;
+            };
+            match key[open + 1..].iter().position(|&b| b == b'}') {
+                Some(0) | None => key,
+                Some(len) => &key[open + 1..open + 1 + len],
+            }
+        }
+        for len in 0..80 {
+            for open in 0..len {
+                for close in open..len {
+                    let mut key = vec![b'k'; len];
+                    key[open] = b'{';
+                    key[close] = b'}';
+                    assert_eq!(hash_tag(&key), reference(&key), "{len} {open} {close}");
+                }
+            }
+        }
+    }
+
+    #[test]
     fn binary_keys() {
         assert_eq!(hash_tag(b"\x00{\xff\x00}\xff"), b"\xff\x00");
         assert_eq!(
