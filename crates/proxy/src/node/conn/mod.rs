@@ -227,8 +227,6 @@ async fn run(task: Task, queue: Rc<Queue>) {
     let (rd, wr) = stream.into_split();
     let inflight = RefCell::new(VecDeque::new());
     let latency = env.shared.node_latency.get(addr, env.shared.stats.len());
-    // Set once the handle is gone and everything queued is written: the
-    // reader ends when the last reply is in.
     let closing = Cell::new(false);
     let reader = Reader {
         inflight: &inflight,
