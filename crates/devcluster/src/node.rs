@@ -356,14 +356,24 @@ impl RedisNode {
             }
         }
         match conn.cmd(&["INFO", "server"]) {
-            // Password protected and we were not told the password: the
-            // server is up, and the exit check catches a failed bind.
-            Ok(Value::Error(e)) => e.starts_with(b"NOAUTH"),
+            // Password protected and we were not told the password: ours
+            // only if its config sets one (then the exit check catches a
+            // failed bind); otherwise another server holds the port, and
+            // ours fails to bind and is retried.
+            Ok(Value::Error(e)) => e.starts_with(b"NOAUTH") && self.sets_password(),
             Ok(reply) => reply.as_str().is_some_and(|info| {
                 info_field(info, "process_id") == self.pid().map(|p| p.to_string()).as_deref()
             }),
             Err(_) => false,
         }
+    }
+
+    /// Whether the node's config protects it with a password.
+    fn sets_password(&self) -> bool {
+        self.opts
+            .config
+            .iter()
+            .any(|(key, _)| key.eq_ignore_ascii_case("requirepass"))
     }
 
     /// A connection, not authenticated: over TCP, or for a TLS-only node

@@ -129,6 +129,25 @@ fn bad_config_fails_with_the_log_tail() {
     }
 }
 
+/// A port another test's password-protected server holds (the race
+/// between picking a free port and binding it): its NOAUTH is not taken
+/// for our server being up.
+#[test]
+fn a_password_protected_stranger_on_the_port_is_not_taken_for_ours() {
+    let stranger = RedisNode::start(NodeOptions::default().with_password("pw")).unwrap();
+    let opts = NodeOptions {
+        port: Some(stranger.port()),
+        ..NodeOptions::default()
+    };
+    let err = RedisNode::start(opts).unwrap_err();
+    match &err {
+        DevError::StartFailed { log_tail, .. } => {
+            assert!(log_tail.contains("Address already in use"), "{err}");
+        }
+        other => panic!("expected StartFailed, got {other}"),
+    }
+}
+
 #[test]
 fn locates_the_binaries() {
     let bin = RedisBin::locate().unwrap();
