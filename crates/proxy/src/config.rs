@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 mod listen;
 mod tls;
+mod validate;
 
 pub use listen::Listen;
 pub use tls::{AuthClients, BackendTls, BackendTlsConfig, Tls, TlsConfig};
@@ -463,116 +464,6 @@ impl Config {
         }
         Ok(built.try_deserialize()?)
     }
-
-    /// Checks every value and resolves what needs resolving.
-    pub fn validate(self) -> Result<Settings, ConfigError> {
-        let listen = Listen::parse(&self.listen, self.unix_socket_perm.as_deref())?;
-        let seeds = self
-            .seeds
-            .iter()
-            .flat_map(|s| split_list(s))
-            .map(|s| {
-                s.parse::<NodeAddr>()
-                    .map_err(|e| invalid("seeds", format!("{s:?}: {e}")))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        if seeds.is_empty() {
-            return Err(invalid(
-                "seeds",
-                "at least one cluster node is needed (--seeds host:port,...)".to_owned(),
-            ));
-        }
-        let announce = match &self.announce {
-            None => None,
-            Some(a) => Some(
-                a.parse::<SocketAddr>()
-                    .map_err(|e| invalid("announce", format!("{a:?} is not an ip:port: {e}")))?,
-            ),
-        };
-        let metrics = match &self.metrics {
-            None => None,
-            Some(a) => Some(
-                a.parse::<SocketAddr>()
-                    .map_err(|e| invalid("metrics", format!("{a:?} is not an ip:port: {e}")))?,
-            ),
-        };
-        if self.backend.username.is_some() && self.backend.password.is_none() {
-            return Err(invalid(
-                "backend.username",
-                "needs backend.password too".to_owned(),
-            ));
-        }
-        let read_from = ReadFrom::parse(&self.cluster.read_from)?;
-        let threads = match self.threads {
-            0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
-            n if n > 1024 => return Err(invalid("threads", format!("{n} is more than 1024"))),
-            n => n,
-        };
-        positive(
-            "backend.connections_per_node",
-            self.backend.connections_per_node as u64,
-        )?;
-        if self.backend.connections_per_node > 64 {
-            return Err(invalid(
-                "backend.connections_per_node",
-                "at most 64".to_owned(),
-            ));
-        }
-        positive(
-            "backend.connect_timeout_ms",
-            self.backend.connect_timeout_ms,
-        )?;
-        positive(
-            "backend.dedicated_per_node",
-            self.backend.dedicated_per_node as u64,
-        )?;
-        positive(
-            "backend.request_timeout_ms",
-            self.backend.request_timeout_ms,
-        )?;
-        positive(
-            "cluster.refresh_interval_ms",
-            self.cluster.refresh_interval_ms,
-        )?;
-        positive("client.max_pending", self.client.max_pending as u64)?;
-        positive(
-            "client.max_pending_bytes",
-            self.client.max_pending_bytes as u64,
-        )?;
-        positive("client.max_bulk_len", self.client.max_bulk_len as u64)?;
-        positive("client.max_args", self.client.max_args as u64)?;
-        positive("client.max_inline_len", self.client.max_inline_len as u64)?;
-        positive("client.max_push_bytes", self.client.max_push_bytes as u64)?;
-        positive("client.max_clients", self.client.max_clients as u64)?;
-        positive("shutdown_timeout_ms", self.shutdown_timeout_ms)?;
-        if self.slowlog.max_len > 10_000 {
-            return Err(invalid("slowlog.max_len", "at most 10000".to_owned()));
-        }
-        if tracing_subscriber::EnvFilter::try_new(&self.log.level).is_err() {
-            return Err(invalid(
-                "log.level",
-                format!("{:?} is not a log filter", self.log.level),
-            ));
-        }
-        let tls = Tls::load(&self)?;
-        if listen == Listen::None && tls.listen.is_none() {
-            return Err(invalid(
-                "listen",
-                "is none and there is no tls.listen: clients could not connect at all".to_owned(),
-            ));
-        }
-        Ok(Settings {
-            listen,
-            seeds,
-            threads,
-            announce,
-            metrics,
-            config_file: None,
-            read_from,
-            tls,
-            raw: self,
-        })
-    }
 }
 
 // === impl ReadFrom ===
@@ -651,13 +542,6 @@ fn split_list(s: &str) -> Vec<String> {
 
 fn invalid(setting: &'static str, reason: String) -> ConfigError {
     ConfigError::Invalid { setting, reason }
-}
-
-fn positive(setting: &'static str, value: u64) -> Result<(), ConfigError> {
-    if value == 0 {
-        return Err(invalid(setting, "must be greater than 0".to_owned()));
-    }
-    Ok(())
 }
 
 #[cfg(test)]
