@@ -4,7 +4,9 @@
 //! (see `inline`). Progress through a multibulk frame is kept between calls,
 //! so a request that arrives in many reads (a 100 MB `SET`, a `DEL` with a
 //! million keys) is looked at once, not re-scanned on every read; the search
-//! for a line end likewise resumes where it stopped.
+//! for a line end likewise resumes where it stopped. The common case, a
+//! whole request of a few arguments already in the buffer, is read in one
+//! pass before any of that (`parse_whole`).
 
 use bytes::{Buf, BytesMut};
 use memchr::memchr;
@@ -12,7 +14,7 @@ use memchr::memchr;
 use crate::inline;
 use crate::line::{crlf_at, find_cr};
 use crate::number::{parse_i64, parse_len};
-use crate::request::{ArgRange, ArgRanges, Request};
+use crate::request::{ArgRange, ArgRanges, INLINE_ARGS, Request};
 use crate::{Limits, ProtocolError};
 
 /// Parses client requests; one per connection, since it remembers how far
@@ -103,10 +105,23 @@ impl RequestParser {
     /// outcome never depends on how the bytes were split into reads. An
     /// error leaves the connection out of sync: answer it and close.
     pub fn parse(&mut self, buf: &mut BytesMut) -> Result<Option<Request>, ProtocolError> {
-        if self.multibulk.as_ref().is_some_and(|mb| mb.pos > buf.len()) {
+        match &self.multibulk {
+            None => {
+                if let Some(request) = parse_whole(buf, &self.limits) {
+                    self.line_scan = 0;
+                    return Ok(Some(request));
+                }
+            }
             // The buffer shrank under us; what we knew about it is void.
-            self.reset();
+            Some(mb) if mb.pos > buf.len() => self.reset(),
+            Some(_) => {}
         }
+        self.parse_stepwise(buf)
+    }
+
+    /// The general path: one header or argument at a time, progress kept
+    /// in `self` while the request is incomplete.
+    fn parse_stepwise(&mut self, buf: &mut BytesMut) -> Result<Option<Request>, ProtocolError> {
         loop {
             let step = match self.multibulk {
                 Some(_) => self.read_args(buf)?,
@@ -227,6 +242,62 @@ impl RequestParser {
         let frame = buf.split_to(mb.pos).freeze();
         Ok(Step::Request(Request::new(frame, mb.args, false)))
     }
+}
+
+/// The common case in one pass: a whole multibulk request of at most
+/// [`INLINE_ARGS`] arguments at the front of `buf`, with short headers and
+/// no limit near. Nothing is kept between calls, nothing is moved through
+/// the general path's steps.
+///
+/// `None` for anything else (incomplete, more arguments, a header of ten
+/// digits or more, any byte out of place, a limit reached) and `buf` is
+/// untouched: the general path then reads the same bytes from the start and
+/// gives its verdict, so the two cannot disagree on an input.
+fn parse_whole(buf: &mut BytesMut, limits: &Limits) -> Option<Request> {
+    let bytes: &[u8] = buf;
+    let (count, mut pos) = short_header(bytes, 0, b'*', limits)?;
+    if count == 0 || count > INLINE_ARGS || count > limits.max_array_len {
+        return None;
+    }
+    let mut ranges = [ArgRange::default(); INLINE_ARGS];
+    for range in ranges.iter_mut().take(count) {
+        let (len, data) = short_header(bytes, pos, b'$', limits)?;
+        let end = data + len;
+        if len > limits.max_bulk_len || bytes.get(end..end + 2)? != b"\r\n" {
+            return None;
+        }
+        *range = ArgRange::new(data, end);
+        pos = end + 2;
+    }
+    if pos > u32::MAX as usize {
+        return None;
+    }
+    let frame = buf.split_to(pos).freeze();
+    Some(Request::new(frame, ArgRanges::inline(count, ranges), false))
+}
+
+/// A complete `*N` or `$N` header (`kind`) at `at` with one to nine digits
+/// and no leading zero: the number and the offset after its LF.
+fn short_header(buf: &[u8], at: usize, kind: u8, limits: &Limits) -> Option<(usize, usize)> {
+    let (&first, line) = buf.get(at..)?.split_first()?;
+    if first != kind {
+        return None;
+    }
+    let mut n = 0;
+    for (i, &b) in line.iter().enumerate().take(10) {
+        match b {
+            b'0'..=b'9' => n = n * 10 + usize::from(b - b'0'),
+            b'\r' => {
+                let well_formed = i > 0
+                    && (i == 1 || line.first() != Some(&b'0'))
+                    && line.get(i + 1) == Some(&b'\n')
+                    && i < limits.max_inline_len;
+                return well_formed.then_some((n, at + i + 3));
+            }
+            _ => return None,
+        }
+    }
+    None
 }
 
 /// Reads the `$N` line at `pos`; returns the length and where the data

@@ -367,3 +367,83 @@ fn small_requests_keep_args_inline() {
     let r = p.parse(&mut buf).ok().flatten();
     assert_eq!(r.as_ref().map(Request::args_spilled), Some(true));
 }
+
+/// Bytes that make up headers, plus a little payload: random strings of
+/// these hit every branch of both paths (counts, lengths, zeros, signs,
+/// misplaced line ends).
+const WIRE_BYTES: &[u8] = b"*$0123456789-\r\n\r\nab";
+
+fn wire() -> impl proptest::strategy::Strategy<Value = Vec<u8>> {
+    use proptest::prelude::*;
+    let byte = proptest::sample::select(WIRE_BYTES);
+    let noise = proptest::collection::vec(byte.clone(), 0..40);
+    let frame = proptest::collection::vec("[a-z]{0,12}", 1..11).prop_map(|words| {
+        let mut out = format!("*{}\r\n", words.len()).into_bytes();
+        for w in words {
+            out.extend_from_slice(format!("${}\r\n{w}\r\n", w.len()).as_bytes());
+        }
+        out
+    });
+    // A well-formed frame, cut short or damaged at one byte, then noise.
+    (frame, any::<usize>(), any::<usize>(), byte, noise).prop_map(|(mut f, cut, at, b, noise)| {
+        match cut % 3 {
+            0 => f.truncate(cut % (f.len() + 1)),
+            1 => {
+                let at = at % f.len();
+                f[at] = b;
+            }
+            _ => {}
+        }
+        f.extend_from_slice(&noise);
+        f
+    })
+}
+
+proptest::proptest! {
+    /// Whatever the one-pass reader accepts, the general path reads the
+    /// same way: same request, same bytes left.
+    #[test]
+    fn one_pass_and_general_path_agree(
+        input in wire(),
+        max_inline_len in 1usize..12,
+        max_array_len in 1usize..12,
+        max_bulk_len in 0usize..14,
+    ) {
+        let limits = Limits { max_inline_len, max_array_len, max_bulk_len, ..Limits::default() };
+        for limits in [Limits::default(), limits] {
+            let mut fast = BytesMut::from(&input[..]);
+            let Some(quick) = parse_whole(&mut fast, &limits) else {
+                proptest::prop_assert_eq!(&fast[..], &input[..]);
+                continue;
+            };
+            let mut slow = BytesMut::from(&input[..]);
+            let general = RequestParser::new(limits).parse_stepwise(&mut slow);
+            proptest::prop_assert_eq!(general, Ok(Some(quick)));
+            proptest::prop_assert_eq!(&slow[..], &fast[..]);
+        }
+    }
+}
+
+#[test]
+fn one_pass_reader_takes_the_common_case() {
+    let wire = b"*2\r\n$3\r\nGET\r\n$16\r\nkey:000000012345\r\nrest";
+    let mut buf = BytesMut::from(&wire[..]);
+    let r = parse_whole(&mut buf, &Limits::default());
+    assert_eq!(
+        r.as_ref().and_then(|r| r.arg(1)),
+        Some(&b"key:000000012345"[..])
+    );
+    assert_eq!(&buf[..], b"rest");
+    for declined in [
+        &b"*2\r\n$3\r\nGET\r\n$16\r\nkey:0000000"[..],
+        b"*9\r\n$1\r\na\r\n$1\r\na\r\n$1\r\na\r\n$1\r\na\r\n$1\r\na\r\n$1\r\na\r\n$1\r\na\r\n$1\r\na\r\n$1\r\na\r\n",
+        b"*1\r\n$01\r\na\r\n",
+        b"*1\r\n$1234567890\r\n",
+        b"*0\r\n",
+        b"PING\r\n",
+    ] {
+        let mut buf = BytesMut::from(declined);
+        assert!(parse_whole(&mut buf, &Limits::default()).is_none());
+        assert_eq!(&buf[..], declined);
+    }
+}

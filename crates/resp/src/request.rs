@@ -7,7 +7,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 /// How many argument ranges live inside the [`Request`] itself. Almost every
 /// command (`GET k`, `SET k v EX 10`, `HSET h f v`) fits, so parsing one
 /// allocates nothing besides the frame it shares with the read buffer.
-const INLINE_ARGS: usize = 8;
+pub(crate) const INLINE_ARGS: usize = 8;
 
 /// One client command.
 ///
@@ -191,6 +191,14 @@ impl ArgRanges {
         Self::Inline {
             len: 0,
             ranges: [ArgRange::default(); INLINE_ARGS],
+        }
+    }
+
+    /// The first `len` of `ranges` (at most [`INLINE_ARGS`]).
+    pub(crate) fn inline(len: usize, ranges: [ArgRange; INLINE_ARGS]) -> Self {
+        Self::Inline {
+            len: u8::try_from(len.min(INLINE_ARGS)).unwrap_or(0),
+            ranges,
         }
     }
 
