@@ -51,6 +51,27 @@ pub(crate) fn parse_len(s: &[u8]) -> Option<u64> {
     Some(acc)
 }
 
+/// A length of one to nine digits with no leading zero (or `0`) followed
+/// by CRLF at the start of `line`: the number and the bytes it took, CRLF
+/// included. `None` for anything else, longer numbers too: the one-pass
+/// readers leave every other case to the general ones.
+pub(crate) fn short_len(line: &[u8]) -> Option<(usize, usize)> {
+    let mut n = 0;
+    for (i, &b) in line.iter().enumerate().take(10) {
+        match b {
+            b'0'..=b'9' => n = n * 10 + usize::from(b - b'0'),
+            b'\r' => {
+                let well_formed = i > 0
+                    && (i == 1 || line.first() != Some(&b'0'))
+                    && line.get(i + 1) == Some(&b'\n');
+                return well_formed.then_some((n, i + 2));
+            }
+            _ => return None,
+        }
+    }
+    None
+}
+
 /// A RESP3 double, as Rust reads it (`inf`, `-inf`, `nan` included).
 pub(crate) fn parse_double(s: &[u8]) -> Option<f64> {
     std::str::from_utf8(s).ok()?.parse().ok()
@@ -98,6 +119,25 @@ mod tests {
         assert_eq!(parse_len(b"-1"), None);
         assert_eq!(parse_len(b""), None);
         assert_eq!(parse_len(b"1x"), None);
+    }
+
+    #[test]
+    fn short_len_takes_only_plain_short_lengths() {
+        assert_eq!(short_len(b"0\r\n"), Some((0, 3)));
+        assert_eq!(short_len(b"42\r\nxx"), Some((42, 4)));
+        assert_eq!(short_len(b"999999999\r\n"), Some((999_999_999, 11)));
+        for refused in [
+            &b"1234567890\r\n"[..],
+            b"01\r\n",
+            b"-1\r\n",
+            b"\r\n",
+            b"1\r",
+            b"1\rx",
+            b"1x\r\n",
+            b"12",
+        ] {
+            assert_eq!(short_len(refused), None, "{}", refused.escape_ascii());
+        }
     }
 
     #[test]

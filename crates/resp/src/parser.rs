@@ -13,7 +13,7 @@ use memchr::memchr;
 
 use crate::inline;
 use crate::line::{crlf_at, find_cr};
-use crate::number::{parse_i64, parse_len};
+use crate::number::{parse_i64, parse_len, short_len};
 use crate::request::{ArgRange, ArgRanges, INLINE_ARGS, Request};
 use crate::{Limits, ProtocolError};
 
@@ -280,24 +280,9 @@ fn parse_whole(buf: &mut BytesMut, limits: &Limits) -> Option<Request> {
 /// and no leading zero: the number and the offset after its LF.
 fn short_header(buf: &[u8], at: usize, kind: u8, limits: &Limits) -> Option<(usize, usize)> {
     let (&first, line) = buf.get(at..)?.split_first()?;
-    if first != kind {
-        return None;
-    }
-    let mut n = 0;
-    for (i, &b) in line.iter().enumerate().take(10) {
-        match b {
-            b'0'..=b'9' => n = n * 10 + usize::from(b - b'0'),
-            b'\r' => {
-                let well_formed = i > 0
-                    && (i == 1 || line.first() != Some(&b'0'))
-                    && line.get(i + 1) == Some(&b'\n')
-                    && i < limits.max_inline_len;
-                return well_formed.then_some((n, at + i + 3));
-            }
-            _ => return None,
-        }
-    }
-    None
+    let (n, taken) = short_len(line).filter(|_| first == kind)?;
+    // The general reader's limit on a header line, type byte included.
+    (taken - 1 <= limits.max_inline_len).then_some((n, at + 1 + taken))
 }
 
 /// Reads the `$N` line at `pos`; returns the length and where the data

@@ -6,7 +6,7 @@
 //! of per-level remaining counts (no recursion, bounded by `max_depth`), so
 //! a hostile nesting cannot overflow the thread's stack.
 
-use crate::token::{Aggregate, Cursor, Token, read_token};
+use crate::token::{Aggregate, Cursor, Token, flat_reply_len, read_token};
 use crate::{Limits, ProtocolError};
 
 /// Levels kept inline before spilling to the heap. Redis replies nest a
@@ -74,6 +74,15 @@ struct Levels {
 /// This walks the frame from its start on each call; to follow a
 /// connection, use a [`ReplyScanner`].
 pub fn scan_reply(buf: &[u8], limits: &Limits) -> Result<Option<usize>, ProtocolError> {
+    match flat_reply_len(buf, limits) {
+        Some(len) => Ok(Some(len)),
+        None => scan_stepwise(buf, limits),
+    }
+}
+
+/// [`scan_reply`] one token at a time, for every frame the one-pass
+/// reading of a flat reply leaves.
+fn scan_stepwise(buf: &[u8], limits: &Limits) -> Result<Option<usize>, ProtocolError> {
     let mut cur = Cursor::default();
     match buf.first() {
         Some(b'*' | b'%' | b'~' | b'>' | b'|') => scan(buf, &mut cur, &mut Levels::new(), limits),
@@ -195,7 +204,12 @@ impl ReplyScanner {
     /// `Ok(None)` to wait for more bytes, resuming the walk where the last
     /// call stopped.
     pub fn scan(&mut self, buf: &[u8]) -> Result<Option<usize>, ProtocolError> {
-        if self.cur.pos > buf.len() {
+        if self.cur.pos == 0 && self.levels.len() == 0 {
+            if let Some(len) = flat_reply_len(buf, &self.limits) {
+                self.reset();
+                return Ok(Some(len));
+            }
+        } else if self.cur.pos > buf.len() {
             self.reset();
         }
         let result = scan(buf, &mut self.cur, &mut self.levels, &self.limits);

@@ -272,3 +272,87 @@ fn long_simple_lines_resume_their_search() {
     line.extend_from_slice(b"\r\n");
     assert_eq!(scanner.scan(&line), Ok(Some(line.len())));
 }
+
+/// Bytes of reply lines plus a little payload, for random damage.
+const REPLY_BYTES: &[u8] = b"+-:$*0123456789-\r\n\r\nab";
+
+fn reply_wire() -> impl proptest::strategy::Strategy<Value = Vec<u8>> {
+    use proptest::prelude::*;
+    let byte = proptest::sample::select(REPLY_BYTES);
+    let noise = proptest::collection::vec(byte.clone(), 0..24);
+    let reply = prop_oneof![
+        "[a-zA-Z ]{0,20}".prop_map(|s| format!("+{s}\r\n")),
+        "[A-Z]{1,8} [a-z ]{0,12}".prop_map(|s| format!("-{s}\r\n")),
+        any::<i64>().prop_map(|n| format!(":{n}\r\n")),
+        "[a-z]{0,20}".prop_map(|s| format!("${}\r\n{s}\r\n", s.len())),
+        Just("$-1\r\n".to_string()),
+        Just("*2\r\n$1\r\na\r\n:1\r\n".to_string()),
+    ];
+    // A well-formed reply, cut short or damaged at one byte, then noise.
+    (reply, any::<usize>(), any::<usize>(), byte, noise).prop_map(|(r, cut, at, b, noise)| {
+        let mut r = r.into_bytes();
+        match cut % 3 {
+            0 => r.truncate(cut % (r.len() + 1)),
+            1 => {
+                let at = at % r.len();
+                r[at] = b;
+            }
+            _ => {}
+        }
+        r.extend_from_slice(&noise);
+        r
+    })
+}
+
+proptest::proptest! {
+    /// Whatever the one-pass reading of a flat reply accepts, the general
+    /// walk measures the same.
+    #[test]
+    fn one_pass_and_general_walk_agree(input in reply_wire(), max_bulk_len in 0usize..24) {
+        let small = Limits { max_bulk_len, ..Limits::for_replies() };
+        for limits in [Limits::for_replies(), small] {
+            if let Some(len) = flat_reply_len(&input, &limits) {
+                proptest::prop_assert_eq!(scan_stepwise(&input, &limits), Ok(Some(len)));
+                // A scanner that saw the first half before: it resumes.
+                let mut scanner = ReplyScanner::new(limits);
+                proptest::prop_assert_eq!(scanner.scan(&input[..len / 2]), Ok(None));
+                proptest::prop_assert_eq!(scanner.scan(&input), Ok(Some(len)));
+            }
+        }
+    }
+}
+
+#[test]
+fn one_pass_reads_the_common_replies() {
+    let limits = Limits::for_replies();
+    for (reply, len) in [
+        (&b"+OK\r\nrest"[..], 5),
+        (b"-ERR no\r\n", 9),
+        (b":-12\r\n", 6),
+        (b"$3\r\nabc\r\n+", 9),
+        (b"$0\r\n\r\n", 6),
+        (b"$-1\r\n", 5),
+    ] {
+        assert_eq!(
+            flat_reply_len(reply, &limits),
+            Some(len),
+            "{}",
+            reply.escape_ascii()
+        );
+    }
+    for left in [
+        &b"*1\r\n:1\r\n"[..],
+        b"$3\r\nab",
+        b"+OK\r",
+        b":1x\r\n",
+        b"$03\r\nabc\r\n",
+        b"_\r\n",
+    ] {
+        assert_eq!(
+            flat_reply_len(left, &limits),
+            None,
+            "{}",
+            left.escape_ascii()
+        );
+    }
+}

@@ -6,7 +6,7 @@
 use std::ops::Range;
 
 use crate::line::{crlf_at, find_cr_or_lf};
-use crate::number::{parse_double, parse_i64, parse_len};
+use crate::number::{parse_double, parse_i64, parse_len, short_len};
 use crate::{Limits, ProtocolError};
 
 /// Longest line a number, length, double, null or boolean may take before
@@ -121,6 +121,37 @@ pub(crate) fn read_token(
     };
     cur.pos = next;
     Ok(Some(token))
+}
+
+/// Length of a whole flat reply at the start of `buf` (a simple string, an
+/// error, an integer, a bulk string of a length under a billion, a null
+/// bulk: what nearly every command answers), found in one pass with no
+/// token built.
+///
+/// `None` for anything else, incomplete or malformed replies included; the
+/// general reader then judges the same bytes from the start, so the two
+/// cannot disagree.
+pub(crate) fn flat_reply_len(buf: &[u8], limits: &Limits) -> Option<usize> {
+    let (&kind, rest) = buf.split_first()?;
+    let line = || {
+        let cr = find_cr_or_lf(rest)?;
+        (rest.get(cr..cr + 2)? == b"\r\n").then_some(cr)
+    };
+    match kind {
+        b'+' | b'-' => line()
+            .filter(|&cr| cr <= limits.max_bulk_len)
+            .map(|cr| cr + 3),
+        b':' => line()
+            .filter(|&cr| cr <= MAX_NUMBER_LINE && rest.get(..cr).and_then(parse_i64).is_some())
+            .map(|cr| cr + 3),
+        b'$' if rest.starts_with(b"-1\r\n") => Some(5),
+        b'$' => {
+            let (len, taken) = short_len(rest).filter(|&(len, _)| len <= limits.max_bulk_len)?;
+            let end = 1 + taken + len;
+            (buf.get(end..end + 2)? == b"\r\n").then_some(end + 2)
+        }
+        _ => None,
+    }
 }
 
 /// A number-line element: complete, or a blob whose body is still to read.
