@@ -56,7 +56,11 @@ impl Histogram {
     /// so a plain load and store suffice, no locked read-modify-write;
     /// readers on other threads see each counter whole.
     pub fn record(&self, took: Duration) {
-        let us = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
+        // Not `as_micros`: the same value, without u128 arithmetic.
+        let us = took
+            .as_secs()
+            .saturating_mul(1_000_000)
+            .saturating_add(u64::from(took.subsec_micros()));
         if let Some(c) = self.counts.get(bucket(us)) {
             add(c, 1);
         }
@@ -420,6 +424,23 @@ mod tests {
         assert!((990..=1023).contains(&p99), "{p99}");
         assert!((999..=1023).contains(&p999), "{p999}");
         assert!((s.sum_seconds() - 0.5005).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_duration_counts_its_whole_microseconds() {
+        let h = Histogram::default();
+        let took = [
+            Duration::from_nanos(999),
+            Duration::new(3, 999_999_999),
+            Duration::new(7, 1_500),
+        ];
+        for t in took {
+            h.record(t);
+        }
+        let s = Summary::of([&h]);
+        assert_eq!(s.below_power_of_two(0), 1, "999 ns is 0 µs");
+        let sum: u128 = took.iter().map(Duration::as_micros).sum();
+        assert!((s.sum_seconds() - sum as f64 / 1e6).abs() < 1e-9);
     }
 
     #[test]
