@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use rustc_hash::FxHashMap as HashMap;
 
+use crate::observe::latency::micros;
 use crate::route::counted::{self, is_container};
 
 /// Longest command name counted (with `|sub`), in bytes.
@@ -88,12 +89,7 @@ impl CommandStats {
             return;
         };
         let table = &mut *table;
-        // Not `as_micros`: its u128 arithmetic costs more than the rest.
-        let took = call.took;
-        let usec = took
-            .as_secs()
-            .saturating_mul(1_000_000)
-            .saturating_add(u64::from(took.subsec_micros()));
+        let usec = micros(call.took);
         let counters = match (call.stat, name) {
             (Some(id), _) => {
                 let id = usize::from(id);
