@@ -16,6 +16,7 @@ use orthrus_resp::{Request, Value};
 
 use crate::route::counted;
 use crate::route::kind::{self, Family, Kind};
+use keyspec::{Begin, Find, KeySpec};
 
 /// Longest command name looked up without allocating.
 const NAME_MAX: usize = 48;
@@ -51,34 +52,6 @@ pub struct CommandInfo {
     rules_by_subcommand: bool,
     key_specs: Vec<KeySpec>,
     subcommands: HashMap<Box<[u8]>, Arc<CommandInfo>>,
-}
-
-/// Where a command's keys start (a Redis 7 key specification, simplified to
-/// what routing needs).
-#[derive(Clone, Debug)]
-struct KeySpec {
-    begin: Begin,
-    find: Find,
-}
-
-#[derive(Clone, Debug)]
-enum Begin {
-    Index(i64),
-    Keyword { keyword: Box<[u8]>, start_from: i64 },
-}
-
-#[derive(Clone, Debug)]
-enum Find {
-    Range {
-        last_key: i64,
-        step: usize,
-        limit: usize,
-    },
-    KeyNum {
-        num_idx: usize,
-        first_key: usize,
-        step: usize,
-    },
 }
 
 /// Everything orthrus knows about commands; cheap to share behind an `Arc`.
@@ -512,103 +485,6 @@ impl CommandInfo {
     }
 }
 
-// === impl KeySpec ===
-
-impl KeySpec {
-    /// Parses one key specification (a map in RESP3, a flat array in RESP2).
-    fn from_reply(spec: &Value) -> Option<KeySpec> {
-        let begin = spec.field("begin_search")?;
-        let begin_spec = begin.field("spec")?;
-        let begin = match begin.field("type")?.as_str()? {
-            "index" => Begin::Index(begin_spec.field("index")?.as_int()?),
-            "keyword" => Begin::Keyword {
-                keyword: begin_spec.field("keyword")?.as_bytes()?.into(),
-                start_from: begin_spec.field("startfrom")?.as_int()?,
-            },
-            _ => return None,
-        };
-        let find = spec.field("find_keys")?;
-        let find_spec = find.field("spec")?;
-        let as_usize = |v: &Value| v.as_int().and_then(|n| usize::try_from(n).ok());
-        let find = match find.field("type")?.as_str()? {
-            "range" => Find::Range {
-                last_key: find_spec.field("lastkey")?.as_int()?,
-                step: as_usize(find_spec.field("keystep")?)?.max(1),
-                limit: as_usize(find_spec.field("limit")?)?,
-            },
-            "keynum" => Find::KeyNum {
-                num_idx: as_usize(find_spec.field("keynumidx")?)?,
-                first_key: as_usize(find_spec.field("firstkey")?)?,
-                step: as_usize(find_spec.field("keystep")?)?.max(1),
-            },
-            _ => return None,
-        };
-        Some(KeySpec { begin, find })
-    }
-
-    /// First and last argument index of this spec's keys, and the step.
-    fn positions(&self, req: &Request, argc: usize) -> Option<(usize, usize, usize)> {
-        let argc_i = i64::try_from(argc).ok()?;
-        let start = match &self.begin {
-            Begin::Index(i) => usize::try_from(*i).ok()?,
-            Begin::Keyword {
-                keyword,
-                start_from,
-            } => {
-                let (from, backwards) = if *start_from >= 0 {
-                    (*start_from, false)
-                } else {
-                    (argc_i + start_from, true)
-                };
-                let from = usize::try_from(from).ok()?;
-                let hit = |i: &usize| req.arg(*i).is_some_and(|a| a.eq_ignore_ascii_case(keyword));
-                let pos = if backwards {
-                    (1..=from).rev().find(hit)?
-                } else {
-                    (from..argc).find(hit)?
-                };
-                pos + 1
-            }
-        };
-        if start >= argc {
-            return None;
-        }
-        match self.find {
-            Find::Range {
-                last_key,
-                step,
-                limit,
-            } => {
-                let last = if last_key >= 0 {
-                    start + usize::try_from(last_key).ok()?
-                } else if last_key == -1 && limit > 1 {
-                    let remaining = argc - start;
-                    start + remaining / limit - 1
-                } else {
-                    usize::try_from(argc_i + last_key).ok()?
-                };
-                (last >= start).then_some((start, last.min(argc - 1), step))
-            }
-            Find::KeyNum {
-                num_idx,
-                first_key,
-                step,
-            } => {
-                let n: usize = std::str::from_utf8(req.arg(start + num_idx)?)
-                    .ok()?
-                    .parse()
-                    .ok()?;
-                if n == 0 {
-                    return None;
-                }
-                let first = start + first_key;
-                let last = first + (n - 1) * step;
-                Some((first, last.min(argc.saturating_sub(1)), step))
-            }
-        }
-    }
-}
-
 fn is_xread(name: &str) -> bool {
     name == "xread" || name == "xreadgroup"
 }
@@ -627,6 +503,8 @@ fn lookup<'a, T>(map: &'a HashMap<Box<[u8]>, T>, name: &[u8]) -> Option<&'a T> {
     lower.make_ascii_lowercase();
     map.get(&*lower)
 }
+
+mod keyspec;
 
 #[cfg(test)]
 mod tests;
