@@ -33,22 +33,21 @@ const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Runs worker `index` on the calling thread until `Shared::shutdown` is
 /// cancelled and its clients are drained.
 pub fn run(index: usize, listeners: Listeners, shared: Arc<Shared>) -> io::Result<()> {
+    // A local runtime: its tasks need not be `Send`, and each is scheduled
+    // once when woken (a `LocalSet` on a current-thread runtime queues it
+    // in the set and wakes the set in the runtime).
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
-        .build()?;
-    let local = tokio::task::LocalSet::new();
+        .build_local(tokio::runtime::LocalOptions::default())?;
     let ctx = Rc::new(WorkerCtx::new(shared, index));
-    local.block_on(&runtime, async move {
+    runtime.block_on(async move {
         let plain = listeners.plain.map(Acceptor::new).transpose()?;
         let tls = listeners
             .tls
             .map(|l| TcpListener::from_std(l).map(Acceptor::Tls))
             .transpose()?;
-        // The accept loop runs as a task of its own. The future given to
-        // the LocalSet is polled again whenever any of its tasks is woken
-        // (for every request of a client that sends one at a time): it
-        // must be cheap to poll, which a join handle is and a `select!`
-        // over the listeners and the shutdown token is not.
+        // The accept loop runs as a task of its own; this future only
+        // waits for it, then drains.
         let acceptor = tokio::task::spawn_local(accept_loop(plain, tls, ctx.clone()));
         if let Err(e) = acceptor.await {
             if e.is_panic() {
