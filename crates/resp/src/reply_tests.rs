@@ -280,13 +280,22 @@ fn reply_wire() -> impl proptest::strategy::Strategy<Value = Vec<u8>> {
     use proptest::prelude::*;
     let byte = proptest::sample::select(REPLY_BYTES);
     let noise = proptest::collection::vec(byte.clone(), 0..24);
-    let reply = prop_oneof![
+    let scalar = prop_oneof![
         "[a-zA-Z ]{0,20}".prop_map(|s| format!("+{s}\r\n")),
         "[A-Z]{1,8} [a-z ]{0,12}".prop_map(|s| format!("-{s}\r\n")),
         any::<i64>().prop_map(|n| format!(":{n}\r\n")),
         "[a-z]{0,20}".prop_map(|s| format!("${}\r\n{s}\r\n", s.len())),
         Just("$-1\r\n".to_string()),
-        Just("*2\r\n$1\r\na\r\n:1\r\n".to_string()),
+        Just("_\r\n".to_string()),
+    ];
+    let array = proptest::collection::vec(scalar.clone(), 0..6)
+        .prop_map(|items| format!("*{}\r\n{}", items.len(), items.concat()));
+    let reply = prop_oneof![
+        scalar,
+        array,
+        Just("*2\r\n*1\r\n:1\r\n+OK\r\n".to_string()),
+        Just("*-1\r\n".to_string()),
+        Just("%1\r\n+a\r\n:1\r\n".to_string()),
     ];
     // A well-formed reply, cut short or damaged at one byte, then noise.
     (reply, any::<usize>(), any::<usize>(), byte, noise).prop_map(|(r, cut, at, b, noise)| {
@@ -308,8 +317,13 @@ proptest::proptest! {
     /// Whatever the one-pass reading of a flat reply accepts, the general
     /// walk measures the same.
     #[test]
-    fn one_pass_and_general_walk_agree(input in reply_wire(), max_bulk_len in 0usize..24) {
-        let small = Limits { max_bulk_len, ..Limits::for_replies() };
+    fn one_pass_and_general_walk_agree(
+        input in reply_wire(),
+        max_bulk_len in 0usize..24,
+        max_array_len in 0usize..6,
+        max_depth in 0usize..3,
+    ) {
+        let small = Limits { max_bulk_len, max_array_len, max_depth, ..Limits::for_replies() };
         for limits in [Limits::for_replies(), small] {
             if let Some(len) = flat_reply_len(&input, &limits) {
                 proptest::prop_assert_eq!(scan_stepwise(&input, &limits), Ok(Some(len)));
@@ -332,6 +346,8 @@ fn one_pass_reads_the_common_replies() {
         (b"$3\r\nabc\r\n+", 9),
         (b"$0\r\n\r\n", 6),
         (b"$-1\r\n", 5),
+        (b"*0\r\n", 4),
+        (b"*3\r\n$1\r\na\r\n$-1\r\n:7\r\nrest", 20),
     ] {
         assert_eq!(
             flat_reply_len(reply, &limits),
@@ -341,7 +357,9 @@ fn one_pass_reads_the_common_replies() {
         );
     }
     for left in [
-        &b"*1\r\n:1\r\n"[..],
+        &b"*1\r\n*0\r\n"[..],
+        b"*2\r\n:1\r\n",
+        b"*-1\r\n",
         b"$3\r\nab",
         b"+OK\r",
         b":1x\r\n",

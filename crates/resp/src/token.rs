@@ -123,15 +123,29 @@ pub(crate) fn read_token(
     Ok(Some(token))
 }
 
-/// Length of a whole flat reply at the start of `buf` (a simple string, an
-/// error, an integer, a bulk string of a length under a billion, a null
-/// bulk: what nearly every command answers), found in one pass with no
-/// token built.
+/// Length of a whole flat reply at the start of `buf`, found in one pass
+/// with no token built: a simple string, an error, an integer, a bulk
+/// string of a length under a billion, a null bulk, or an array of those
+/// (`*N` with N under a billion): what nearly every command answers.
 ///
 /// `None` for anything else, incomplete or malformed replies included; the
 /// general reader then judges the same bytes from the start, so the two
 /// cannot disagree.
 pub(crate) fn flat_reply_len(buf: &[u8], limits: &Limits) -> Option<usize> {
+    let Some(rest) = buf.strip_prefix(b"*") else {
+        return flat_scalar_len(buf, limits);
+    };
+    let (count, taken) = short_len(rest)
+        .filter(|&(count, _)| count <= limits.max_array_len && limits.max_depth > 0)?;
+    let mut at = 1 + taken;
+    for _ in 0..count {
+        at += flat_scalar_len(buf.get(at..)?, limits)?;
+    }
+    Some(at)
+}
+
+/// [`flat_reply_len`] of one element that is not an aggregate.
+fn flat_scalar_len(buf: &[u8], limits: &Limits) -> Option<usize> {
     let (&kind, rest) = buf.split_first()?;
     let line = || {
         let cr = find_cr_or_lf(rest)?;
