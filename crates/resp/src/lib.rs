@@ -48,6 +48,8 @@
     )
 )]
 
+#[cfg(test)]
+mod damaged;
 mod double;
 pub mod encode;
 mod error;

@@ -375,8 +375,6 @@ const WIRE_BYTES: &[u8] = b"*$0123456789-\r\n\r\nab";
 
 fn wire() -> impl proptest::strategy::Strategy<Value = Vec<u8>> {
     use proptest::prelude::*;
-    let byte = proptest::sample::select(WIRE_BYTES);
-    let noise = proptest::collection::vec(byte.clone(), 0..40);
     let frame = proptest::collection::vec("[a-z]{0,12}", 1..11).prop_map(|words| {
         let mut out = format!("*{}\r\n", words.len()).into_bytes();
         for w in words {
@@ -384,19 +382,7 @@ fn wire() -> impl proptest::strategy::Strategy<Value = Vec<u8>> {
         }
         out
     });
-    // A well-formed frame, cut short or damaged at one byte, then noise.
-    (frame, any::<usize>(), any::<usize>(), byte, noise).prop_map(|(mut f, cut, at, b, noise)| {
-        match cut % 3 {
-            0 => f.truncate(cut % (f.len() + 1)),
-            1 => {
-                let at = at % f.len();
-                f[at] = b;
-            }
-            _ => {}
-        }
-        f.extend_from_slice(&noise);
-        f
-    })
+    crate::damaged::damaged(frame, WIRE_BYTES, 40)
 }
 
 proptest::proptest! {

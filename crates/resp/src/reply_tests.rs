@@ -278,8 +278,6 @@ const REPLY_BYTES: &[u8] = b"+-:$*0123456789-\r\n\r\nab";
 
 fn reply_wire() -> impl proptest::strategy::Strategy<Value = Vec<u8>> {
     use proptest::prelude::*;
-    let byte = proptest::sample::select(REPLY_BYTES);
-    let noise = proptest::collection::vec(byte.clone(), 0..24);
     let scalar = prop_oneof![
         "[a-zA-Z ]{0,20}".prop_map(|s| format!("+{s}\r\n")),
         "[A-Z]{1,8} [a-z ]{0,12}".prop_map(|s| format!("-{s}\r\n")),
@@ -297,20 +295,7 @@ fn reply_wire() -> impl proptest::strategy::Strategy<Value = Vec<u8>> {
         Just("*-1\r\n".to_string()),
         Just("%1\r\n+a\r\n:1\r\n".to_string()),
     ];
-    // A well-formed reply, cut short or damaged at one byte, then noise.
-    (reply, any::<usize>(), any::<usize>(), byte, noise).prop_map(|(r, cut, at, b, noise)| {
-        let mut r = r.into_bytes();
-        match cut % 3 {
-            0 => r.truncate(cut % (r.len() + 1)),
-            1 => {
-                let at = at % r.len();
-                r[at] = b;
-            }
-            _ => {}
-        }
-        r.extend_from_slice(&noise);
-        r
-    })
+    crate::damaged::damaged(reply.prop_map(String::into_bytes), REPLY_BYTES, 24)
 }
 
 proptest::proptest! {
