@@ -85,19 +85,7 @@ fn evalsha_runs_on_every_master_after_eval_on_one() {
 fn script_kill_stops_a_busy_script_on_its_master() {
     use std::io::Write;
 
-    let cluster = cluster(3, 0);
-    for node in cluster.nodes() {
-        let mut direct = redis::Client::open(format!("redis://{}", node.addr()))
-            .unwrap()
-            .get_connection()
-            .unwrap();
-        let _: () = redis::cmd("CONFIG")
-            .arg("SET")
-            .arg("busy-reply-threshold")
-            .arg(50)
-            .query(&mut direct)
-            .unwrap();
-    }
+    let cluster = busy_after_50ms();
     let proxy = Proxy::start(&cluster.seeds(), &[]);
     let mut con = proxy.client();
     let err = redis::cmd("SCRIPT")
@@ -135,19 +123,7 @@ fn script_kill_stops_a_busy_script_on_its_master() {
 fn function_stats_and_kill_reach_the_busy_master() {
     use std::io::Write;
 
-    let cluster = cluster(3, 0);
-    for node in cluster.nodes() {
-        let mut direct = redis::Client::open(format!("redis://{}", node.addr()))
-            .unwrap()
-            .get_connection()
-            .unwrap();
-        let _: () = redis::cmd("CONFIG")
-            .arg("SET")
-            .arg("busy-reply-threshold")
-            .arg(50)
-            .query(&mut direct)
-            .unwrap();
-    }
+    let cluster = busy_after_50ms();
     let proxy = Proxy::start(&cluster.seeds(), &[]);
     let mut con = proxy.client();
     let lib = "#!lua name=spin\nredis.register_function('spin', function() while true do end end)";
@@ -177,4 +153,23 @@ fn function_stats_and_kill_reach_the_busy_master() {
     assert_eq!(ok, "OK");
     let reply = common::reply_text(&mut busy);
     assert!(reply.contains("killed"), "{reply}");
+}
+
+/// A 3-master cluster whose nodes call a script busy (and let SCRIPT KILL
+/// and FUNCTION KILL stop it) after 50 ms instead of 5 s.
+fn busy_after_50ms() -> orthrus_devcluster::Cluster {
+    let cluster = cluster(3, 0);
+    for node in cluster.nodes() {
+        let mut direct = redis::Client::open(format!("redis://{}", node.addr()))
+            .unwrap()
+            .get_connection()
+            .unwrap();
+        let _: () = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("busy-reply-threshold")
+            .arg(50)
+            .query(&mut direct)
+            .unwrap();
+    }
+    cluster
 }
