@@ -87,13 +87,12 @@ impl Output {
         while self.len > 0 {
             let n = match self.chunks.as_deref().filter(|c| !c.is_empty()) {
                 None => {
-                    let tail = self.tail.get(self.written..).unwrap_or_default();
-                    std::task::ready!(Pin::new(&mut *stream).poll_write(cx, tail))?
+                    std::task::ready!(Pin::new(&mut *stream).poll_write(cx, self.unwritten_tail()))?
                 }
                 Some(chunks) => {
                     let mut slices: Vec<IoSlice<'_>> = Vec::with_capacity(MAX_SLICES);
                     slices.extend(chunks.iter().take(MAX_SLICES - 1).map(|c| IoSlice::new(c)));
-                    let tail = self.tail.get(self.written..).unwrap_or_default();
+                    let tail = self.unwritten_tail();
                     if !tail.is_empty() {
                         slices.push(IoSlice::new(tail));
                     }
@@ -147,7 +146,6 @@ impl Output {
     }
 
     /// The small replies not yet written.
-    #[cfg(test)]
     fn unwritten_tail(&self) -> &[u8] {
         self.tail.get(self.written..).unwrap_or_default()
     }
