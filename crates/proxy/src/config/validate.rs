@@ -26,20 +26,8 @@ impl Config {
                 "at least one cluster node is needed (--seeds host:port,...)".to_owned(),
             ));
         }
-        let announce = match &self.announce {
-            None => None,
-            Some(a) => Some(
-                a.parse::<SocketAddr>()
-                    .map_err(|e| invalid("announce", format!("{a:?} is not an ip:port: {e}")))?,
-            ),
-        };
-        let metrics = match &self.metrics {
-            None => None,
-            Some(a) => Some(
-                a.parse::<SocketAddr>()
-                    .map_err(|e| invalid("metrics", format!("{a:?} is not an ip:port: {e}")))?,
-            ),
-        };
+        let announce = socket_addr("announce", self.announce.as_deref())?;
+        let metrics = socket_addr("metrics", self.metrics.as_deref())?;
         if self.backend.username.is_some() && self.backend.password.is_none() {
             return Err(invalid(
                 "backend.username",
@@ -124,4 +112,17 @@ fn positive(setting: &'static str, value: u64) -> Result<(), ConfigError> {
         return Err(invalid(setting, "must be greater than 0".to_owned()));
     }
     Ok(())
+}
+
+/// An optional `ip:port` setting.
+fn socket_addr(
+    setting: &'static str,
+    value: Option<&str>,
+) -> Result<Option<SocketAddr>, ConfigError> {
+    value
+        .map(|a| {
+            a.parse::<SocketAddr>()
+                .map_err(|e| invalid(setting, format!("{a:?} is not an ip:port: {e}")))
+        })
+        .transpose()
 }
