@@ -241,15 +241,7 @@ fn keyspace_notifications_from_every_master() {
 
     let cluster = cluster(3, 0);
     for node in cluster.nodes() {
-        let mut c = redis::Client::open(format!("redis://{}", node.addr()))
-            .unwrap()
-            .get_connection()
-            .unwrap();
-        let _: () = redis::cmd("CONFIG")
-            .arg("SET")
-            .arg("notify-keyspace-events")
-            .arg("KA")
-            .query(&mut c)
+        node.cmd_ok(&["CONFIG", "SET", "notify-keyspace-events", "KA"])
             .unwrap();
     }
     let proxy = Proxy::start(&cluster.seeds(), &[]);

@@ -160,15 +160,7 @@ fn function_stats_and_kill_reach_the_busy_master() {
 fn busy_after_50ms() -> orthrus_devcluster::Cluster {
     let cluster = cluster(3, 0);
     for node in cluster.nodes() {
-        let mut direct = redis::Client::open(format!("redis://{}", node.addr()))
-            .unwrap()
-            .get_connection()
-            .unwrap();
-        let _: () = redis::cmd("CONFIG")
-            .arg("SET")
-            .arg("busy-reply-threshold")
-            .arg(50)
-            .query(&mut direct)
+        node.cmd_ok(&["CONFIG", "SET", "busy-reply-threshold", "50"])
             .unwrap();
     }
     cluster
