@@ -7,9 +7,11 @@
 mod common;
 
 use std::net::TcpStream;
-use std::time::Duration;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
-use common::{Proxy, cluster, owner_of, reply_text as reply, send};
+use common::{Proxy, cluster, encode, encode_bytes, owner_of, reply_text as reply, send};
 use orthrus_devcluster::{Cluster, Conn, Value, wait_until};
 
 /// One key per master, each owned by a different master.
@@ -355,4 +357,62 @@ fn off_and_reset_close_the_connections_and_a_lost_one_invalidates_everything() {
     .expect("read again");
     send(&mut writer, &["SET", key, "after"]);
     assert_eq!(reply(&mut c), invalidated(key));
+}
+
+/// Invalidations arriving while a transaction's replies come in (a large
+/// EXEC the node reads in several pieces, another client writing to the
+/// node all the while) are pushes, not replies: every EXEC gets its own
+/// array, 1,000 times.
+#[test]
+fn invalidations_during_exec_are_not_taken_for_its_replies() {
+    let cluster = cluster(3, 0);
+    let proxy = Proxy::start(&cluster.seeds(), &[]);
+    let node = cluster.nodes()[owner_of(&cluster, b"{tx}")].addr();
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut direct = Conn::connect(node).expect("node");
+            let started = Instant::now();
+            let set: Vec<Vec<u8>> = vec![b"SET".to_vec(), b"{tx}w".to_vec(), b"1".to_vec()];
+            let batch = vec![set; 16];
+            while !stop.load(Ordering::Relaxed) && started.elapsed() < Duration::from_secs(120) {
+                direct.pipeline(&batch).expect("writes");
+            }
+        })
+    };
+    let mut c = Conn::connect(proxy.addr).expect("proxy");
+    c.cmd_ok(&["HELLO", "3"]).expect("HELLO 3");
+    c.cmd_ok(&["CLIENT", "TRACKING", "ON", "BCAST"])
+        .expect("tracking");
+    let value = vec![b'v'; 8 * 1024];
+    let mut tx = encode(&["MULTI"]);
+    for i in 0..8 {
+        tx.extend(encode_bytes(&[
+            b"SET",
+            format!("{{tx}}{i}").as_bytes(),
+            &value,
+        ]));
+    }
+    tx.extend(encode(&["INCR", "{tx}n"]));
+    tx.extend(encode(&["EXEC"]));
+    // Replies only: the invalidations in between are skipped.
+    let next = |c: &mut Conn| loop {
+        match c.read_value().expect("reply") {
+            Value::Push(_) => continue,
+            other => return other,
+        }
+    };
+    for n in 1..=1000 {
+        c.send_raw(&tx).expect("send");
+        assert_eq!(next(&mut c), Value::Simple("OK".into()), "MULTI, round {n}");
+        for _ in 0..9 {
+            assert_eq!(next(&mut c), Value::Simple("QUEUED".into()), "round {n}");
+        }
+        let mut want = vec![Value::Simple("OK".into()); 8];
+        want.push(Value::Integer(n));
+        assert_eq!(next(&mut c), Value::Array(want), "EXEC, round {n}");
+    }
+    stop.store(true, Ordering::Relaxed);
+    writer.join().expect("writer");
 }

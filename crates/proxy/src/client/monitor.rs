@@ -5,16 +5,16 @@
 
 use std::rc::Rc;
 
-use bytes::BytesMut;
 use orthrus_cluster::NodeAddr;
-use orthrus_resp::{Protocol, ReplyScanner};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use orthrus_resp::Protocol;
+use tokio::io::AsyncWriteExt;
 use tokio::sync::oneshot;
 use tokio::task::AbortHandle;
 
 use crate::client::PushSink;
 use crate::node::conn;
 use crate::node::forward::error_reply;
+use crate::node::frames::{Frame, FrameReader};
 use crate::worker::WorkerCtx;
 
 const MONITOR: &[u8] = b"*1\r\n$7\r\nMONITOR\r\n";
@@ -56,7 +56,7 @@ impl Drop for Monitor {
 /// One node's MONITOR stream, until it fails or is aborted.
 async fn stream(addr: NodeAddr, ctx: Rc<WorkerCtx>, push: PushSink, ready: oneshot::Sender<()>) {
     let mut ready = Some(ready);
-    let mut stream = match conn::connect(&addr, Protocol::Resp2, &ctx.shared).await {
+    let stream = match conn::connect(&addr, Protocol::Resp2, &ctx.shared).await {
         Ok(s) => s,
         Err(e) => {
             push.push(error_reply(&format!(
@@ -65,34 +65,23 @@ async fn stream(addr: NodeAddr, ctx: Rc<WorkerCtx>, push: PushSink, ready: onesh
             return;
         }
     };
+    let mut lines = FrameReader::new(stream, usize::MAX);
+    let stream = lines.get_mut();
     if stream.write_all(MONITOR).await.is_err() || stream.flush().await.is_err() {
         return;
     }
-    let mut buf = BytesMut::with_capacity(4096);
-    let mut scanner = ReplyScanner::default();
-    let mut confirmed = false;
-    loop {
-        match stream.read_buf(&mut buf).await {
-            Ok(n) if n > 0 => {}
-            _ => {
-                push.push(error_reply(&format!(
-                    "ERR orthrus: MONITOR of {addr} ended"
-                )));
-                return;
+    // A malformed line ends the stream as a lost connection does: the
+    // client is told, and nothing piles up unread.
+    while let Ok(Frame::Reply(line) | Frame::Push(line)) = lines.next(1).await {
+        match ready.take() {
+            // The node's own +OK: orthrus's goes to the client.
+            Some(tx) => {
+                let _ = tx.send(());
             }
+            None => push.push(line),
         }
-        while let Ok(Some(n)) = scanner.scan(&buf) {
-            let line = buf.split_to(n).freeze();
-            if !confirmed {
-                // The node's own +OK: orthrus's goes to the client.
-                confirmed = true;
-                if let Some(tx) = ready.take() {
-                    let _ = tx.send(());
-                }
-                continue;
-            }
-            push.push(line);
-        }
-        buf.reserve(4096);
     }
+    push.push(error_reply(&format!(
+        "ERR orthrus: MONITOR of {addr} ended"
+    )));
 }

@@ -133,9 +133,10 @@ async fn run(
 
 /// The `+OK` of ASKING comes first; the command's reply follows.
 fn skip_first_frame(reply: Bytes) -> Bytes {
-    match orthrus_resp::scan_reply(&reply, &orthrus_resp::Limits::for_replies()) {
-        Ok(Some(n)) => reply.slice(n..),
-        _ => reply,
+    let first = crate::node::frames::split(&reply).next().map(|f| f.len());
+    match first {
+        Some(n) => reply.slice(n..),
+        None => reply,
     }
 }
 

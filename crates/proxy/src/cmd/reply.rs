@@ -3,7 +3,7 @@
 //! borrowed bytes.
 
 use bytes::{Bytes, BytesMut};
-use orthrus_resp::{Limits, Protocol, encode, scan_reply};
+use orthrus_resp::{Protocol, encode};
 
 pub fn simple(s: &str) -> Bytes {
     let mut out = BytesMut::with_capacity(s.len() + 3);
@@ -52,15 +52,9 @@ pub fn array_elements(frame: &Bytes) -> Option<Vec<Bytes>> {
         .ok()?
         .parse()
         .ok()?;
-    let limits = Limits::for_replies();
-    let mut at = line_end + 2;
-    let mut out = Vec::with_capacity(count.min(4096));
-    for _ in 0..count {
-        let len = scan_reply(frame.get(at..)?, &limits).ok()??;
-        out.push(frame.slice(at..at + len));
-        at += len;
-    }
-    Some(out)
+    let body = frame.slice(line_end + 2..);
+    let out: Vec<Bytes> = crate::node::frames::split(&body).take(count).collect();
+    (out.len() == count).then_some(out)
 }
 
 /// Where the first line ends.

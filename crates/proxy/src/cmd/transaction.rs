@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use orthrus_cluster::{Action, decide};
-use orthrus_resp::{Limits, Protocol, Request, scan_reply};
+use orthrus_resp::{Protocol, Request};
 
 use crate::client::transaction::{Multi, Watch};
 use crate::client::{Client, Pending};
@@ -30,6 +30,7 @@ use crate::node::dedicated::DedicatedPool;
 use crate::node::forward::{
     self, Target, can_take_over, error_reply, no_owner, owner, send_frames,
 };
+use crate::node::frames;
 use crate::route::kind::Local;
 use crate::route::table::{CommandTable, Route};
 use crate::worker::WorkerCtx;
@@ -440,7 +441,7 @@ async fn run(
                 ));
             }
         };
-        let frames = split_frames(&replies);
+        let frames: Vec<Bytes> = frames::split(&replies).collect();
         // A queued command the node redirected: nothing ran (EXECABORT).
         let redirect = frames.iter().skip(1).take(count).find_map(|f| {
             match decide(f, attempt, &ctx.shared.policy).with_origin(&addr) {
@@ -481,19 +482,8 @@ async fn run(
     }
 }
 
-fn split_frames(replies: &Bytes) -> Vec<Bytes> {
-    let limits = Limits::for_replies();
-    let mut out = Vec::new();
-    let mut at = 0;
-    while let Ok(Some(n)) = scan_reply(replies.get(at..).unwrap_or_default(), &limits) {
-        out.push(replies.slice(at..at + n));
-        at += n;
-    }
-    out
-}
-
 fn last_frame(replies: &Bytes) -> Bytes {
-    split_frames(replies)
-        .pop()
+    frames::split(replies)
+        .last()
         .unwrap_or_else(|| error_reply("ERR orthrus: empty reply"))
 }

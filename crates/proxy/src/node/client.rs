@@ -7,13 +7,13 @@
 use std::io;
 use std::time::Duration;
 
-use bytes::BytesMut;
 use orthrus_cluster::NodeAddr;
-use orthrus_resp::{Limits, Protocol, Request, Value, scan_reply};
+use orthrus_resp::{Limits, Protocol, Request, Value};
 
+use super::frames::FrameReader;
 use super::stream::{self, NodeStream};
 use crate::config::{BackendConfig, BackendTls};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 /// Replies of topology and `COMMAND` queries can be large, never unbounded.
@@ -42,25 +42,13 @@ async fn exchange(
     stream.write_all(frames).await?;
     stream.flush().await?;
     let limits = Limits::for_replies();
-    let mut buf = BytesMut::with_capacity(4096);
+    let mut reader = FrameReader::new(stream, MAX_REPLY);
     let mut replies = Vec::with_capacity(count);
     while replies.len() < count {
-        if let Some(len) = scan_reply(&buf, &limits).map_err(io::Error::other)? {
-            let frame = buf.split_to(len).freeze();
-            match Value::parse(&frame, &limits).map_err(io::Error::other)? {
-                Some((value, _)) => replies.push(value),
-                None => return Err(io::Error::other("reply scanner and parser disagree")),
-            }
-            continue;
-        }
-        if buf.len() > MAX_REPLY {
-            return Err(io::Error::other("reply too large"));
-        }
-        if stream.read_buf(&mut buf).await? == 0 {
-            return Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                "node closed the connection",
-            ));
+        let frame = reader.reply(1).await?;
+        match Value::parse(&frame, &limits).map_err(io::Error::other)? {
+            Some((value, _)) => replies.push(value),
+            None => return Err(io::Error::other("reply scanner and parser disagree")),
         }
     }
     Ok(replies)

@@ -10,11 +10,12 @@ use std::io;
 use std::rc::Rc;
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use orthrus_cluster::NodeAddr;
-use orthrus_resp::{Protocol, ReplyScanner};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use orthrus_resp::Protocol;
+use tokio::io::AsyncWriteExt;
 
+use super::frames::FrameReader;
 use super::stream::NodeStream;
 use super::{Env, conn};
 
@@ -23,9 +24,7 @@ const MAX_IDLE: usize = 8;
 
 /// One connection, used by one client at a time.
 pub struct Dedicated {
-    stream: NodeStream,
-    buf: BytesMut,
-    scanner: ReplyScanner,
+    stream: FrameReader<NodeStream>,
     addr: NodeAddr,
     proto: Protocol,
 }
@@ -89,9 +88,7 @@ impl DedicatedPool {
             Some(conn) => conn,
             None => match conn::connect(addr, proto, &pool.env.shared).await {
                 Ok(stream) => Dedicated {
-                    stream,
-                    buf: BytesMut::with_capacity(4096),
-                    scanner: ReplyScanner::default(),
+                    stream: FrameReader::new(stream, usize::MAX),
                     addr: addr.clone(),
                     proto,
                 },
@@ -145,7 +142,7 @@ impl Lease {
             pool.forget(&conn.addr);
             let mut idle = pool.idle.borrow_mut();
             let list = idle.entry((conn.addr.clone(), conn.proto)).or_default();
-            if list.len() < MAX_IDLE && conn.buf.is_empty() {
+            if list.len() < MAX_IDLE && conn.stream.is_idle() {
                 list.push(conn);
             }
         }
@@ -164,33 +161,9 @@ impl Drop for Lease {
 
 impl Dedicated {
     async fn call(&mut self, frame: &[u8], frames: usize) -> io::Result<Bytes> {
-        self.stream.write_all(frame).await?;
-        self.stream.flush().await?;
-        let (mut len, mut done) = (0, 0);
-        loop {
-            while done < frames.max(1) {
-                match self
-                    .scanner
-                    .scan(self.buf.get(len..).unwrap_or_default())
-                    .map_err(io::Error::other)?
-                {
-                    Some(n) => {
-                        len += n;
-                        done += 1;
-                    }
-                    None => break,
-                }
-            }
-            if done >= frames.max(1) {
-                return Ok(self.buf.split_to(len).freeze());
-            }
-            self.buf.reserve(4096);
-            if self.stream.read_buf(&mut self.buf).await? == 0 {
-                return Err(io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    "node closed the connection",
-                ));
-            }
-        }
+        let stream = self.stream.get_mut();
+        stream.write_all(frame).await?;
+        stream.flush().await?;
+        self.stream.reply(frames).await
     }
 }

@@ -9,6 +9,8 @@
 //!   commands, WATCH ... EXEC), from a bounded per-node pool.
 //! - [`forward`] — sending a request to the node that owns its slot and
 //!   following MOVED, ASK, TRYAGAIN and CLUSTERDOWN until there is a reply.
+//! - [`frames`] — the one reader of a node's bytes: replies of one or more
+//!   frames, and RESP3 pushes wherever they arrive.
 //! - [`slot`] — reply slots: a one-shot channel within a worker thread, how a
 //!   connection hands a reply to the client task waiting for it.
 //! - [`client`] — a small one-request-at-a-time client (handshakes, topology
@@ -35,6 +37,7 @@ pub mod client;
 pub mod conn;
 pub mod dedicated;
 pub mod forward;
+pub mod frames;
 pub mod pool;
 pub mod slot;
 pub mod stream;

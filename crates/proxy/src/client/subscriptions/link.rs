@@ -7,15 +7,16 @@ use std::cell::RefCell;
 use std::rc::{Rc, Weak};
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use orthrus_cluster::NodeAddr;
-use orthrus_resp::{Limits, Protocol, ReplyScanner, Request, Value};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use orthrus_resp::{Limits, Protocol, Request, Value};
+use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
 
 use super::{Inner, Kind};
 use crate::node::conn;
 use crate::node::forward::error_reply;
+use crate::node::frames::{Frame, FrameReader};
 use crate::worker::WorkerCtx;
 
 impl Inner {
@@ -109,9 +110,8 @@ pub(super) async fn run(
             return;
         }
     };
-    let (mut rd, mut wr) = stream.into_split();
-    let mut buf = BytesMut::with_capacity(4096);
-    let mut scanner = ReplyScanner::default();
+    let (rd, mut wr) = stream.into_split();
+    let mut frames = FrameReader::new(rd, usize::MAX);
     let limits = Limits::for_replies();
     let failed = loop {
         tokio::select! {
@@ -123,17 +123,13 @@ pub(super) async fn run(
                 }
                 None => break false, // the client is gone
             },
-            read = rd.read_buf(&mut buf) => {
-                if !matches!(read, Ok(n) if n > 0) {
-                    break true;
-                }
+            // A malformed frame is a lost connection: subscribed again
+            // elsewhere, nothing piling up unread.
+            read = frames.next(1) => {
+                let Ok(Frame::Reply(frame) | Frame::Push(frame)) = read else { break true };
                 let Some(this) = inner.upgrade() else { break false };
-                while let Ok(Some(n)) = scanner.scan(&buf) {
-                    let frame = buf.split_to(n).freeze();
-                    let value = Value::parse(&frame, &limits).ok().flatten().map(|(v, _)| v);
-                    Inner::on_frame(&this, kind, &addr, frame, &value.unwrap_or(Value::Null));
-                }
-                buf.reserve(4096);
+                let value = Value::parse(&frame, &limits).ok().flatten().map(|(v, _)| v);
+                Inner::on_frame(&this, kind, &addr, frame, &value.unwrap_or(Value::Null));
             }
         }
     };

@@ -11,11 +11,10 @@ use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 use orthrus_cluster::NodeAddr;
-use orthrus_resp::ReplyScanner;
-use tokio::io::AsyncReadExt;
 
 use super::{Delivered, Hooks, Inflight};
 use crate::node::Env;
+use crate::node::frames::{Frame, FrameReader, Frames};
 use crate::node::stream::{NodeReadHalf, NodeStream};
 use crate::observe::latency::NodeLatency;
 
@@ -40,7 +39,7 @@ pub(super) async fn read_loop(mut rd: NodeReadHalf, reader: &Reader<'_>) -> io::
         latency,
         ..
     } = *reader;
-    let mut scan = ScanState::default();
+    let mut frames = Frames::default();
     let timeout = env.shared.request_timeout();
     let mut buf = BytesMut::with_capacity(READ_CHUNK);
     let mut last_read = Instant::now();
@@ -96,7 +95,7 @@ pub(super) async fn read_loop(mut rd: NodeReadHalf, reader: &Reader<'_>) -> io::
             hooks: reader.hooks,
             addr: reader.addr,
         };
-        deliver(&mut buf, inflight, &mut scan, &arrived)?;
+        deliver(&mut buf, inflight, &mut frames, &arrived)?;
         if reader.closing.get() && inflight.borrow().is_empty() {
             return Ok(()); // the handle is gone and every reply is in
         }
@@ -106,24 +105,13 @@ pub(super) async fn read_loop(mut rd: NodeReadHalf, reader: &Reader<'_>) -> io::
 /// Reads the second connection a private connection's hooks gave (none:
 /// waits forever): every frame on it is a push for them.
 pub(super) async fn side_loop(side: Option<NodeStream>, reader: &Reader<'_>) -> io::Result<()> {
-    let (Some(mut stream), Some(hooks)) = (side, reader.hooks) else {
+    let (Some(stream), Some(hooks)) = (side, reader.hooks) else {
         return std::future::pending().await;
     };
-    let mut scanner = ReplyScanner::default();
-    let mut buf = BytesMut::with_capacity(1024);
+    let mut frames = FrameReader::new(stream, usize::MAX);
     loop {
-        buf.reserve(1024);
-        if stream.read_buf(&mut buf).await? == 0 {
-            return Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                "node closed the push connection",
-            ));
-        }
-        while let Some(n) = scanner.scan(&buf).map_err(io::Error::other)? {
-            let frame = buf.split_to(n).freeze();
-            if frame.first() == Some(&b'>') {
-                hooks.push(reader.addr, frame);
-            }
+        if let Frame::Push(push) = frames.next(1).await? {
+            hooks.push(reader.addr, push);
         }
     }
 }
@@ -158,16 +146,6 @@ fn reply_deadline(
     }
 }
 
-/// Where the reader is in the reply it is waiting for: the resumable
-/// scanner (a large reply arriving in many reads is walked once) and the
-/// frames of a multi-frame reply already complete.
-#[derive(Default)]
-struct ScanState {
-    scanner: ReplyScanner,
-    done_len: usize,
-    done_frames: usize,
-}
-
 /// When a read completed, where the node's round trips are counted, and
 /// where pushes go.
 struct Arrival<'a> {
@@ -178,41 +156,29 @@ struct Arrival<'a> {
     addr: &'a NodeAddr,
 }
 
-/// Hands every complete reply in `buf` to the request it answers.
+/// Hands every complete reply in `buf` to the request it answers, and
+/// every push to the hooks.
 fn deliver(
     buf: &mut BytesMut,
     inflight: &RefCell<VecDeque<Inflight>>,
-    scan: &mut ScanState,
+    frames: &mut Frames,
     arrived: &Arrival<'_>,
 ) -> io::Result<()> {
     loop {
-        let frames = match inflight.borrow().front() {
+        let want = match inflight.borrow().front() {
             Some(Inflight::Reply { frames, .. }) => *frames,
             _ => 1,
         };
-        while scan.done_frames < frames {
-            let rest = buf.get(scan.done_len..).unwrap_or_default();
-            if rest.is_empty() {
-                return Ok(()); // every byte read is delivered or scanned
-            }
-            match scan.scanner.scan(rest).map_err(io::Error::other)? {
-                Some(n) => {
-                    scan.done_len += n;
-                    scan.done_frames += 1;
+        let frame = match frames.next(buf, want).map_err(io::Error::other)? {
+            None => return Ok(()), // every byte read is delivered or scanned
+            Some(Frame::Reply(frame)) => frame,
+            Some(Frame::Push(push)) => {
+                if let Some(hooks) = arrived.hooks {
+                    hooks.push(arrived.addr, push);
                 }
-                None => return Ok(()),
+                continue;
             }
-        }
-        let frame = buf.split_to(scan.done_len).freeze();
-        scan.done_len = 0;
-        scan.done_frames = 0;
-        if frames == 1 && frame.first() == Some(&b'>') {
-            // An out-of-band RESP3 push: not the reply to anything.
-            if let Some(hooks) = arrived.hooks {
-                hooks.push(arrived.addr, frame);
-            }
-            continue;
-        }
+        };
         match inflight.borrow_mut().pop_front() {
             Some(Inflight::Reply { tx, sent, .. }) => {
                 let took = arrived.at.saturating_duration_since(sent);
