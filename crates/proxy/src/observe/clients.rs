@@ -194,8 +194,8 @@ impl Signal {
         self.bits.fetch_and(!bit, Ordering::AcqRel);
     }
 
-    /// The task to wake on every raise from now on. A task's waker does not
-    /// change between polls, so registering once is enough.
+    /// The task to wake on every raise from now on; the session registers
+    /// again whenever it is polled with a waker that would wake another.
     pub fn register(&self, waker: &Waker) {
         if let Ok(mut slot) = self.waker.lock() {
             if !slot.as_ref().is_some_and(|w| w.will_wake(waker)) {

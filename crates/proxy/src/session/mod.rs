@@ -22,7 +22,7 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
@@ -135,8 +135,9 @@ struct Session<S> {
     closing: bool,
     /// Shutting down: nothing more is read; the queue is finished.
     draining: bool,
-    /// The task's waker is registered with the client's signal.
-    registered: bool,
+    /// The waker registered with the client's signal (registered again if
+    /// the task is polled with another one).
+    registered: Option<Waker>,
     /// CLIENT PAUSE's held request and the idle timer, once either is
     /// needed (most clients never need them).
     timers: Option<Box<Timers>>,
@@ -256,7 +257,7 @@ impl<S: Stream> Session<S> {
             deferred: false,
             closing: false,
             draining: ctx.shared.shutdown.is_cancelled(),
-            registered: false,
+            registered: None,
             timers: None,
             stream,
             client,
@@ -290,9 +291,13 @@ impl<S: Stream> Session<S> {
         if self.poll_pause_timer(cx) {
             cx.waker().wake_by_ref(); // the pause ended meanwhile
         }
-        if !self.registered {
+        if !self
+            .registered
+            .as_ref()
+            .is_some_and(|w| w.will_wake(cx.waker()))
+        {
             self.client.signal().register(cx.waker());
-            self.registered = true;
+            self.registered = Some(cx.waker().clone());
         }
         if self.client.signal().bits() != signal {
             cx.waker().wake_by_ref(); // raised meanwhile

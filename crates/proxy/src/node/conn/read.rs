@@ -6,7 +6,7 @@ use std::collections::VecDeque;
 use std::future::{Future, poll_fn};
 use std::io;
 use std::pin::Pin;
-use std::task::Poll;
+use std::task::{Poll, Waker};
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
@@ -45,11 +45,11 @@ pub(super) async fn read_loop(mut rd: NodeReadHalf, reader: &Reader<'_>) -> io::
     let mut last_read = Instant::now();
     // One timer for the connection's life, moved on only when it fires:
     // reads and requests in between cost no timer operation. It keeps the
-    // task's waker from its first poll until it fires or is moved, so it
-    // is polled again only then (the task's waker never changes).
+    // waker it was last polled with until it fires or is moved, so it is
+    // polled again only then, or when the task's waker is another one.
     let timer = tokio::time::sleep_until((last_read + timeout).into());
     tokio::pin!(timer);
-    let mut timer_waits = false;
+    let mut timer_waker: Option<Waker> = None;
     loop {
         if buf.capacity() - buf.len() < READ_CHUNK / 4 {
             buf.reserve(READ_CHUNK);
@@ -60,11 +60,14 @@ pub(super) async fn read_loop(mut rd: NodeReadHalf, reader: &Reader<'_>) -> io::
             {
                 return Poll::Ready(Some(read));
             }
-            if !timer_waits || timer.is_elapsed() {
+            let waits = timer_waker
+                .as_ref()
+                .is_some_and(|w| w.will_wake(cx.waker()));
+            if !waits || timer.is_elapsed() {
                 if timer.as_mut().poll(cx).is_ready() {
                     return Poll::Ready(None);
                 }
-                timer_waits = true;
+                timer_waker = Some(cx.waker().clone());
             }
             Poll::Pending
         })
@@ -77,7 +80,7 @@ pub(super) async fn read_loop(mut rd: NodeReadHalf, reader: &Reader<'_>) -> io::
                 )
             })?;
             timer.as_mut().reset(next.into());
-            timer_waits = false;
+            timer_waker = None;
             continue;
         };
         let n = read?;
