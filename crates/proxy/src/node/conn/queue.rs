@@ -16,8 +16,8 @@ use super::{BATCH_BYTES, BackendError, Job, LARGE_FRAME, ReplyTx};
 pub(super) struct Queue {
     jobs: RefCell<VecDeque<Queued>>,
     /// The frames of the queued small jobs, in order; the writer takes each
-    /// job's bytes from `head` on, and the buffer starts over once every
-    /// job is taken.
+    /// job's bytes from `head` on, and [`Queue::rewind`] drops the bytes
+    /// taken.
     bytes: RefCell<Vec<u8>>,
     head: Cell<usize>,
     /// The task, while it waits for jobs.
@@ -112,12 +112,19 @@ impl Queue {
     }
 
     /// Once every queued job is taken, the bytes buffer starts over (and
-    /// gives back what a burst grew it to).
+    /// gives back what a burst grew it to). While jobs keep coming (a slow
+    /// node, clients sending all the while) it never empties: the bytes
+    /// already taken go once they are half of it, so it holds what is
+    /// still to be written and at most as much again.
     pub(super) fn rewind(&self) {
+        let mut bytes = self.bytes.borrow_mut();
+        let head = self.head.get();
         if self.jobs.borrow().is_empty() {
-            let mut bytes = self.bytes.borrow_mut();
             bytes.clear();
             bytes.shrink_to(BATCH_BYTES);
+            self.head.set(0);
+        } else if head >= BATCH_BYTES && head >= bytes.len() / 2 {
+            bytes.drain(..head);
             self.head.set(0);
         }
     }
