@@ -152,3 +152,43 @@ fn fan_out_and_admin_commands_inside_multi_run_at_exec() {
     assert_eq!(send(&mut s, &["SLOWLOG", "LEN"]), "+QUEUED\r\n");
     assert_eq!(send(&mut s, &["EXEC"]), "*2\r\n+OK\r\n:0\r\n");
 }
+
+/// A transaction on a slot in mid-migration whose key already moved: the
+/// source answers ASK for it at queue time and aborts the transaction.
+/// orthrus never sends a transaction after ASKING (the slot's keys are
+/// split between two nodes); it sends it again to the owner, by the same
+/// redirect waits as any request, until the migration ends, and the
+/// client gets EXEC's reply.
+#[test]
+fn a_transaction_during_a_migration_runs_once_it_ends() {
+    let cluster = cluster(3, 0);
+    let proxy = Proxy::start(&cluster.seeds(), &[]);
+    let slot = Slot::for_key(b"{ask}").get();
+    let from = cluster.master_of_slot(slot).unwrap();
+    let masters = cluster.masters().unwrap();
+    let to = *masters.iter().find(|&&m| m != from).unwrap();
+    let mut s = proxy.stream();
+    assert_eq!(send(&mut s, &["SET", "{ask}k", "1"]), "+OK\r\n");
+    cluster.begin_migration(slot, from, to).unwrap();
+    while cluster.migrate_keys(slot, from, to, 10).unwrap() > 0 {}
+
+    let finish = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        cluster.finish_migration(slot, to).unwrap();
+        cluster
+    });
+    assert_eq!(send(&mut s, &["MULTI"]), "+OK\r\n");
+    assert_eq!(send(&mut s, &["INCR", "{ask}k"]), "+QUEUED\r\n");
+    assert_eq!(send(&mut s, &["GET", "{ask}k"]), "+QUEUED\r\n");
+    let started = std::time::Instant::now();
+    assert_eq!(send(&mut s, &["EXEC"]), "*2\r\n:2\r\n$1\r\n2\r\n");
+    assert!(
+        started.elapsed() >= std::time::Duration::from_millis(200),
+        "EXEC ran before the migration ended"
+    );
+    let cluster = finish.join().unwrap();
+    assert_eq!(
+        cluster.nodes()[to].cmd(&["GET", "{ask}k"]).unwrap(),
+        orthrus_devcluster::Value::Bulk("2".into())
+    );
+}

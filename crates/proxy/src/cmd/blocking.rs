@@ -10,14 +10,15 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
-use orthrus_cluster::{Action, Slot, decide};
+use orthrus_cluster::Slot;
 use orthrus_resp::{Protocol, Request};
 
 use crate::client::Pending;
 use crate::node::Done;
 use crate::node::conn::ASKING;
 use crate::node::dedicated::{DedicatedPool, TakeError};
-use crate::node::forward::{self, error_reply, no_owner};
+use crate::node::forward::{error_reply, no_owner};
+use crate::node::retry::{Next, Retry};
 use crate::observe::stats::{GaugeGuard, WorkerStats};
 use crate::worker::WorkerCtx;
 
@@ -49,11 +50,10 @@ async fn run(
         return no_owner(&map);
     };
     let mut asking = false;
-    let mut attempt = 0;
     // Redirects and back-offs (the time not spent in the command itself)
     // share one deadline.
-    let began = Instant::now();
-    let policy = &ctx.shared.policy;
+    let env = ctx.pool.env();
+    let mut retry = Retry::new(env, Instant::now());
     loop {
         let mut lease = match DedicatedPool::take(&ctx.dedicated, &addr, proto).await {
             Ok(lease) => lease,
@@ -79,6 +79,7 @@ async fn run(
             lease.call(&frame, 1, wait).await
         };
         waited.set(waited.get() + started.elapsed());
+        retry.extend(started.elapsed());
         let reply = match sent {
             Ok(reply) => {
                 lease.release();
@@ -96,38 +97,18 @@ async fn run(
                 ));
             }
         };
-        let action = decide(&reply, attempt, policy).with_origin(&addr);
-        forward::note(ctx.pool.env(), &action);
-        let delay = match &action {
-            Action::Moved { .. } | Action::Ask { .. } => policy.redirect_delay(attempt),
-            Action::RetryAfter { delay, .. } => *delay,
-            Action::Done | Action::Fail(_) => Duration::ZERO,
-        };
-        let spent = began.elapsed().saturating_sub(waited.get());
-        let late = spent + delay >= ctx.shared.request_timeout();
-        match action {
-            Action::Moved { addr: to, .. } | Action::Ask { addr: to } if late => {
-                return forward::still_moving(&to);
-            }
-            Action::RetryAfter { .. } if late => return reply,
-            Action::Moved { addr: to, .. } => {
-                tokio::time::sleep(delay).await;
+        match retry.after_reply(env, &reply, &addr).await {
+            Next::Reply => return reply,
+            Next::Answer(answer) => return answer,
+            Next::Redirect {
+                addr: to,
+                asking: ask,
+            } => {
                 addr = to;
-                asking = false;
+                asking = ask;
             }
-            Action::Ask { addr: to } => {
-                tokio::time::sleep(delay).await;
-                addr = to;
-                asking = true;
-            }
-            Action::RetryAfter { .. } => {
-                tokio::time::sleep(delay).await;
-                asking = false;
-            }
-            Action::Done => return reply,
-            Action::Fail(reason) => return error_reply(reason.message()),
+            Next::Again => asking = false,
         }
-        attempt += 1;
     }
 }
 

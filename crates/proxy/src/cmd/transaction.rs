@@ -18,8 +18,7 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
-use orthrus_cluster::{Action, decide};
-use orthrus_resp::{Protocol, Request};
+use orthrus_resp::{Protocol, ReplyClass, Request, classify};
 
 use crate::client::transaction::{Multi, Watch};
 use crate::client::{Client, Pending};
@@ -31,6 +30,7 @@ use crate::node::forward::{
     self, Target, can_take_over, error_reply, no_owner, owner, send_frames,
 };
 use crate::node::frames;
+use crate::node::retry::{Next, Retry};
 use crate::route::kind::Local;
 use crate::route::table::{CommandTable, Route};
 use crate::worker::WorkerCtx;
@@ -403,7 +403,7 @@ async fn run_side(ctx: &Rc<WorkerCtx>, req: Request, proto: Protocol) -> Bytes {
 }
 
 /// Sends a whole transaction on a shared connection, sending it again
-/// while the node rejects it because its slot moved.
+/// while the node rejects it because its slot moved or is moving.
 async fn run(
     ctx: &Rc<WorkerCtx>,
     frame: Bytes,
@@ -412,8 +412,8 @@ async fn run(
     count: usize,
     waited: &Cell<Duration>,
 ) -> Bytes {
-    let started = Instant::now();
-    let mut attempt = 0;
+    let env = ctx.pool.env();
+    let mut retry = Retry::new(env, Instant::now());
     loop {
         let map = ctx.shared.slots.load_full();
         let addr = match owner(&map, &target).cloned() {
@@ -429,10 +429,9 @@ async fn run(
                 delivered.frame
             }
             Err(e @ (BackendError::NotSent | BackendError::Unreachable))
-                if started.elapsed() < ctx.shared.request_timeout()
-                    && (e == BackendError::NotSent || can_take_over(&map, &target, &addr)) =>
+                if (e == BackendError::NotSent || can_take_over(&map, &target, &addr))
+                    && retry.after_failure(retry.failure_delay()).await =>
             {
-                tokio::time::sleep(Duration::from_millis(20)).await;
                 continue;
             }
             Err(e) => {
@@ -443,42 +442,26 @@ async fn run(
         };
         let frames: Vec<Bytes> = frames::split(&replies).collect();
         // A queued command the node redirected: nothing ran (EXECABORT).
-        let redirect = frames.iter().skip(1).take(count).find_map(|f| {
-            match decide(f, attempt, &ctx.shared.policy).with_origin(&addr) {
-                Action::Done => None,
-                action => Some(action),
-            }
-        });
-        if let Some(action) = &redirect {
-            crate::node::forward::note(ctx.pool.env(), action);
-        }
-        let policy = &ctx.shared.policy;
-        let delay = match &redirect {
-            Some(Action::Moved { .. }) => policy.redirect_delay(attempt),
-            // Mid-migration: the keys are split between two nodes, so the
-            // transaction cannot run yet; wait for the move.
-            Some(Action::Ask { .. } | Action::RetryAfter { .. }) => {
-                policy.backoff(policy.tryagain_backoff, attempt)
-            }
-            _ => Duration::ZERO,
+        let redirected = frames
+            .iter()
+            .skip(1)
+            .take(count)
+            .find(|f| !matches!(classify(f), ReplyClass::Normal | ReplyClass::Error));
+        let Some(redirected) = redirected else {
+            return frames
+                .last()
+                .cloned()
+                .unwrap_or_else(|| error_reply("ERR orthrus: empty reply"));
         };
-        if redirect.is_some() && started.elapsed() + delay >= ctx.shared.request_timeout() {
-            return crate::node::forward::still_moving(&addr);
+        match retry.after_reply(env, redirected, &addr).await {
+            // MOVED patched the slot map; ASK means the slot's keys are
+            // split between two nodes mid-migration, and TRYAGAIN or
+            // CLUSTERDOWN a busy slot: the whole transaction goes again to
+            // the slot's owner, never after ASKING to the importing node.
+            Next::Redirect { .. } | Next::Again => {}
+            Next::Reply => return frames.last().cloned().unwrap_or_default(),
+            Next::Answer(answer) => return answer,
         }
-        match redirect {
-            None | Some(Action::Done) => {
-                return frames
-                    .last()
-                    .cloned()
-                    .unwrap_or_else(|| error_reply("ERR orthrus: empty reply"));
-            }
-            // The slot map is patched: the next attempt goes to the owner.
-            Some(Action::Moved { .. } | Action::Ask { .. } | Action::RetryAfter { .. }) => {
-                tokio::time::sleep(delay).await;
-            }
-            Some(Action::Fail(reason)) => return error_reply(reason.message()),
-        }
-        attempt += 1;
     }
 }
 

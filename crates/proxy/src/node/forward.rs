@@ -26,11 +26,12 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
-use orthrus_cluster::{Action, NodeAddr, Slot, SlotMap, decide, replica_declined};
+use orthrus_cluster::{Action, NodeAddr, Slot, SlotMap, replica_declined};
 use orthrus_resp::{Protocol, ReplyClass, classify, encode};
 
 use super::conn::{BackendError, Job, Reply, ReplyRx};
 use super::pool::{Lane, Pool};
+use super::retry::{Next, Retry};
 use super::{Done, Env};
 use crate::observe::stats::WorkerStats;
 
@@ -73,8 +74,6 @@ pub struct Remote {
     /// The node it was last sent to (a redirect with an empty host means
     /// this node's host).
     sent_to: NodeAddr,
-    /// Redirections and retries taken so far.
-    attempt: u32,
     /// When it was sent first: its deadline is `request_timeout` later.
     started: Instant,
     /// Time spent waiting for nodes so far (every attempt's round trip).
@@ -179,7 +178,6 @@ pub fn forward(pool: &Pool, frame: Bytes, target: Target, proto: Protocol, acces
         replicas_tried: u8::from(on_replica),
         on_replica,
         sent_to: addr,
-        attempt: 0,
         started: Instant::now(),
         backend: Duration::ZERO,
         rx,
@@ -230,15 +228,14 @@ pub async fn resolve_all(pool: &Pool, sent: Vec<Sent>) -> (Vec<Bytes>, Duration)
 
 async fn follow(pool: &Pool, remote: &mut Remote) -> Bytes {
     let env = pool.env();
-    let policy = &env.shared.policy;
-    let deadline = remote.started + env.shared.request_timeout();
+    let mut retry = Retry::new(env, remote.started);
     // If the deadline passes while a retry waits for its reply: what the
     // cluster said last (a busy machine may not answer the last try in time).
     let mut last: Option<Bytes> = None;
     loop {
         let reply = match remote.early.take() {
             Some(reply) => reply,
-            None => match tokio::time::timeout_at(deadline.into(), &mut remote.rx).await {
+            None => match tokio::time::timeout_at(retry.deadline().into(), &mut remote.rx).await {
                 Ok(reply) => reply.unwrap_or(Err(BackendError::Lost)),
                 // Still queued or written: its outcome is unknown.
                 Err(_) => {
@@ -247,7 +244,7 @@ async fn follow(pool: &Pool, remote: &mut Remote) -> Bytes {
             },
         };
         let reply = if remote.on_replica {
-            match declined_by_replica(pool, remote, reply, deadline).await {
+            match declined_by_replica(pool, remote, reply, &retry).await {
                 Ok(reply) => reply,
                 Err(Some(refusal)) => return refusal,
                 Err(None) => continue,
@@ -260,9 +257,8 @@ async fn follow(pool: &Pool, remote: &mut Remote) -> Bytes {
                 remote.backend += delivered.took;
                 delivered.frame
             }
-            Err(error) => match retry_after_failure(env, remote, error) {
-                Some(delay) if wait(delay, deadline).await => {
-                    remote.attempt += 1;
+            Err(error) => match retry_after_failure(env, remote, &retry, error) {
+                Some(delay) if retry.after_failure(delay).await => {
                     if let Err(refusal) = resend(pool, remote) {
                         return refusal;
                     }
@@ -271,42 +267,25 @@ async fn follow(pool: &Pool, remote: &mut Remote) -> Bytes {
                 _ => return give_up(env, remote, error),
             },
         };
-        let action = decide(&frame, remote.attempt, policy).with_origin(&remote.sent_to);
-        note(env, &action);
-        if matches!(action, Action::Moved { .. }) {
+        if classify(&frame) == ReplyClass::Moved {
             pool.moved();
         }
-        match action {
-            Action::Done => return frame,
-            Action::Moved { ref addr, .. } | Action::Ask { ref addr } => {
-                let (asking, addr) = (matches!(action, Action::Ask { .. }), addr.clone());
-                if !wait(policy.redirect_delay(remote.attempt), deadline).await {
-                    return still_moving(&addr);
-                }
-                if remote.attempt >= policy.free_redirects {
+        match retry.after_reply(env, &frame, &remote.sent_to).await {
+            Next::Reply => return frame,
+            Next::Answer(reply) => return reply,
+            Next::Redirect { addr, asking } => {
+                if retry.attempt() > env.shared.policy.free_redirects {
                     last = Some(still_moving(&addr));
                 }
-                if asking && remote.attempt >= policy.free_redirects {
-                    // ASKs that go round in circles: look at the topology again.
-                    env.shared.request_refresh();
-                }
-                remote.attempt += 1;
                 remote.rx = send(pool, &addr, &remote.frame, remote.proto, asking);
                 remote.sent_to = addr;
             }
-            Action::RetryAfter { delay, .. } => {
-                if !wait(delay, deadline).await {
-                    // The node's own TRYAGAIN or CLUSTERDOWN says what was
-                    // happening, to clients and to cluster-aware libraries.
-                    return frame;
-                }
+            Next::Again => {
                 last = Some(frame);
-                remote.attempt += 1;
                 if let Err(refusal) = resend(pool, remote) {
                     return refusal;
                 }
             }
-            Action::Fail(reason) => return error_reply(reason.message()),
         }
     }
 }
@@ -320,7 +299,7 @@ async fn declined_by_replica(
     pool: &Pool,
     remote: &mut Remote,
     reply: Reply,
-    deadline: Instant,
+    retry: &Retry,
 ) -> Result<Reply, Option<Bytes>> {
     let declined = match &reply {
         Ok(delivered) => replica_declined(&delivered.frame),
@@ -330,7 +309,7 @@ async fn declined_by_replica(
         return Ok(reply);
     }
     let env = pool.env();
-    if !wait(Duration::ZERO, deadline).await {
+    if !retry.wait(Duration::ZERO).await {
         return Err(Some(match reply {
             Ok(delivered) => delivered.frame,
             Err(error) => give_up(env, remote, error),
@@ -372,20 +351,6 @@ async fn declined_by_replica(
     Err(None)
 }
 
-/// Sleeps `delay`, cut short to leave the next attempt some time before
-/// `deadline`; false, without sleeping, when too little time is left.
-async fn wait(delay: Duration, deadline: Instant) -> bool {
-    const LAST_TRY: Duration = Duration::from_millis(10);
-    let left = deadline.saturating_duration_since(Instant::now());
-    if left <= LAST_TRY {
-        return false;
-    }
-    if !delay.is_zero() {
-        tokio::time::sleep(delay.min(left - LAST_TRY)).await;
-    }
-    true
-}
-
 /// Does what every redirect decision implies whoever follows it (shared
 /// requests, blocking commands, transactions): count it, point the slot at
 /// its new owner after MOVED, ask for a refresh when the topology changed.
@@ -410,13 +375,18 @@ pub fn note(env: &Env, action: &Action) {
 
 /// How long to wait before resending a request that got no reply, or
 /// `None` if it must not be resent.
-fn retry_after_failure(env: &Env, remote: &Remote, error: BackendError) -> Option<Duration> {
+fn retry_after_failure(
+    env: &Env,
+    remote: &Remote,
+    retry: &Retry,
+    error: BackendError,
+) -> Option<Duration> {
     match error {
         // A write whose outcome is unknown is never resent behind the
         // client's back.
         BackendError::Lost | BackendError::TimedOut if !remote.access.reads() => None,
         BackendError::Lost | BackendError::TimedOut | BackendError::NotSent => {
-            Some(Duration::from_millis(10u64 << remote.attempt.min(3)))
+            Some(retry.failure_delay())
         }
         BackendError::Unreachable => {
             let map = env.shared.slots.load();
@@ -426,7 +396,7 @@ fn retry_after_failure(env: &Env, remote: &Remote, error: BackendError) -> Optio
             // Parked until a replica is promoted: look at the topology
             // often meanwhile (the refresher coalesces these).
             env.shared.request_refresh();
-            Some(PARKED_RETRY.min(Duration::from_millis(10u64 << remote.attempt.min(4))))
+            Some(PARKED_RETRY.min(Duration::from_millis(10u64 << retry.attempt().min(4))))
         }
     }
 }

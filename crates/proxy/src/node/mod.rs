@@ -11,6 +11,8 @@
 //!   following MOVED, ASK, TRYAGAIN and CLUSTERDOWN until there is a reply.
 //! - [`frames`] — the one reader of a node's bytes: replies of one or more
 //!   frames, and RESP3 pushes wherever they arrive.
+//! - [`retry`] — the one retry driver: what a reply means, how long to
+//!   wait and where to send next, inside the request's deadline.
 //! - [`slot`] — reply slots: a one-shot channel within a worker thread, how a
 //!   connection hands a reply to the client task waiting for it.
 //! - [`client`] — a small one-request-at-a-time client (handshakes, topology
@@ -39,6 +41,7 @@ pub mod dedicated;
 pub mod forward;
 pub mod frames;
 pub mod pool;
+pub mod retry;
 pub mod slot;
 pub mod stream;
 pub mod topology;
