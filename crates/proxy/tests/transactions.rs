@@ -192,3 +192,25 @@ fn a_transaction_during_a_migration_runs_once_it_ends() {
         orthrus_devcluster::Value::Bulk("2".into())
     );
 }
+
+/// WATCH on a slot that moved before orthrus heard of it: the old owner's
+/// MOVED is followed (the retry driver every path uses), the key is
+/// watched where it lives, and a change there aborts EXEC.
+#[test]
+fn watch_follows_a_slot_that_moved() {
+    let cluster = cluster(3, 0);
+    let proxy = Proxy::start(&cluster.seeds(), &[]);
+    let slot = Slot::for_key(b"{w}").get();
+    let from = cluster.master_of_slot(slot).unwrap();
+    let masters = cluster.masters().unwrap();
+    let to = *masters.iter().find(|&&m| m != from).unwrap();
+    let mut s = proxy.stream();
+    assert_eq!(send(&mut s, &["SET", "{w}k", "1"]), "+OK\r\n");
+    cluster.move_slot(slot, to).unwrap();
+    assert_eq!(send(&mut s, &["WATCH", "{w}k"]), "+OK\r\n");
+    cluster.nodes()[to].cmd_ok(&["SET", "{w}k", "2"]).unwrap();
+    assert_eq!(send(&mut s, &["MULTI"]), "+OK\r\n");
+    assert_eq!(send(&mut s, &["SET", "{w}k", "3"]), "+QUEUED\r\n");
+    assert_eq!(send(&mut s, &["EXEC"]), "*-1\r\n");
+    assert_eq!(send(&mut s, &["GET", "{w}k"]), "$1\r\n2\r\n");
+}

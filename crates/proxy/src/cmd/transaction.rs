@@ -25,7 +25,7 @@ use crate::client::{Client, Pending};
 use crate::cmd::reply::{array_elements, simple};
 use crate::node::Done;
 use crate::node::conn::BackendError;
-use crate::node::dedicated::DedicatedPool;
+use crate::node::dedicated::{DedicatedPool, Lease};
 use crate::node::forward::{
     self, Target, can_take_over, error_reply, no_owner, owner, send_frames,
 };
@@ -217,36 +217,61 @@ fn watch(client: &mut Client, req: &Request, table: &CommandTable, ctx: &Rc<Work
     let proto = client.proto;
     let ctx = ctx.clone();
     Pending::deferred(Box::pin(async move {
-        let held = lease.borrow_mut().take();
-        let mut conn = match held {
-            Some(conn) => conn,
-            None => {
-                let map = ctx.shared.slots.load_full();
-                let Some(addr) = map.master(slot).cloned() else {
-                    return Done::local(no_owner(&map));
-                };
-                match DedicatedPool::take(&ctx.dedicated, &addr, proto).await {
-                    Ok(conn) => conn,
-                    Err(e) => {
-                        let msg = format!("ERR orthrus: cannot WATCH now: {e}");
-                        return Done::local(error_reply(&msg));
-                    }
-                }
-            }
-        };
         let started = Instant::now();
-        let sent = conn
-            .call(&frame, 1, Some(ctx.shared.request_timeout()))
-            .await;
-        let reply = match sent {
+        let reply = watch_on_owner(&ctx, &lease, &frame, slot, proto).await;
+        Done::from_nodes(reply, started.elapsed())
+    }))
+}
+
+/// Sends WATCH on the connection the client holds, or takes one to the
+/// slot's master; a slot that moved meanwhile is followed to its owner by
+/// the retry driver, on a new connection.
+async fn watch_on_owner(
+    ctx: &Rc<WorkerCtx>,
+    lease: &RefCell<Option<Lease>>,
+    frame: &Bytes,
+    slot: orthrus_cluster::Slot,
+    proto: Protocol,
+) -> Bytes {
+    let timeout = Some(ctx.shared.request_timeout());
+    let held = lease.borrow_mut().take();
+    if let Some(mut conn) = held {
+        // Keys are watched on this connection already: going elsewhere
+        // would forget them, so the node's answer stands.
+        return match conn.call(frame, 1, timeout).await {
             Ok(reply) => {
                 *lease.borrow_mut() = Some(conn);
                 reply
             }
             Err(e) => error_reply(&format!("ERR orthrus: WATCH failed: {e}")),
         };
-        Done::from_nodes(reply, started.elapsed())
-    }))
+    }
+    let env = ctx.pool.env();
+    let mut retry = Retry::new(env, Instant::now());
+    loop {
+        let map = ctx.shared.slots.load_full();
+        let Some(addr) = map.master(slot).cloned() else {
+            return no_owner(&map);
+        };
+        let mut conn = match DedicatedPool::take(&ctx.dedicated, &addr, proto).await {
+            Ok(conn) => conn,
+            Err(e) => return error_reply(&format!("ERR orthrus: cannot WATCH now: {e}")),
+        };
+        let reply = match conn.call(frame, 1, timeout).await {
+            Ok(reply) => reply,
+            Err(e) => return error_reply(&format!("ERR orthrus: WATCH failed: {e}")),
+        };
+        match retry.after_reply(env, &reply, &addr).await {
+            Next::Reply => {
+                *lease.borrow_mut() = Some(conn);
+                return reply;
+            }
+            Next::Answer(answer) => return answer,
+            // Watched where the slot map says now: MOVED patched it; an ASK
+            // or TRYAGAIN waits for the migration to end.
+            Next::Redirect { .. } | Next::Again => conn.release(),
+        }
+    }
 }
 
 fn exec(multi: Multi, watch: Option<Watch>, client: &Client, ctx: &Rc<WorkerCtx>) -> Pending {
