@@ -63,6 +63,7 @@ impl Frames {
     /// The next complete push or reply of `want` frames (at least one) at
     /// the start of `buf`, taken out of it; `Ok(None)` until its bytes are
     /// in. `want` must stay the same until the reply is returned.
+    #[inline]
     pub fn next(
         &mut self,
         buf: &mut BytesMut,
@@ -90,6 +91,7 @@ impl Frames {
 
     /// Takes the `len`-byte push that follows the reply frames complete so
     /// far out of `buf`; those frames move up over it.
+    #[cold]
     fn take_push(&self, buf: &mut BytesMut, len: usize) -> Bytes {
         let done = self.done_len;
         if done == 0 {
