@@ -22,7 +22,7 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::task::{Context, Poll, Waker};
+use std::task::{Context, Poll};
 use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
@@ -135,9 +135,11 @@ struct Session<S> {
     closing: bool,
     /// Shutting down: nothing more is read; the queue is finished.
     draining: bool,
-    /// The waker registered with the client's signal (registered again if
-    /// the task is polled with another one).
-    registered: Option<Waker>,
+    /// Which waker is registered with the client's signal: its data
+    /// pointer, 0 for none (a whole `Waker` would grow every idle
+    /// connection's task cell). A poll with a waker whose data differs
+    /// registers that one; a task's wakers share their data.
+    registered: usize,
     /// CLIENT PAUSE's held request and the idle timer, once either is
     /// needed (most clients never need them).
     timers: Option<Box<Timers>>,
@@ -257,7 +259,7 @@ impl<S: Stream> Session<S> {
             deferred: false,
             closing: false,
             draining: ctx.shared.shutdown.is_cancelled(),
-            registered: None,
+            registered: 0,
             timers: None,
             stream,
             client,
@@ -291,13 +293,10 @@ impl<S: Stream> Session<S> {
         if self.poll_pause_timer(cx) {
             cx.waker().wake_by_ref(); // the pause ended meanwhile
         }
-        if !self
-            .registered
-            .as_ref()
-            .is_some_and(|w| w.will_wake(cx.waker()))
-        {
+        let waker = cx.waker().data() as usize;
+        if self.registered != waker {
             self.client.signal().register(cx.waker());
-            self.registered = Some(cx.waker().clone());
+            self.registered = waker;
         }
         if self.client.signal().bits() != signal {
             cx.waker().wake_by_ref(); // raised meanwhile
