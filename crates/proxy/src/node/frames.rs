@@ -63,7 +63,7 @@ impl Frames {
     /// The next complete push or reply of `want` frames (at least one) at
     /// the start of `buf`, taken out of it; `Ok(None)` until its bytes are
     /// in. `want` must stay the same until the reply is returned.
-    #[inline]
+    #[inline(always)]
     pub fn next(
         &mut self,
         buf: &mut BytesMut,
