@@ -6,7 +6,7 @@ use std::collections::VecDeque;
 use std::future::{Future, poll_fn};
 use std::io;
 use std::pin::Pin;
-use std::task::{Poll, Waker};
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
@@ -46,10 +46,11 @@ pub(super) async fn read_loop(mut rd: NodeReadHalf, reader: &Reader<'_>) -> io::
     // One timer for the connection's life, moved on only when it fires:
     // reads and requests in between cost no timer operation. It keeps the
     // waker it was last polled with until it fires or is moved, so it is
-    // polled again only then, or when the task's waker is another one.
+    // polled again only then, or when the task's waker is another one
+    // (told apart by its data pointer, as the session does; 0: not polled).
     let timer = tokio::time::sleep_until((last_read + timeout).into());
     tokio::pin!(timer);
-    let mut timer_waker: Option<Waker> = None;
+    let mut timer_waker = 0usize;
     loop {
         if buf.capacity() - buf.len() < READ_CHUNK / 4 {
             buf.reserve(READ_CHUNK);
@@ -60,14 +61,12 @@ pub(super) async fn read_loop(mut rd: NodeReadHalf, reader: &Reader<'_>) -> io::
             {
                 return Poll::Ready(Some(read));
             }
-            let waits = timer_waker
-                .as_ref()
-                .is_some_and(|w| w.will_wake(cx.waker()));
-            if !waits || timer.is_elapsed() {
+            let waker = cx.waker().data() as usize;
+            if timer_waker != waker || timer.is_elapsed() {
                 if timer.as_mut().poll(cx).is_ready() {
                     return Poll::Ready(None);
                 }
-                timer_waker = Some(cx.waker().clone());
+                timer_waker = waker;
             }
             Poll::Pending
         })
@@ -80,7 +79,7 @@ pub(super) async fn read_loop(mut rd: NodeReadHalf, reader: &Reader<'_>) -> io::
                 )
             })?;
             timer.as_mut().reset(next.into());
-            timer_waker = None;
+            timer_waker = 0;
             continue;
         };
         let n = read?;
