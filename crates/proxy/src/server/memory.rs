@@ -7,7 +7,7 @@
 //! releases those free pages. Measured (3,000 idle connections opened, each
 //! sent a PING, then closed; one worker): RSS 6.1 MB before, 10.2 MB after
 //! the clients left, 5.9 MB after a trim. jemalloc and mimalloc were measured
-//! instead of glibc and did worse (docs/ARCHITECTURE.md).
+//! instead of glibc and did worse (docs/performance.md).
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
