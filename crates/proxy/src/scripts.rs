@@ -270,9 +270,12 @@ fn sha1_hex(body: &[u8]) -> [u8; 40] {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     let digest = ring::digest::digest(&ring::digest::SHA1_FOR_LEGACY_USE_ONLY, body);
     let mut out = [0u8; 40];
+    let hex = |nibble: u8| HEX.get(usize::from(nibble)).copied().unwrap_or(b'0');
     for (pair, byte) in out.chunks_exact_mut(2).zip(digest.as_ref()) {
-        pair[0] = HEX[usize::from(byte >> 4)];
-        pair[1] = HEX[usize::from(byte & 0xf)];
+        if let [high, low] = pair {
+            *high = hex(byte >> 4);
+            *low = hex(byte & 0xf);
+        }
     }
     out
 }

@@ -225,10 +225,10 @@ fn command_name<'b>(frame: &[u8], buf: &'b mut [u8; NAME_BUF]) -> Option<&'b [u8
     if is_container(dst) {
         if let Some(sub) = words.next() {
             let end = len + 1 + sub.len();
-            let dst = buf.get_mut(len..end)?;
-            dst[0] = b'|';
-            dst[1..].copy_from_slice(sub);
-            dst.make_ascii_lowercase();
+            let (bar, rest) = buf.get_mut(len..end)?.split_first_mut()?;
+            *bar = b'|';
+            rest.copy_from_slice(sub);
+            rest.make_ascii_lowercase();
             len = end;
         }
     }

@@ -259,6 +259,10 @@ impl Families {
     }
 
     /// Worker `index`'s histograms, to record into.
+    #[allow(
+        clippy::indexing_slicing,
+        reason = "`new` makes at least one worker's histograms, and the index is taken modulo their number"
+    )]
     pub fn worker(&self, index: usize) -> &Latency {
         &self.workers[index % self.workers.len()]
     }
