@@ -53,6 +53,10 @@ use work::Work;
 
 /// Bytes read at a time.
 const READ_CHUNK: usize = 16 * 1024;
+/// Reads in one turn of a session: a client sending a large request (a
+/// million-key MGET is 20 MB) must let the worker's other clients in
+/// between its reads, as a redis-server does.
+const READS_PER_TURN: u32 = 16;
 /// An input buffer up to this size is kept between requests (requests
 /// split off it hold shares of it until they are answered); a larger one
 /// is given up once empty.
@@ -307,14 +311,20 @@ impl<S: Stream> Session<S> {
         // nothing can arrive before the worker next parks: asking again in
         // this poll would cost a readiness check and learn nothing.
         let mut read_blocked = false;
+        let mut reads = 0u32;
         loop {
             let mut progress = false;
             let reading = !read_blocked && self.wants_input(w);
             if reading {
+                if reads == READS_PER_TURN {
+                    cx.waker().wake_by_ref(); // the rest in a later turn
+                    return None;
+                }
                 match self.poll_read(w, cx) {
                     Poll::Ready(Ok(0) | Err(_)) => return Some(End::Gone),
                     Poll::Ready(Ok(_)) => {
                         w.read_at = Instant::now();
+                        reads += 1;
                         progress = true;
                     }
                     Poll::Pending => read_blocked = true,
