@@ -200,6 +200,15 @@ pub struct ClientConfig {
     /// past it the subscriber is disconnected. Default 32 MiB (Redis's
     /// pubsub client-output-buffer-limit hard limit).
     pub max_push_bytes: usize,
+    /// CLIENT TRACKING BCAST prefixes one client may have (those it has
+    /// plus those it adds); past it the command gets an error. A node
+    /// checks each new prefix against all the others, and orthrus sends
+    /// them to every master: 40,000 stalled three masters for 2.8 s.
+    /// Default 1000.
+    pub max_tracking_prefixes: usize,
+    /// Bytes of CLIENT TRACKING BCAST prefixes one client may have, all
+    /// together; past it the command gets an error. Default 65536.
+    pub max_tracking_prefix_bytes: usize,
 }
 
 /// `[slowlog]`: which requests SLOWLOG GET shows.
@@ -354,6 +363,8 @@ impl Default for ClientConfig {
             max_args: orthrus_resp::DEFAULT_MAX_ARRAY_LEN,
             max_inline_len: orthrus_resp::DEFAULT_MAX_INLINE_LEN,
             max_push_bytes: 32 * 1024 * 1024,
+            max_tracking_prefixes: 1000,
+            max_tracking_prefix_bytes: 64 * 1024,
             max_clients: 10_000,
             idle_timeout_s: 0,
         }
