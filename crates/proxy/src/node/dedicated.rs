@@ -107,6 +107,15 @@ impl DedicatedPool {
         })
     }
 
+    /// Closes the idle connections to nodes for which `keep` is false, and
+    /// forgets those nodes once none of their connections is lent.
+    pub fn prune(&self, keep: impl Fn(&NodeAddr) -> bool) {
+        self.idle.borrow_mut().retain(|(addr, _), _| keep(addr));
+        self.busy
+            .borrow_mut()
+            .retain(|addr, n| keep(addr) || *n > 0);
+    }
+
     fn forget(&self, addr: &NodeAddr) {
         if let Some(n) = self.busy.borrow_mut().get_mut(addr) {
             *n = n.saturating_sub(1);
