@@ -209,6 +209,12 @@ pub struct ClientConfig {
     /// Bytes of CLIENT TRACKING BCAST prefixes one client may have, all
     /// together; past it the command gets an error. Default 65536.
     pub max_tracking_prefix_bytes: usize,
+    /// Bytes of one request that may be buffered before it is complete,
+    /// and of the commands one MULTI may queue, all together: Redis's
+    /// `client-query-buffer-limit`. Past it, a request gets an error and
+    /// the connection is closed; a MULTI gets an error and its EXEC
+    /// EXECABORT. Default 1 GiB.
+    pub query_buffer_limit: usize,
 }
 
 /// `[slowlog]`: which requests SLOWLOG GET shows.
@@ -365,6 +371,7 @@ impl Default for ClientConfig {
             max_push_bytes: 32 * 1024 * 1024,
             max_tracking_prefixes: 1000,
             max_tracking_prefix_bytes: 64 * 1024,
+            query_buffer_limit: 1024 * 1024 * 1024,
             max_clients: 10_000,
             idle_timeout_s: 0,
         }

@@ -136,3 +136,99 @@ fn million_key_mget_does_not_hold_up_other_clients() {
     let mut s = proxy.stream();
     assert_eq!(send(&mut s, &["GET", "big:0"]), "$2\r\nv0\r\n");
 }
+
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
+}
+
+#[test]
+fn query_buffer_limit_bounds_a_request_and_a_transaction() {
+    let cluster = cluster(3, 0);
+    let proxy = Proxy::spawn(
+        &cluster.seeds(),
+        &[],
+        &[("ORTHRUS_CLIENT__QUERY_BUFFER_LIMIT", "1048576")],
+    );
+    proxy.wait_ready(Duration::from_secs(20));
+    let mut bystander = proxy.stream();
+    let under = "u".repeat(400 * 1024);
+    let over = "o".repeat(2 * 1024 * 1024);
+
+    // One request over the limit: an error, then the connection closes.
+    let mut s = proxy.stream();
+    assert_eq!(send(&mut s, &["SET", "q:1", &under]), "+OK\r\n");
+    s.write_all(&encode(&["SET", "q:2", &over])).unwrap();
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out),
+        "-ERR orthrus: a request over client.query_buffer_limit (1048576 bytes); closing the connection\r\n"
+    );
+    assert_eq!(send(&mut bystander, &["EXISTS", "q:2"]), ":0\r\n");
+
+    // A transaction's queue: the command past the limit is refused and
+    // the transaction aborted, as after any queue-time error.
+    let mut s = proxy.stream();
+    assert_eq!(send(&mut s, &["MULTI"]), "+OK\r\n");
+    assert_eq!(send(&mut s, &["SET", "{t}1", &under]), "+QUEUED\r\n");
+    assert_eq!(send(&mut s, &["SET", "{t}2", &under]), "+QUEUED\r\n");
+    assert_eq!(
+        send(&mut s, &["SET", "{t}3", &under]),
+        "-ERR orthrus: the transaction's queued commands are over client.query_buffer_limit (1048576 bytes)\r\n"
+    );
+    assert_eq!(
+        send(&mut s, &["EXEC"]),
+        "-EXECABORT Transaction discarded because of previous errors.\r\n"
+    );
+    assert_eq!(send(&mut s, &["EXISTS", "{t}1"]), ":0\r\n");
+    assert_eq!(send(&mut bystander, &["PING"]), "+PONG\r\n");
+}
+
+#[test]
+fn requests_waiting_for_a_slow_node_count_in_the_client_budget() {
+    const REQUESTS: usize = 120;
+    let cluster = cluster(3, 0);
+    let proxy = Proxy::spawn(
+        &cluster.seeds(),
+        &["--threads", "1"],
+        &[("ORTHRUS_BACKEND__REQUEST_TIMEOUT_MS", "60000")],
+    );
+    proxy.wait_ready(Duration::from_secs(20));
+    let master = cluster.masters().unwrap()[0];
+    let keys: Vec<String> = (0..)
+        .map(|i| format!("slow:{i}"))
+        .filter(|k| common::owner_of(&cluster, k.as_bytes()) == master)
+        .take(REQUESTS)
+        .collect();
+    let value = "v".repeat(1024 * 1024);
+    let before = rss_kib(proxy.pid());
+    cluster.pause(master).unwrap();
+    // 120 MiB of SETs for the stopped master, sent without reading.
+    let mut s = proxy.stream();
+    let writer = {
+        let mut s = s.try_clone().unwrap();
+        let frames: Vec<Vec<u8>> = keys.iter().map(|k| encode(&["SET", k, &value])).collect();
+        std::thread::spawn(move || {
+            for f in frames {
+                s.write_all(&f).unwrap();
+            }
+        })
+    };
+    std::thread::sleep(Duration::from_secs(3));
+    let grown = rss_kib(proxy.pid()).saturating_sub(before);
+    cluster.resume(master).unwrap();
+    writer.join().unwrap();
+    for _ in 0..REQUESTS {
+        assert_eq!(read_reply(&mut s).unwrap(), b"+OK\r\n");
+    }
+    eprintln!("orthrus grew by {grown} KiB while 120 MiB of requests waited");
+    assert!(
+        grown < 64 * 1024,
+        "orthrus grew by {grown} KiB holding requests for a stopped node"
+    );
+}

@@ -76,6 +76,10 @@ impl Config {
         positive("client.max_inline_len", self.client.max_inline_len as u64)?;
         positive("client.max_push_bytes", self.client.max_push_bytes as u64)?;
         positive(
+            "client.query_buffer_limit",
+            self.client.query_buffer_limit as u64,
+        )?;
+        positive(
             "client.max_tracking_prefixes",
             self.client.max_tracking_prefixes as u64,
         )?;

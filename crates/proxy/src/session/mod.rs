@@ -95,6 +95,8 @@ struct Entry {
     pending: Pending,
     /// `None` for a protocol error (never timed).
     stamp: Option<Stamp>,
+    /// The request's size, counted in [`Work::request_bytes`].
+    bytes: usize,
 }
 
 impl Entry {
@@ -331,6 +333,7 @@ impl<S: Stream> Session<S> {
                 }
             }
             progress |= self.start_requests(w);
+            self.check_query_buffer(w);
             if progress {
                 // Bytes read or a request started: not idle (one look at
                 // the live settings for both).
@@ -368,12 +371,43 @@ impl<S: Stream> Session<S> {
     }
 
     /// Whether another request may start: the reply queue is within
-    /// `client.max_pending` entries and `client.max_pending_bytes`.
+    /// `client.max_pending` entries and `client.max_pending_bytes` (the
+    /// output, the replies to come at the size of recent ones, and the
+    /// requests waiting for them).
     fn has_room(&self, w: &Work) -> bool {
         let limits = &self.ctx.shared.settings.raw.client;
         let queued = w.queue.len();
         queued < limits.max_pending
-            && w.output.len() + queued * (self.reply_hint as usize) < limits.max_pending_bytes
+            && w.output.len() + queued * (self.reply_hint as usize) + w.request_bytes
+                < limits.max_pending_bytes
+    }
+
+    /// One request buffered past `client.query_buffer_limit` before it is
+    /// complete (Redis's `client-query-buffer-limit`): an error, and the
+    /// connection closes once the replies before it are written.
+    fn check_query_buffer(&mut self, w: &mut Work) {
+        let limit = self.ctx.shared.settings.raw.client.query_buffer_limit;
+        // Only an incomplete request stays buffered while requests may start.
+        if w.input.len() <= limit
+            || self.closing
+            || self.deferred
+            || self.holding()
+            || !self.has_room(w)
+        {
+            return;
+        }
+        WorkerStats::bump(&self.ctx.stats().protocol_errors);
+        let reply = error_reply(&format!(
+            "ERR orthrus: a request over client.query_buffer_limit ({limit} bytes); closing the connection"
+        ));
+        w.input = BytesMut::new();
+        w.parser = None;
+        self.closing = true;
+        w.queue.push_back(Entry {
+            pending: Pending::Last(reply),
+            stamp: None,
+            bytes: 0,
+        });
     }
 
     /// Reads what the socket has. With nothing buffered, reads into the
@@ -470,7 +504,7 @@ impl<S: Stream> Session<S> {
                     let limit = self.ctx.shared.settings.raw.client.max_push_bytes;
                     let sink = |closer: Closer| push_sink(pushes, limit, closer);
                     let run = dispatch(&mut self.client, req, sink, &self.ctx);
-                    Entry {
+                    let mut entry = Entry {
                         pending: run.pending,
                         stamp: Some(Stamp {
                             read,
@@ -479,7 +513,10 @@ impl<S: Stream> Session<S> {
                             ran: run.ran,
                             stat: run.stat,
                         }),
-                    }
+                        bytes: 0,
+                    };
+                    entry.bytes = entry.frame().map_or(0, Bytes::len);
+                    entry
                 }
                 Ok(None) => break,
                 Err(e) => {
@@ -488,11 +525,13 @@ impl<S: Stream> Session<S> {
                     Entry {
                         pending: Pending::Last(error_reply(&format!("ERR {e}"))),
                         stamp: None,
+                        bytes: 0,
                     }
                 }
             };
             self.deferred = matches!(entry.pending, Pending::Deferred(_));
             self.closing = matches!(entry.pending, Pending::Last(_));
+            w.request_bytes += entry.bytes;
             w.queue.push_back(entry);
             started = true;
         }
