@@ -152,7 +152,8 @@ pub struct BackendConfig {
     /// is deemed dead. Default 5000.
     pub request_timeout_ms: u64,
     /// Dedicated connections (blocking commands, WATCH) per worker thread
-    /// and per node; when all are in use, such a command gets an error.
+    /// and per node; when all are in use, such a command waits for one to
+    /// be given back, at most `request_timeout_ms`, then gets an error.
     /// Default 128.
     pub dedicated_per_node: usize,
     /// ACL user orthrus authenticates as on every node connection (with
