@@ -53,9 +53,9 @@ use work::Work;
 
 /// Bytes read at a time.
 const READ_CHUNK: usize = 16 * 1024;
-/// Reads in one turn of a session: a client sending a large request (a
-/// million-key MGET is 20 MB) must let the worker's other clients in
-/// between its reads, as a redis-server does.
+/// Reads in one turn of a session (each at most four chunks): a client
+/// sending a large request (a million-key MGET is 20 MB) must let the
+/// worker's other clients in between its reads, as a redis-server does.
 const READS_PER_TURN: u32 = 16;
 /// An input buffer up to this size is kept between requests (requests
 /// split off it hold shares of it until they are answered); a larger one
@@ -95,8 +95,6 @@ struct Entry {
     pending: Pending,
     /// `None` for a protocol error (never timed).
     stamp: Option<Stamp>,
-    /// The request's size, counted in [`Work::request_bytes`].
-    bytes: usize,
 }
 
 impl Entry {
@@ -333,7 +331,9 @@ impl<S: Stream> Session<S> {
                 }
             }
             progress |= self.start_requests(w);
-            self.check_query_buffer(w);
+            if !w.input.is_empty() {
+                self.check_query_buffer(w);
+            }
             if progress {
                 // Bytes read or a request started: not idle (one look at
                 // the live settings for both).
@@ -406,7 +406,6 @@ impl<S: Stream> Session<S> {
         w.queue.push_back(Entry {
             pending: Pending::Last(reply),
             stamp: None,
-            bytes: 0,
         });
     }
 
@@ -431,7 +430,10 @@ impl<S: Stream> Session<S> {
             if w.input.capacity() - w.input.len() < READ_CHUNK / 4 {
                 w.input.reserve(READ_CHUNK);
             }
-            tokio_util::io::poll_read_buf(stream, cx, &mut w.input)
+            // At most a few chunks at a time: what one turn parses stays
+            // small however much the socket holds.
+            let mut room = bytes::BufMut::limit(&mut w.input, READ_CHUNK * 4);
+            tokio_util::io::poll_read_buf(stream, cx, &mut room)
         }
     }
 
@@ -504,7 +506,7 @@ impl<S: Stream> Session<S> {
                     let limit = self.ctx.shared.settings.raw.client.max_push_bytes;
                     let sink = |closer: Closer| push_sink(pushes, limit, closer);
                     let run = dispatch(&mut self.client, req, sink, &self.ctx);
-                    let mut entry = Entry {
+                    Entry {
                         pending: run.pending,
                         stamp: Some(Stamp {
                             read,
@@ -513,10 +515,7 @@ impl<S: Stream> Session<S> {
                             ran: run.ran,
                             stat: run.stat,
                         }),
-                        bytes: 0,
-                    };
-                    entry.bytes = entry.frame().map_or(0, Bytes::len);
-                    entry
+                    }
                 }
                 Ok(None) => break,
                 Err(e) => {
@@ -525,13 +524,12 @@ impl<S: Stream> Session<S> {
                     Entry {
                         pending: Pending::Last(error_reply(&format!("ERR {e}"))),
                         stamp: None,
-                        bytes: 0,
                     }
                 }
             };
             self.deferred = matches!(entry.pending, Pending::Deferred(_));
             self.closing = matches!(entry.pending, Pending::Last(_));
-            w.request_bytes += entry.bytes;
+            w.request_bytes += entry.frame().map_or(0, Bytes::len);
             w.queue.push_back(entry);
             started = true;
         }
