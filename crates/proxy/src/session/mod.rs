@@ -95,6 +95,8 @@ struct Entry {
     pending: Pending,
     /// `None` for a protocol error (never timed).
     stamp: Option<Stamp>,
+    /// The request's size, counted in [`Work::request_bytes`].
+    bytes: usize,
 }
 
 impl Entry {
@@ -406,6 +408,7 @@ impl<S: Stream> Session<S> {
         w.queue.push_back(Entry {
             pending: Pending::Last(reply),
             stamp: None,
+            bytes: 0,
         });
     }
 
@@ -506,7 +509,7 @@ impl<S: Stream> Session<S> {
                     let limit = self.ctx.shared.settings.raw.client.max_push_bytes;
                     let sink = |closer: Closer| push_sink(pushes, limit, closer);
                     let run = dispatch(&mut self.client, req, sink, &self.ctx);
-                    Entry {
+                    let mut entry = Entry {
                         pending: run.pending,
                         stamp: Some(Stamp {
                             read,
@@ -515,7 +518,10 @@ impl<S: Stream> Session<S> {
                             ran: run.ran,
                             stat: run.stat,
                         }),
-                    }
+                        bytes: 0,
+                    };
+                    entry.bytes = entry.frame().map_or(0, Bytes::len);
+                    entry
                 }
                 Ok(None) => break,
                 Err(e) => {
@@ -524,12 +530,13 @@ impl<S: Stream> Session<S> {
                     Entry {
                         pending: Pending::Last(error_reply(&format!("ERR {e}"))),
                         stamp: None,
+                        bytes: 0,
                     }
                 }
             };
             self.deferred = matches!(entry.pending, Pending::Deferred(_));
             self.closing = matches!(entry.pending, Pending::Last(_));
-            w.request_bytes += entry.frame().map_or(0, Bytes::len);
+            w.request_bytes += entry.bytes;
             w.queue.push_back(entry);
             started = true;
         }

@@ -87,14 +87,7 @@ impl<S: Stream> Session<S> {
                 }
             };
             if let Some(entry) = w.queue.pop_front() {
-                // Its frame now is the one it was counted by (and an empty
-                // queue counts nothing, whatever happened on the way).
-                let counted = entry.frame().map_or(0, Bytes::len);
-                w.request_bytes = if w.queue.is_empty() {
-                    0
-                } else {
-                    w.request_bytes.saturating_sub(counted)
-                };
+                w.request_bytes = w.request_bytes.saturating_sub(entry.bytes);
                 if let Some(stamp) = &entry.stamp {
                     let now = *now.get_or_insert_with(Instant::now);
                     let none = Bytes::new();
