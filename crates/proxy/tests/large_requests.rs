@@ -82,7 +82,7 @@ fn million_key_mget_does_not_hold_up_other_clients() {
     fill(single.addr());
     let (reply, _) = timed_call(single.addr(), &request, &expected);
     assert!(reply == expected, "redis-server's own reply differs");
-    let (_, redis_took) = timed_call(single.addr(), &request, &expected);
+    let mut redis_times = vec![timed_call(single.addr(), &request, &expected).1];
 
     let cluster = cluster(3, 0);
     // One worker: the MGET and the PINGs share it.
@@ -102,6 +102,9 @@ fn million_key_mget_does_not_hold_up_other_clients() {
                 s.write_all(&encode(&["PING"])).unwrap();
                 let reply = read_reply(&mut s);
                 let took = sent.elapsed();
+                if took > Duration::from_millis(100) {
+                    eprintln!("slow PING {took:?} at {:?}", started.elapsed());
+                }
                 let mut w = worst.lock().unwrap();
                 *w = (*w).max(took);
                 drop(w);
@@ -120,6 +123,12 @@ fn million_key_mget_does_not_hold_up_other_clients() {
     let (reply, proxy_took) = timed_call(proxy.addr, &request, &expected);
     stop.store(true, Ordering::Relaxed);
     let pings = pinger.join().unwrap();
+    // Before and after, on a machine that may be busy: the median of three.
+    for _ in 0..2 {
+        redis_times.push(timed_call(single.addr(), &request, &expected).1);
+    }
+    redis_times.sort();
+    let redis_took = redis_times[1];
     assert!(
         reply == expected,
         "the MGET's reply through orthrus differs from the expected one"

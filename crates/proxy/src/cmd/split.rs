@@ -21,7 +21,7 @@ use crate::worker::WorkerCtx;
 /// split and merged a turn at a time, the worker serving its other
 /// clients in between: a million-key MGET must not stall them for longer
 /// than a node takes to answer it.
-const KEYS_PER_TURN: usize = 16_384;
+const KEYS_PER_TURN: usize = 4096;
 
 /// Up to this many keys, a key's part is found by looking at each part;
 /// above it, through an index by slot (one entry per slot).
@@ -130,7 +130,10 @@ async fn merge_replies(
         Merge::Sum => sum(replies),
         Merge::Array => {
             let mut slots: Vec<Option<Bytes>> = vec![None; key_count];
+            // The reply's size, so that it is written once, never moved.
+            let mut size = 16;
             for (reply, positions) in replies.iter().zip(keys) {
+                size += reply.len();
                 let Some(elements) = array_elements(reply) else {
                     return unexpected(reply);
                 };
@@ -144,7 +147,7 @@ async fn merge_replies(
                 }
                 turns.worked(positions.len()).await;
             }
-            let mut out = BytesMut::new();
+            let mut out = BytesMut::with_capacity(size);
             encode::array_header(&mut out, key_count);
             for element in slots {
                 match element {
