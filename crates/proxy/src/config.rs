@@ -152,7 +152,8 @@ pub struct BackendConfig {
     /// is deemed dead. Default 5000.
     pub request_timeout_ms: u64,
     /// Dedicated connections (blocking commands, WATCH) per worker thread
-    /// and per node; when all are in use, such a command gets an error.
+    /// and per node; when all are in use, such a command waits for one to
+    /// be given back, at most `request_timeout_ms`, then gets an error.
     /// Default 128.
     pub dedicated_per_node: usize,
     /// ACL user orthrus authenticates as on every node connection (with
@@ -200,6 +201,21 @@ pub struct ClientConfig {
     /// past it the subscriber is disconnected. Default 32 MiB (Redis's
     /// pubsub client-output-buffer-limit hard limit).
     pub max_push_bytes: usize,
+    /// CLIENT TRACKING BCAST prefixes one client may have (those it has
+    /// plus those it adds); past it the command gets an error. A node
+    /// checks each new prefix against all the others, and orthrus sends
+    /// them to every master: 40,000 stalled three masters for 2.8 s.
+    /// Default 1000.
+    pub max_tracking_prefixes: usize,
+    /// Bytes of CLIENT TRACKING BCAST prefixes one client may have, all
+    /// together; past it the command gets an error. Default 65536.
+    pub max_tracking_prefix_bytes: usize,
+    /// Bytes of one request that may be buffered before it is complete,
+    /// and of the commands one MULTI may queue, all together: Redis's
+    /// `client-query-buffer-limit`. Past it, a request gets an error and
+    /// the connection is closed; a MULTI gets an error and its EXEC
+    /// EXECABORT. Default 1 GiB.
+    pub query_buffer_limit: usize,
 }
 
 /// `[slowlog]`: which requests SLOWLOG GET shows.
@@ -354,6 +370,9 @@ impl Default for ClientConfig {
             max_args: orthrus_resp::DEFAULT_MAX_ARRAY_LEN,
             max_inline_len: orthrus_resp::DEFAULT_MAX_INLINE_LEN,
             max_push_bytes: 32 * 1024 * 1024,
+            max_tracking_prefixes: 1000,
+            max_tracking_prefix_bytes: 64 * 1024,
+            query_buffer_limit: 1024 * 1024 * 1024,
             max_clients: 10_000,
             idle_timeout_s: 0,
         }
@@ -471,7 +490,7 @@ impl Config {
 impl ReadFrom {
     /// The setting's value, case-insensitive. `prefer-replica` is refused
     /// with its reason: `replica` already prefers replicas and falls back
-    /// to the master (docs/ARCHITECTURE.md, "Reads from replicas").
+    /// to the master (docs/replicas.md, "Why no prefer-replica").
     fn parse(value: &str) -> Result<ReadFrom, ConfigError> {
         match value.to_ascii_lowercase().as_str() {
             "master" => Ok(ReadFrom::Master),
@@ -480,7 +499,7 @@ impl ReadFrom {
                 "cluster.read_from",
                 "\"prefer-replica\" is not offered: \"replica\" already sends reads to a \
                  replica and falls back to the master when none is usable or one declines \
-                 (see docs/ARCHITECTURE.md); use master or replica"
+                 (see docs/replicas.md); use master or replica"
                     .to_owned(),
             )),
             other => Err(invalid(

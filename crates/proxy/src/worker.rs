@@ -5,6 +5,8 @@
 use std::rc::Rc;
 use std::sync::Arc;
 
+use orthrus_cluster::NodeAddr;
+
 use crate::node::Env;
 use crate::node::dedicated::DedicatedPool;
 use crate::node::pool::Pool;
@@ -51,5 +53,21 @@ impl WorkerCtx {
 
     pub fn latency(&self) -> &Latency {
         self.shared.latency.worker(self.index)
+    }
+
+    /// Forgets what this worker keeps per node (shared connections, idle
+    /// dedicated ones, back-off) for nodes the topology no longer has.
+    /// Nothing while the slot map is empty (no discovery yet, or none that
+    /// worked).
+    pub fn forget_departed_nodes(&self) {
+        let env = self.pool.env();
+        let map = env.slots();
+        if map.nodes().is_empty() {
+            return;
+        }
+        let keep = |addr: &NodeAddr| map.node(addr).is_some();
+        self.pool.prune(keep);
+        self.dedicated.prune(keep);
+        env.prune(keep);
     }
 }

@@ -148,7 +148,10 @@ fn exhausted_pool_gives_an_error_not_a_hang() {
     let proxy = Proxy::spawn(
         &cluster.seeds(),
         &["--threads", "1"],
-        &[("ORTHRUS_BACKEND__DEDICATED_PER_NODE", "2")],
+        &[
+            ("ORTHRUS_BACKEND__DEDICATED_PER_NODE", "2"),
+            ("ORTHRUS_BACKEND__REQUEST_TIMEOUT_MS", "500"),
+        ],
     );
     proxy.wait_ready(Duration::from_secs(20));
     let holders: Vec<_> = (0..2)
@@ -180,10 +183,12 @@ fn exhausted_pool_gives_an_error_not_a_hang() {
         .arg(3)
         .query::<redis::Value>(&mut con)
         .unwrap_err();
+    // It waited for a connection to be given back, for the request
+    // timeout, then gave up long before the holders' 3 s were over.
+    let took = started.elapsed();
     assert!(
-        started.elapsed() < Duration::from_secs(1),
-        "refusal took {:?}",
-        started.elapsed()
+        took >= Duration::from_millis(400) && took < Duration::from_millis(2000),
+        "refusal took {took:?}"
     );
     assert!(err.to_string().contains("in use"), "{err}");
     let pong: String = redis::cmd("PING").query(&mut con).unwrap();
@@ -200,4 +205,42 @@ fn info_field(node: &orthrus_devcluster::RedisNode, field: &str) -> i64 {
         .unwrap_or_else(|| panic!("no {field}: {text}"))
         .parse()
         .unwrap()
+}
+
+#[test]
+fn a_blocking_command_waits_for_a_dedicated_connection_within_its_deadline() {
+    use std::io::Write;
+
+    use common::{encode, reply_text, send};
+
+    let cluster = cluster(3, 0);
+    let proxy = Proxy::spawn(
+        &cluster.seeds(),
+        &["--threads", "1"],
+        &[("ORTHRUS_BACKEND__DEDICATED_PER_NODE", "4")],
+    );
+    proxy.wait_ready(Duration::from_secs(20));
+    // Every dedicated connection to the node of `{dq}` taken by a
+    // 2-second BLPOP.
+    let mut holders: Vec<_> = (0..4).map(|_| proxy.stream()).collect();
+    for s in &mut holders {
+        s.write_all(&encode(&["BLPOP", "{dq}held", "2"])).unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    // Another client's BLPOP, then its WATCH, wait for one and run.
+    let started = Instant::now();
+    let mut other = proxy.stream();
+    assert_eq!(send(&mut other, &["BLPOP", "{dq}other", "1"]), "*-1\r\n");
+    let took = started.elapsed();
+    assert!(
+        took >= Duration::from_millis(1500),
+        "it did not wait: {took:?}"
+    );
+    assert_eq!(send(&mut other, &["WATCH", "{dq}w"]), "+OK\r\n");
+    assert_eq!(send(&mut other, &["MULTI"]), "+OK\r\n");
+    assert_eq!(send(&mut other, &["SET", "{dq}w", "1"]), "+QUEUED\r\n");
+    assert_eq!(send(&mut other, &["EXEC"]), "*1\r\n+OK\r\n");
+    for s in &mut holders {
+        assert_eq!(reply_text(s), "*-1\r\n");
+    }
 }

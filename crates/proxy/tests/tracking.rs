@@ -416,3 +416,58 @@ fn invalidations_during_exec_are_not_taken_for_its_replies() {
     stop.store(true, Ordering::Relaxed);
     writer.join().expect("writer");
 }
+
+/// `CLIENT TRACKING ON BCAST` with these prefixes.
+fn bcast_with(prefixes: &[String]) -> Vec<&str> {
+    let mut args = vec!["CLIENT", "TRACKING", "ON", "BCAST"];
+    for p in prefixes {
+        args.extend(["PREFIX", p.as_str()]);
+    }
+    args
+}
+
+#[test]
+fn tracking_prefixes_are_capped_in_count_and_bytes() {
+    let cluster = cluster(3, 0);
+    let proxy = Proxy::start(&cluster.seeds(), &[]);
+    // The default cap: 1,000 prefixes, not 40,000 sent to every master.
+    let many: Vec<String> = (0..40_000).map(|i| format!("p{i}:")).collect();
+    let mut c = proxy.stream();
+    assert_eq!(
+        send(&mut c, &bcast_with(&many)),
+        "-ERR orthrus: at most 1000 tracking prefixes per client (client.max_tracking_prefixes); this would make 40000\r\n"
+    );
+    let info = send(&mut c, &["CLIENT", "TRACKINGINFO"]);
+    assert!(info.contains("flags\r\n*1\r\n$3\r\noff\r\n"), "{info}");
+    drop(c);
+
+    let proxy = Proxy::spawn(
+        &cluster.seeds(),
+        &[],
+        &[
+            ("ORTHRUS_CLIENT__MAX_TRACKING_PREFIXES", "3"),
+            ("ORTHRUS_CLIENT__MAX_TRACKING_PREFIX_BYTES", "16"),
+        ],
+    );
+    proxy.wait_ready(Duration::from_secs(20));
+    let mut c = proxy.stream();
+    let two: Vec<String> = vec!["a:".into(), "b:".into()];
+    assert_eq!(send(&mut c, &bcast_with(&two)), "+OK\r\n");
+    // Counted with those the client has already.
+    let more: Vec<String> = vec!["c:".into(), "d:".into()];
+    assert_eq!(
+        send(&mut c, &bcast_with(&more)),
+        "-ERR orthrus: at most 3 tracking prefixes per client (client.max_tracking_prefixes); this would make 4\r\n"
+    );
+    let long: Vec<String> = vec!["a-long-prefix:".into()];
+    assert_eq!(
+        send(&mut c, &bcast_with(&long)),
+        "-ERR orthrus: at most 16 bytes of tracking prefixes per client (client.max_tracking_prefix_bytes); this would make 18\r\n"
+    );
+    assert_eq!(send(&mut c, &bcast_with(&more[..1])), "+OK\r\n");
+    let info = send(&mut c, &["CLIENT", "TRACKINGINFO"]);
+    assert!(
+        info.contains("a:") && info.contains("b:") && info.contains("c:"),
+        "{info}"
+    );
+}

@@ -23,6 +23,9 @@ pub struct Multi {
     pub aborted: bool,
     /// A queued command may write (CLIENT PAUSE WRITE holds the EXEC).
     pub writes: bool,
+    /// Bytes of the commands queued, bounded by
+    /// `client.query_buffer_limit`.
+    pub bytes: usize,
 }
 
 /// A WATCH in progress: its slot and, once the WATCH reached the node, the

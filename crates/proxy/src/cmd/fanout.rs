@@ -17,6 +17,10 @@ use crate::node::forward::{self, Access, Sent, Target, error_reply, no_owner};
 use crate::route::kind::FanOut;
 use crate::worker::WorkerCtx;
 
+/// The error for counts whose sum a 64-bit integer cannot hold.
+const OVERFLOW: &str =
+    "ERR orthrus: the masters' counts add up to more than a 64-bit integer holds";
+
 /// Sends `req` to every master and merges the replies as `how` says.
 pub fn dispatch(
     ctx: &Rc<WorkerCtx>,
@@ -126,7 +130,10 @@ fn merge(how: FanOut, replies: &[Bytes]) -> Bytes {
                     let [name, count] = pair else { continue };
                     let n = parse_integer(count).unwrap_or(0);
                     match pairs.get_mut(i) {
-                        Some((_, total)) => *total += n,
+                        Some((_, total)) => match total.checked_add(n) {
+                            Some(sum) => *total = sum,
+                            None => return error_reply(OVERFLOW),
+                        },
                         None => pairs.push((name.clone(), n)),
                     }
                 }
@@ -189,6 +196,13 @@ mod tests {
             )[..],
             b"*2\r\n$1\r\nc\r\n:3\r\n"
         );
+    }
+
+    #[test]
+    fn counts_that_overflow_are_an_error() {
+        let max = format!("*2\r\n$1\r\nc\r\n:{}\r\n", i64::MAX);
+        let out = merge(FanOut::PairSum, &[b(&max), b("*2\r\n$1\r\nc\r\n:1\r\n")]);
+        assert_eq!(&out[..], format!("-{OVERFLOW}\r\n").as_bytes());
     }
 
     #[test]

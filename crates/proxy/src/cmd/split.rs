@@ -7,20 +7,44 @@
 use std::rc::Rc;
 
 use bytes::{Bytes, BytesMut};
-use orthrus_cluster::Slot;
+use orthrus_cluster::{SLOT_COUNT, Slot};
 use orthrus_resp::{Protocol, Request, encode};
 
 use crate::client::Pending;
 use crate::cmd::reply::{array_elements, parse_integer};
 use crate::node::Done;
-use crate::node::forward::{self, Access, Target, error_reply};
+use crate::node::forward::{self, Access, Sent, Target, error_reply};
 use crate::route::kind::Merge;
 use crate::worker::WorkerCtx;
+
+/// Keys (or merged elements) handled in one go. A request with more is
+/// split and merged a turn at a time, the worker serving its other
+/// clients in between: a million-key MGET must not stall them for longer
+/// than a node takes to answer it.
+const KEYS_PER_TURN: usize = 4096;
+
+/// Up to this many keys, a key's part is found by looking at each part;
+/// above it, through an index by slot (one entry per slot).
+const UNINDEXED_KEYS: usize = 32;
 
 /// One sub-command: its slot and which of the caller's keys it carries.
 struct Part {
     slot: Slot,
     keys: Vec<usize>,
+}
+
+/// The caller's keys grouped by slot, in order of first appearance.
+struct Parts {
+    parts: Vec<Part>,
+    /// Per slot, 1 + the index of its part in `parts` (0: none yet); empty
+    /// for requests of at most [`UNINDEXED_KEYS`] keys.
+    by_slot: Vec<u16>,
+}
+
+/// Yields to the worker's other tasks after every [`KEYS_PER_TURN`] units
+/// of work.
+struct Turns {
+    done: usize,
 }
 
 /// Splits `req` (whose keys are every `step`-th argument from 1) per slot.
@@ -39,50 +63,62 @@ pub fn dispatch(
         )));
     }
     let key_count = (req.arg_count() - 1) / step;
-    let mut parts: Vec<Part> = Vec::new();
-    for k in 0..key_count {
-        let Some(key) = req.arg(1 + k * step) else {
-            continue;
-        };
-        let slot = Slot::for_key(key);
-        match parts.iter_mut().find(|p| p.slot == slot) {
-            Some(part) => part.keys.push(k),
-            None => parts.push(Part {
-                slot,
-                keys: vec![k],
-            }),
-        }
-    }
-    let name = req.arg(0).unwrap_or_default();
-    let mut sent = Vec::with_capacity(parts.len());
-    for part in &parts {
-        let mut args: Vec<&[u8]> = Vec::with_capacity(1 + part.keys.len() * step);
-        args.push(name);
-        for &k in &part.keys {
-            for j in 0..step {
-                args.push(req.arg(1 + k * step + j).unwrap_or_default());
-            }
-        }
-        let frame = Request::from_args(&args).into_frame();
-        sent.push(forward::forward(
-            &ctx.pool,
-            frame,
-            Target::Slot(part.slot),
-            proto,
-            access,
-        ));
-    }
     let ctx = ctx.clone();
-    Pending::Future(Box::pin(async move {
-        let (replies, backend) = forward::resolve_all(&ctx.pool, sent).await;
-        let keys: Vec<Vec<usize>> = parts.into_iter().map(|p| p.keys).collect();
-        Done::from_nodes(merge_replies(merge, &keys, key_count, &replies), backend)
+    if key_count <= KEYS_PER_TURN {
+        // Sent now, while the request is read, like any other.
+        let mut parts = Parts::new(key_count);
+        parts.add(req, step, 0..key_count);
+        let sent = parts.send(&ctx, req, step, (proto, access));
+        return Pending::Future(Box::pin(async move {
+            finish(&ctx, merge, parts, key_count, sent).await
+        }));
+    }
+    // Too big for one turn: it starts when every earlier reply is written
+    // and the requests after it wait for it, so that it still takes effect
+    // in order although its parts are sent over several turns.
+    let req = req.clone();
+    Pending::deferred(Box::pin(async move {
+        let mut turns = Turns { done: 0 };
+        let mut parts = Parts::new(key_count);
+        let mut at = 0;
+        while at < key_count {
+            let end = key_count.min(at + KEYS_PER_TURN);
+            parts.add(&req, step, at..end);
+            turns.worked(end - at).await;
+            at = end;
+        }
+        let mut sent = Vec::with_capacity(parts.parts.len());
+        for part in &parts.parts {
+            sent.push(part.send(&ctx, &req, step, (proto, access)));
+            turns.worked(part.keys.len()).await;
+        }
+        finish(&ctx, merge, parts, key_count, sent).await
     }))
+}
+
+/// Waits for every part's reply and merges them.
+async fn finish(
+    ctx: &WorkerCtx,
+    merge: Merge,
+    parts: Parts,
+    key_count: usize,
+    sent: Vec<Sent>,
+) -> Done {
+    let (replies, backend) = forward::resolve_all(&ctx.pool, sent).await;
+    let keys: Vec<Vec<usize>> = parts.parts.into_iter().map(|p| p.keys).collect();
+    let reply = merge_replies(merge, &keys, key_count, &replies, &mut Turns { done: 0 }).await;
+    Done::from_nodes(reply, backend)
 }
 
 /// Merges the sub-replies; `keys[i]` are the caller's key positions that
 /// sub-reply `i` answers.
-fn merge_replies(merge: Merge, keys: &[Vec<usize>], key_count: usize, replies: &[Bytes]) -> Bytes {
+async fn merge_replies(
+    merge: Merge,
+    keys: &[Vec<usize>],
+    key_count: usize,
+    replies: &[Bytes],
+    turns: &mut Turns,
+) -> Bytes {
     if let Some(err) = replies.iter().find(|r| is_error(r)) {
         return err.clone();
     }
@@ -91,21 +127,13 @@ fn merge_replies(merge: Merge, keys: &[Vec<usize>], key_count: usize, replies: &
             .first()
             .cloned()
             .unwrap_or_else(|| error_reply("ERR orthrus: nothing to do")),
-        Merge::Sum => {
-            let mut total = 0i64;
-            for r in replies {
-                match parse_integer(r) {
-                    Some(n) => total = total.saturating_add(n),
-                    None => return unexpected(r),
-                }
-            }
-            let mut out = BytesMut::with_capacity(24);
-            encode::integer(&mut out, total);
-            out.freeze()
-        }
+        Merge::Sum => sum(replies),
         Merge::Array => {
             let mut slots: Vec<Option<Bytes>> = vec![None; key_count];
+            // The reply's size, so that it is written once, never moved.
+            let mut size = 16;
             for (reply, positions) in replies.iter().zip(keys) {
+                size += reply.len();
                 let Some(elements) = array_elements(reply) else {
                     return unexpected(reply);
                 };
@@ -117,16 +145,132 @@ fn merge_replies(merge: Merge, keys: &[Vec<usize>], key_count: usize, replies: &
                         *slot = Some(element);
                     }
                 }
+                turns.worked(positions.len()).await;
             }
-            let mut out = BytesMut::new();
+            let mut out = BytesMut::with_capacity(size);
             encode::array_header(&mut out, key_count);
             for element in slots {
                 match element {
                     Some(e) => out.extend_from_slice(&e),
                     None => return error_reply("ERR orthrus: a sub-reply was missing"),
                 }
+                turns.worked(1).await;
             }
             out.freeze()
+        }
+    }
+}
+
+/// The sum of integer replies (DEL, EXISTS, ...).
+fn sum(replies: &[Bytes]) -> Bytes {
+    let mut total = 0i64;
+    for r in replies {
+        match parse_integer(r) {
+            Some(n) => total = total.saturating_add(n),
+            None => return unexpected(r),
+        }
+    }
+    let mut out = BytesMut::with_capacity(24);
+    encode::integer(&mut out, total);
+    out.freeze()
+}
+
+// === impl Parts ===
+
+impl Parts {
+    fn new(key_count: usize) -> Parts {
+        let by_slot = if key_count > UNINDEXED_KEYS {
+            vec![0; usize::from(SLOT_COUNT)]
+        } else {
+            Vec::new()
+        };
+        Parts {
+            parts: Vec::new(),
+            by_slot,
+        }
+    }
+
+    /// Puts the keys numbered `keys` (0 is the first key) into their parts.
+    fn add(&mut self, req: &Request, step: usize, keys: std::ops::Range<usize>) {
+        for k in keys {
+            let Some(key) = req.arg(1 + k * step) else {
+                continue;
+            };
+            let slot = Slot::for_key(key);
+            match self.part_of(slot) {
+                Some(part) => part.keys.push(k),
+                None => self.start(slot, k),
+            }
+        }
+    }
+
+    fn part_of(&mut self, slot: Slot) -> Option<&mut Part> {
+        if self.by_slot.is_empty() {
+            return self.parts.iter_mut().find(|p| p.slot == slot);
+        }
+        let i = usize::from(*self.by_slot.get(slot.index())?);
+        self.parts.get_mut(i.checked_sub(1)?)
+    }
+
+    fn start(&mut self, slot: Slot, k: usize) {
+        self.parts.push(Part {
+            slot,
+            keys: vec![k],
+        });
+        // At most one part per slot: the count fits a u16.
+        let n = u16::try_from(self.parts.len()).unwrap_or(u16::MAX);
+        if let Some(entry) = self.by_slot.get_mut(slot.index()) {
+            *entry = n;
+        }
+    }
+
+    fn send(
+        &self,
+        ctx: &Rc<WorkerCtx>,
+        req: &Request,
+        step: usize,
+        how: (Protocol, Access),
+    ) -> Vec<Sent> {
+        self.parts
+            .iter()
+            .map(|part| part.send(ctx, req, step, how))
+            .collect()
+    }
+}
+
+// === impl Part ===
+
+impl Part {
+    /// Builds this part's sub-command and sends it.
+    fn send(
+        &self,
+        ctx: &Rc<WorkerCtx>,
+        req: &Request,
+        step: usize,
+        (proto, access): (Protocol, Access),
+    ) -> Sent {
+        let name = req.arg(0).unwrap_or_default();
+        let mut args: Vec<&[u8]> = Vec::with_capacity(1 + self.keys.len() * step);
+        args.push(name);
+        for &k in &self.keys {
+            for j in 0..step {
+                args.push(req.arg(1 + k * step + j).unwrap_or_default());
+            }
+        }
+        let frame = Request::from_args(&args).into_frame();
+        forward::forward(&ctx.pool, frame, Target::Slot(self.slot), proto, access)
+    }
+}
+
+// === impl Turns ===
+
+impl Turns {
+    /// Counts `n` units of work; yields once a turn's worth is done.
+    async fn worked(&mut self, n: usize) {
+        self.done += n;
+        if self.done >= KEYS_PER_TURN {
+            self.done = 0;
+            tokio::task::yield_now().await;
         }
     }
 }
@@ -148,30 +292,58 @@ mod tests {
         Bytes::copy_from_slice(s.as_bytes())
     }
 
+    fn merge(how: Merge, keys: &[Vec<usize>], key_count: usize, replies: &[Bytes]) -> Bytes {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        rt.block_on(merge_replies(
+            how,
+            keys,
+            key_count,
+            replies,
+            &mut Turns { done: 0 },
+        ))
+    }
+
+    #[test]
+    fn keys_are_grouped_by_slot_with_and_without_the_index() {
+        for count in [3, UNINDEXED_KEYS + 5] {
+            let keys: Vec<String> = (0..count).map(|i| format!("{{t{}}}k{i}", i % 3)).collect();
+            let mut args = vec!["MGET"];
+            args.extend(keys.iter().map(String::as_str));
+            let req = Request::from_args(&args);
+            let mut parts = Parts::new(count);
+            parts.add(&req, 1, 0..count);
+            let grouped: Vec<Vec<usize>> = parts.parts.iter().map(|p| p.keys.clone()).collect();
+            let want: Vec<Vec<usize>> = (0..3).map(|r| (r..count).step_by(3).collect()).collect();
+            assert_eq!(grouped, want, "{count} keys");
+        }
+    }
+
     #[test]
     fn mget_is_reassembled_in_key_order() {
         // keys 0 and 2 went to one node, key 1 to another.
         let keys = vec![vec![0, 2], vec![1]];
         let replies = vec![b("*2\r\n$1\r\na\r\n$-1\r\n"), b("*1\r\n$1\r\nb\r\n")];
-        let out = merge_replies(Merge::Array, &keys, 3, &replies);
+        let out = merge(Merge::Array, &keys, 3, &replies);
         assert_eq!(&out[..], b"*3\r\n$1\r\na\r\n$1\r\nb\r\n$-1\r\n");
     }
 
     #[test]
     fn integers_are_summed_and_errors_win() {
         let keys = vec![vec![0], vec![1]];
-        let out = merge_replies(Merge::Sum, &keys, 2, &[b(":2\r\n"), b(":3\r\n")]);
+        let out = merge(Merge::Sum, &keys, 2, &[b(":2\r\n"), b(":3\r\n")]);
         assert_eq!(&out[..], b":5\r\n");
-        let out = merge_replies(Merge::Sum, &keys, 2, &[b(":2\r\n"), b("-ERR boom\r\n")]);
+        let out = merge(Merge::Sum, &keys, 2, &[b(":2\r\n"), b("-ERR boom\r\n")]);
         assert_eq!(&out[..], b"-ERR boom\r\n");
-        let out = merge_replies(Merge::Ok, &keys, 2, &[b("+OK\r\n"), b("+OK\r\n")]);
+        let out = merge(Merge::Ok, &keys, 2, &[b("+OK\r\n"), b("+OK\r\n")]);
         assert_eq!(&out[..], b"+OK\r\n");
     }
 
     #[test]
     fn a_short_sub_reply_is_an_error_not_a_short_reply() {
         let keys = vec![vec![0, 1]];
-        let out = merge_replies(Merge::Array, &keys, 2, &[b("*1\r\n$1\r\na\r\n")]);
+        let out = merge(Merge::Array, &keys, 2, &[b("*1\r\n$1\r\na\r\n")]);
         assert!(out.starts_with(b"-ERR orthrus"));
     }
 }

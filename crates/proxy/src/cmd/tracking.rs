@@ -55,6 +55,15 @@ pub fn command(
     }
 }
 
+/// How many BCAST prefixes one client may have, and their bytes
+/// together: a node checks a new prefix against every other one, and
+/// orthrus sends them to every master.
+#[derive(Clone, Copy)]
+struct PrefixCap {
+    count: usize,
+    bytes: usize,
+}
+
 /// What CLIENT TRACKING ON|OFF asks for.
 struct Asked {
     options: Options,
@@ -82,7 +91,12 @@ fn tracking(
     if !switch.eq_ignore_ascii_case(b"on") {
         return Pending::Ready(error_reply(SYNTAX));
     }
-    if let Err(e) = check(client.tracking.as_deref(), &asked.options) {
+    let limits = &ctx.shared.settings.raw.client;
+    let cap = PrefixCap {
+        count: limits.max_tracking_prefixes,
+        bytes: limits.max_tracking_prefix_bytes,
+    };
+    if let Err(e) = check(client.tracking.as_deref(), &asked.options, cap) {
         return Pending::Ready(error_reply(&e));
     }
     let Asked {
@@ -168,7 +182,7 @@ fn parse(req: &Request, ctx: &WorkerCtx) -> Result<Asked, Bytes> {
 
 /// CLIENT TRACKING ON's checks of the options against each other and the
 /// client's current tracking, with Redis's messages.
-fn check(current: Option<&Tracking>, o: &Options) -> Result<(), String> {
+fn check(current: Option<&Tracking>, o: &Options, cap: PrefixCap) -> Result<(), String> {
     if !o.bcast && !o.prefixes.is_empty() {
         return Err("ERR PREFIX option requires BCAST mode to be enabled".into());
     }
@@ -190,6 +204,7 @@ fn check(current: Option<&Tracking>, o: &Options) -> Result<(), String> {
     }
     if o.bcast {
         let existing = now.map(|n| n.prefixes).unwrap_or_default();
+        check_cap(&existing, &o.prefixes, cap)?;
         for (i, p) in o.prefixes.iter().enumerate() {
             if let Some(old) = existing.iter().find(|old| overlap(old, p)) {
                 return Err(format!(
@@ -206,6 +221,30 @@ fn check(current: Option<&Tracking>, o: &Options) -> Result<(), String> {
                 ));
             }
         }
+    }
+    Ok(())
+}
+
+/// The prefixes the client has and those it adds, against the cap
+/// (checked before the overlaps, which take time in the square of their
+/// number).
+fn check_cap(existing: &[Bytes], added: &[Bytes], cap: PrefixCap) -> Result<(), String> {
+    let count = existing.len().saturating_add(added.len());
+    if count > cap.count {
+        return Err(format!(
+            "ERR orthrus: at most {} tracking prefixes per client (client.max_tracking_prefixes); this would make {count}",
+            cap.count
+        ));
+    }
+    let bytes = existing
+        .iter()
+        .chain(added)
+        .fold(0usize, |sum, p| sum.saturating_add(p.len()));
+    if bytes > cap.bytes {
+        return Err(format!(
+            "ERR orthrus: at most {} bytes of tracking prefixes per client (client.max_tracking_prefix_bytes); this would make {bytes}",
+            cap.bytes
+        ));
     }
     Ok(())
 }
@@ -249,6 +288,11 @@ fn caching(client: &mut Client, req: &Request) -> Bytes {
 mod tests {
     use super::*;
 
+    const CAP: PrefixCap = PrefixCap {
+        count: 1000,
+        bytes: 65536,
+    };
+
     fn bcast(prefixes: &[&'static [u8]]) -> Options {
         Options {
             bcast: true,
@@ -259,15 +303,15 @@ mod tests {
 
     #[test]
     fn overlapping_prefixes_are_refused_with_redis_messages() {
-        let e = check(None, &bcast(&[b"FOOBAR", b"FOO"])).unwrap_err();
+        let e = check(None, &bcast(&[b"FOOBAR", b"FOO"]), CAP).unwrap_err();
         assert!(e.starts_with("ERR Prefix 'FOOBAR' overlaps with another provided prefix 'FOO'"));
-        assert!(check(None, &bcast(&[b"FOO", b"BAR"])).is_ok());
+        assert!(check(None, &bcast(&[b"FOO", b"BAR"]), CAP).is_ok());
         let plain = Options {
             prefixes: vec![Bytes::from_static(b"a")],
             ..Options::default()
         };
         assert_eq!(
-            check(None, &plain).unwrap_err(),
+            check(None, &plain, CAP).unwrap_err(),
             "ERR PREFIX option requires BCAST mode to be enabled"
         );
         let both = Options {
@@ -276,7 +320,7 @@ mod tests {
             ..Options::default()
         };
         assert!(
-            check(None, &both)
+            check(None, &both, CAP)
                 .unwrap_err()
                 .contains("both OPTIN mode and OPTOUT")
         );

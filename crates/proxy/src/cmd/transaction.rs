@@ -113,9 +113,28 @@ pub fn intercept(
     if is("quit") || is("reset") {
         return None;
     }
+    let limit = ctx.shared.settings.raw.client.query_buffer_limit;
+    if let Some(error) = over_limit(multi, req, limit) {
+        return Some(Pending::Ready(error));
+    }
     let passthrough = ctx.shared.live.load().admin.passthrough;
     multi.writes |= ctx.shared.scripts.may_write(table, req);
     Some(Pending::Ready(queue(multi, req, table, passthrough)))
+}
+
+/// Counts `req` into the transaction's bytes; past `limit`, the error
+/// that aborts the transaction (EXEC then answers EXECABORT, as after any
+/// queue-time error).
+fn over_limit(multi: &mut Multi, req: &Request, limit: usize) -> Option<Bytes> {
+    multi.bytes = multi.bytes.saturating_add(req.frame().len());
+    (multi.bytes > limit).then(|| {
+        abort(
+            multi,
+            &format!(
+                "ERR orthrus: the transaction's queued commands are over client.query_buffer_limit ({limit} bytes)"
+            ),
+        )
+    })
 }
 
 /// Checks a command at queue time; returns `+QUEUED` or the error.

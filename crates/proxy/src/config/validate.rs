@@ -75,6 +75,18 @@ impl Config {
         positive("client.max_args", self.client.max_args as u64)?;
         positive("client.max_inline_len", self.client.max_inline_len as u64)?;
         positive("client.max_push_bytes", self.client.max_push_bytes as u64)?;
+        positive(
+            "client.query_buffer_limit",
+            self.client.query_buffer_limit as u64,
+        )?;
+        positive(
+            "client.max_tracking_prefixes",
+            self.client.max_tracking_prefixes as u64,
+        )?;
+        positive(
+            "client.max_tracking_prefix_bytes",
+            self.client.max_tracking_prefix_bytes as u64,
+        )?;
         positive("client.max_clients", self.client.max_clients as u64)?;
         positive("shutdown_timeout_ms", self.shutdown_timeout_ms)?;
         if self.slowlog.max_len > 10_000 {

@@ -124,6 +124,7 @@ pub async fn connect(
         .await
         .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connect timed out"))??;
     tcp.set_nodelay(true)?;
+    socket2::SockRef::from(&tcp).set_tcp_keepalive(&keepalive())?;
     let mut stream = tokio::time::timeout(timeout, NodeStream::start(tcp, addr, tls))
         .await
         .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "TLS handshake timed out"))??;
@@ -136,6 +137,18 @@ pub async fn connect(
     .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "handshake timed out"))?
     .map_err(stream::tls_error)?;
     Ok(stream)
+}
+
+/// TCP keepalive on every node socket: a node that vanished without a
+/// word (a pod deleted, a host powered off) is noticed after about a
+/// minute and a half of silence (60 s idle, then 3 probes 10 s apart)
+/// even by a connection with nothing in flight, which no reply timer
+/// watches.
+fn keepalive() -> socket2::TcpKeepalive {
+    socket2::TcpKeepalive::new()
+        .with_time(Duration::from_secs(60))
+        .with_interval(Duration::from_secs(10))
+        .with_retries(3)
 }
 
 /// A short-lived connection to `addr` for one or more calls.

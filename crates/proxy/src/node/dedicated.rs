@@ -32,7 +32,9 @@ pub struct Dedicated {
 /// Why no dedicated connection could be had.
 #[derive(Debug, thiserror::Error)]
 pub enum TakeError {
-    #[error("all {0} dedicated connections of this worker to the node are in use")]
+    #[error(
+        "all {0} dedicated connections of this worker to the node stayed in use for the request's timeout"
+    )]
     Exhausted(usize),
     #[error("cannot connect to the node: {0}")]
     Connect(#[from] io::Error),
@@ -44,6 +46,9 @@ pub struct DedicatedPool {
     max_per_node: usize,
     idle: RefCell<HashMap<(NodeAddr, Protocol), Vec<Dedicated>>>,
     busy: RefCell<HashMap<NodeAddr, usize>>,
+    /// Told whenever a connection is given back or closed, for the
+    /// requests waiting for one.
+    freed: tokio::sync::Notify,
 }
 
 /// A connection taken from the pool. [`Lease::release`] gives it back;
@@ -62,22 +67,28 @@ impl DedicatedPool {
             max_per_node,
             idle: RefCell::new(HashMap::new()),
             busy: RefCell::new(HashMap::new()),
+            freed: tokio::sync::Notify::new(),
         }
     }
 
-    /// Takes an idle connection to `addr` or opens one, within the bound.
+    /// Takes an idle connection to `addr` or opens one, within the bound;
+    /// while all are in use, waits for one to be given back, at most
+    /// `backend.request_timeout_ms`.
     pub async fn take(
         pool: &Rc<DedicatedPool>,
         addr: &NodeAddr,
         proto: Protocol,
     ) -> Result<Lease, TakeError> {
-        {
-            let mut busy = pool.busy.borrow_mut();
-            let n = busy.entry(addr.clone()).or_insert(0);
-            if *n >= pool.max_per_node {
+        let deadline = tokio::time::Instant::now() + pool.env.shared.request_timeout();
+        loop {
+            // Made before the look: a connection freed after it wakes it.
+            let freed = pool.freed.notified();
+            if pool.reserve(addr) {
+                break;
+            }
+            if tokio::time::timeout_at(deadline, freed).await.is_err() {
                 return Err(TakeError::Exhausted(pool.max_per_node));
             }
-            *n += 1;
         }
         let idle = pool
             .idle
@@ -104,10 +115,31 @@ impl DedicatedPool {
         })
     }
 
+    /// Closes the idle connections to nodes for which `keep` is false, and
+    /// forgets those nodes once none of their connections is lent.
+    pub fn prune(&self, keep: impl Fn(&NodeAddr) -> bool) {
+        self.idle.borrow_mut().retain(|(addr, _), _| keep(addr));
+        self.busy
+            .borrow_mut()
+            .retain(|addr, n| keep(addr) || *n > 0);
+    }
+
+    /// Counts one more connection to `addr` in use, if the bound allows.
+    fn reserve(&self, addr: &NodeAddr) -> bool {
+        let mut busy = self.busy.borrow_mut();
+        let n = busy.entry(addr.clone()).or_insert(0);
+        if *n >= self.max_per_node {
+            return false;
+        }
+        *n += 1;
+        true
+    }
+
     fn forget(&self, addr: &NodeAddr) {
         if let Some(n) = self.busy.borrow_mut().get_mut(addr) {
             *n = n.saturating_sub(1);
         }
+        self.freed.notify_waiters();
     }
 }
 

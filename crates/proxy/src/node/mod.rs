@@ -127,6 +127,11 @@ impl Env {
         &self.shared.stats[self.worker % self.shared.stats.len()]
     }
 
+    /// Forgets the back-off of nodes for which `keep` is false.
+    pub fn prune(&self, keep: impl Fn(&NodeAddr) -> bool) {
+        self.backoff.borrow_mut().retain(|addr, _| keep(addr));
+    }
+
     /// Whether connecting to `addr` must wait (it failed a moment ago), and
     /// why.
     pub fn backing_off(&self, addr: &NodeAddr) -> Option<Blocked> {

@@ -141,6 +141,12 @@ impl Pool {
         }
     }
 
+    /// Forgets the connections to nodes for which `keep` is false (nodes
+    /// gone from the topology); each ends once its requests are answered.
+    pub fn prune(&self, keep: impl Fn(&NodeAddr) -> bool) {
+        self.conns.borrow_mut().retain(|addr, _| keep(addr));
+    }
+
     /// The worker's node environment (counters, back-off).
     pub fn env(&self) -> &Rc<Env> {
         &self.env

@@ -151,7 +151,11 @@ fn install(shared: &Shared, current: &SlotMap, map: SlotMap) {
         for (start, end, owner) in map.slot_ranges() {
             tracing::debug!(start, end, owner = %owner, "slot range");
         }
-        // Nodes gone from the cluster take their latency series along.
+    }
+    // Nodes gone from the cluster take their latency series along, once
+    // no connection records into them (looked at on every refresh: the
+    // workers close theirs after the change).
+    if !map.nodes().is_empty() {
         shared.node_latency.retain(|addr| map.node(addr).is_some());
     }
     shared.slots.store(Arc::new(map));

@@ -9,6 +9,7 @@
 //! comes from the built-in rules in [`crate::route::kind`].
 
 use rustc_hash::FxHashMap as HashMap;
+use std::ops::ControlFlow;
 use std::sync::Arc;
 
 use orthrus_cluster::Slot;
@@ -451,32 +452,42 @@ impl CommandInfo {
             return Ok(key.map(Slot::for_key));
         }
         let mut slot = None;
-        let mut result = Ok(());
-        self.for_each_key(req, |key| {
+        // Stops at the first key of another slot: a million-key MGET that
+        // orthrus splits anyway is not hashed twice.
+        let cross = self.for_each_key(req, |key| {
             let s = Slot::for_key(key);
             match slot {
                 None => slot = Some(s),
-                Some(prev) if prev != s => result = Err(()),
+                Some(prev) if prev != s => return ControlFlow::Break(()),
                 Some(_) => {}
             }
+            ControlFlow::Continue(())
         });
-        result.map(|()| slot)
+        match cross {
+            ControlFlow::Break(()) => Err(()),
+            ControlFlow::Continue(()) => Ok(slot),
+        }
     }
 
-    /// Calls `f` with every key of `req`, in order.
-    pub fn for_each_key(&self, req: &Request, mut f: impl FnMut(&[u8])) {
+    /// Calls `f` with every key of `req`, in order, until it breaks.
+    pub fn for_each_key(
+        &self,
+        req: &Request,
+        mut f: impl FnMut(&[u8]) -> ControlFlow<()>,
+    ) -> ControlFlow<()> {
         let argc = req.arg_count();
         for spec in &self.key_specs {
             if let Some((first, last, step)) = spec.positions(req, argc) {
                 let mut i = first;
                 while i <= last {
                     if let Some(key) = req.arg(i) {
-                        f(key);
+                        f(key)?;
                     }
                     i += step;
                 }
             }
         }
+        ControlFlow::Continue(())
     }
 
     /// Lower-case name used in error texts (`get`, `client|setname`).

@@ -27,6 +27,9 @@ use crate::process::Shared;
 use crate::session;
 use crate::worker::WorkerCtx;
 
+/// How often a worker looks for nodes gone from the topology.
+const FORGET_EVERY: Duration = Duration::from_secs(1);
+
 /// How long a TLS client may take to finish its handshake.
 const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -49,6 +52,7 @@ pub fn run(index: usize, listeners: Listeners, shared: Arc<Shared>) -> io::Resul
         // The accept loop runs as a task of its own; this future only
         // waits for it, then drains.
         let acceptor = tokio::task::spawn_local(accept_loop(plain, tls, ctx.clone()));
+        tokio::task::spawn_local(forget_departed_nodes(ctx.clone()));
         if let Err(e) = acceptor.await {
             if e.is_panic() {
                 std::panic::resume_unwind(e.into_panic());
@@ -57,6 +61,18 @@ pub fn run(index: usize, listeners: Listeners, shared: Arc<Shared>) -> io::Resul
         drain(&ctx).await;
         Ok(())
     })
+}
+
+/// Every [`FORGET_EVERY`], drops the connections and state the worker
+/// keeps for nodes gone from the topology: with pod addresses churning,
+/// they would pile up on every worker.
+async fn forget_departed_nodes(ctx: Rc<WorkerCtx>) {
+    loop {
+        tokio::select! {
+            () = tokio::time::sleep(FORGET_EVERY) => ctx.forget_departed_nodes(),
+            () = ctx.shared.shutdown.cancelled() => return,
+        }
+    }
 }
 
 /// Clients connected to every worker.

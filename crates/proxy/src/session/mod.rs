@@ -53,6 +53,10 @@ use work::Work;
 
 /// Bytes read at a time.
 const READ_CHUNK: usize = 16 * 1024;
+/// Reads in one turn of a session (each at most four chunks): a client
+/// sending a large request (a million-key MGET is 20 MB) must let the
+/// worker's other clients in between its reads, as a redis-server does.
+const READS_PER_TURN: u32 = 16;
 /// An input buffer up to this size is kept between requests (requests
 /// split off it hold shares of it until they are answered); a larger one
 /// is given up once empty.
@@ -91,6 +95,8 @@ struct Entry {
     pending: Pending,
     /// `None` for a protocol error (never timed).
     stamp: Option<Stamp>,
+    /// The request's size, counted in [`Work::request_bytes`].
+    bytes: usize,
 }
 
 impl Entry {
@@ -311,20 +317,29 @@ impl<S: Stream> Session<S> {
         // nothing can arrive before the worker next parks: asking again in
         // this poll would cost a readiness check and learn nothing.
         let mut read_blocked = false;
+        let mut reads = 0u32;
         loop {
             let mut progress = false;
             let reading = !read_blocked && self.wants_input(w);
             if reading {
+                if reads == READS_PER_TURN {
+                    cx.waker().wake_by_ref(); // the rest in a later turn
+                    return None;
+                }
                 match self.poll_read(w, cx) {
                     Poll::Ready(Ok(0) | Err(_)) => return Some(End::Gone),
                     Poll::Ready(Ok(_)) => {
                         w.read_at = Instant::now();
+                        reads += 1;
                         progress = true;
                     }
                     Poll::Pending => read_blocked = true,
                 }
             }
             progress |= self.start_requests(w);
+            if !w.input.is_empty() {
+                self.check_query_buffer(w);
+            }
             if progress {
                 // Bytes read or a request started: not idle (one look at
                 // the live settings for both).
@@ -362,12 +377,43 @@ impl<S: Stream> Session<S> {
     }
 
     /// Whether another request may start: the reply queue is within
-    /// `client.max_pending` entries and `client.max_pending_bytes`.
+    /// `client.max_pending` entries and `client.max_pending_bytes` (the
+    /// output, the replies to come at the size of recent ones, and the
+    /// requests waiting for them).
     fn has_room(&self, w: &Work) -> bool {
         let limits = &self.ctx.shared.settings.raw.client;
         let queued = w.queue.len();
         queued < limits.max_pending
-            && w.output.len() + queued * (self.reply_hint as usize) < limits.max_pending_bytes
+            && w.output.len() + queued * (self.reply_hint as usize) + w.request_bytes
+                < limits.max_pending_bytes
+    }
+
+    /// One request buffered past `client.query_buffer_limit` before it is
+    /// complete (Redis's `client-query-buffer-limit`): an error, and the
+    /// connection closes once the replies before it are written.
+    fn check_query_buffer(&mut self, w: &mut Work) {
+        let limit = self.ctx.shared.settings.raw.client.query_buffer_limit;
+        // Only an incomplete request stays buffered while requests may start.
+        if w.input.len() <= limit
+            || self.closing
+            || self.deferred
+            || self.holding()
+            || !self.has_room(w)
+        {
+            return;
+        }
+        WorkerStats::bump(&self.ctx.stats().protocol_errors);
+        let reply = error_reply(&format!(
+            "ERR orthrus: a request over client.query_buffer_limit ({limit} bytes); closing the connection"
+        ));
+        w.input = BytesMut::new();
+        w.parser = None;
+        self.closing = true;
+        w.queue.push_back(Entry {
+            pending: Pending::Last(reply),
+            stamp: None,
+            bytes: 0,
+        });
     }
 
     /// Reads what the socket has. With nothing buffered, reads into the
@@ -391,7 +437,10 @@ impl<S: Stream> Session<S> {
             if w.input.capacity() - w.input.len() < READ_CHUNK / 4 {
                 w.input.reserve(READ_CHUNK);
             }
-            tokio_util::io::poll_read_buf(stream, cx, &mut w.input)
+            // At most a few chunks at a time: what one turn parses stays
+            // small however much the socket holds.
+            let mut room = bytes::BufMut::limit(&mut w.input, READ_CHUNK * 4);
+            tokio_util::io::poll_read_buf(stream, cx, &mut room)
         }
     }
 
@@ -464,7 +513,7 @@ impl<S: Stream> Session<S> {
                     let limit = self.ctx.shared.settings.raw.client.max_push_bytes;
                     let sink = |closer: Closer| push_sink(pushes, limit, closer);
                     let run = dispatch(&mut self.client, req, sink, &self.ctx);
-                    Entry {
+                    let mut entry = Entry {
                         pending: run.pending,
                         stamp: Some(Stamp {
                             read,
@@ -473,7 +522,10 @@ impl<S: Stream> Session<S> {
                             ran: run.ran,
                             stat: run.stat,
                         }),
-                    }
+                        bytes: 0,
+                    };
+                    entry.bytes = entry.frame().map_or(0, Bytes::len);
+                    entry
                 }
                 Ok(None) => break,
                 Err(e) => {
@@ -482,11 +534,13 @@ impl<S: Stream> Session<S> {
                     Entry {
                         pending: Pending::Last(error_reply(&format!("ERR {e}"))),
                         stamp: None,
+                        bytes: 0,
                     }
                 }
             };
             self.deferred = matches!(entry.pending, Pending::Deferred(_));
             self.closing = matches!(entry.pending, Pending::Last(_));
+            w.request_bytes += entry.bytes;
             w.queue.push_back(entry);
             started = true;
         }

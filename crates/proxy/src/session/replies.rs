@@ -87,6 +87,7 @@ impl<S: Stream> Session<S> {
                 }
             };
             if let Some(entry) = w.queue.pop_front() {
+                w.request_bytes = w.request_bytes.saturating_sub(entry.bytes);
                 if let Some(stamp) = &entry.stamp {
                     let now = *now.get_or_insert_with(Instant::now);
                     let none = Bytes::new();

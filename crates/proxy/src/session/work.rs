@@ -41,6 +41,9 @@ pub(super) struct Work {
     pub output: Output,
     /// When the requests being parsed were read: one clock read per read.
     pub read_at: Instant,
+    /// Bytes of the requests in `queue` (counted in the client's budget,
+    /// `client.max_pending_bytes`, as their frames are held until answered).
+    pub request_bytes: usize,
 }
 
 // === impl Work ===
@@ -55,6 +58,7 @@ impl Work {
                 queue: VecDeque::new(),
                 output: Output::default(),
                 read_at: Instant::now(),
+                request_bytes: 0,
             })
         })
     }

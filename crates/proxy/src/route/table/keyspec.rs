@@ -121,9 +121,12 @@ impl KeySpec {
                 if n == 0 {
                     return None;
                 }
-                let first = start + first_key;
-                let last = first + (n - 1) * step;
-                Some((first, last.min(argc.saturating_sub(1)), step))
+                // `n` is the client's: a count past the arguments (as
+                // large as it likes) finds no keys, and the node answers
+                // with its own error, as Redis words it.
+                let first = start.checked_add(first_key)?;
+                let last = n.checked_sub(1)?.checked_mul(step)?.checked_add(first)?;
+                (last < argc).then_some((first, last, step))
             }
         }
     }
