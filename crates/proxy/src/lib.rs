@@ -34,6 +34,20 @@
 // The modules below `server` are private; within them `pub` means "offered
 // to the rest of the crate".
 #![allow(unreachable_pub)]
+// No input may panic the proxy: no unwrap, expect, panic or unchecked
+// indexing outside tests (allowed locally only where a reason is written).
+// Arithmetic on numbers a client sends is checked where they enter: the
+// `route` module and the handlers that take counts and cursors deny
+// unchecked arithmetic themselves.
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::indexing_slicing
+    )
+)]
 
 pub mod config;
 pub mod server;

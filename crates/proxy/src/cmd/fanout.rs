@@ -3,6 +3,10 @@
 //! merged into the one a single redis-server would give. Any master's error
 //! is the client's reply.
 
+// Client-supplied counts, positions and cursors meet arithmetic here: every
+// operation is checked (an overflow is a clear error, never a wrap or a panic).
+#![cfg_attr(not(test), deny(clippy::arithmetic_side_effects))]
+
 use std::rc::Rc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -38,7 +42,11 @@ pub fn dispatch(
         // Spread RANDOMKEY over the masters.
         static NEXT: AtomicUsize = AtomicUsize::new(0);
         let n = masters.len();
-        masters.rotate_left(NEXT.fetch_add(1, Ordering::Relaxed) % n);
+        masters.rotate_left(
+            NEXT.fetch_add(1, Ordering::Relaxed)
+                .checked_rem(n)
+                .unwrap_or(0),
+        );
     }
     let sent = send_to_each(ctx, masters, req.frame(), proto, readonly);
     let ctx = ctx.clone();
@@ -113,7 +121,9 @@ fn merge(how: FanOut, replies: &[Bytes]) -> Bytes {
                 let mut seen = std::collections::HashSet::new();
                 all.retain(|e| seen.insert(e.clone()));
             }
-            let mut out = BytesMut::with_capacity(all.iter().map(Bytes::len).sum::<usize>() + 16);
+            let mut out = BytesMut::with_capacity(
+                all.iter().map(Bytes::len).sum::<usize>().saturating_add(16),
+            );
             encode::array_header(&mut out, all.len());
             for e in all {
                 out.extend_from_slice(&e);
@@ -139,7 +149,7 @@ fn merge(how: FanOut, replies: &[Bytes]) -> Bytes {
                 }
             }
             let mut out = BytesMut::new();
-            encode::array_header(&mut out, pairs.len() * 2);
+            encode::array_header(&mut out, pairs.len().saturating_mul(2));
             for (name, n) in pairs {
                 out.extend_from_slice(&name);
                 encode::integer(&mut out, n);

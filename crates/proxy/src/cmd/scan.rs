@@ -5,6 +5,10 @@
 //! existed throughout, as SCAN guarantees, as long as the set of masters
 //! does not change during the iteration. MATCH, COUNT and TYPE pass through.
 
+// Client-supplied counts, positions and cursors meet arithmetic here: every
+// operation is checked (an overflow is a clear error, never a wrap or a panic).
+#![cfg_attr(not(test), deny(clippy::arithmetic_side_effects))]
+
 use std::rc::Rc;
 
 use bytes::{Bytes, BytesMut};
@@ -78,12 +82,12 @@ fn rewrite(reply: &Bytes, index: usize, masters: usize) -> Bytes {
             return error_reply("ERR orthrus: a master's SCAN cursor is too large to encode");
         }
         (node_cursor << NODE_BITS) | index as u64
-    } else if index + 1 < masters {
-        (index + 1) as u64
+    } else if let Some(next) = index.checked_add(1).filter(|&next| next < masters) {
+        next as u64
     } else {
         0
     };
-    let mut out = BytesMut::with_capacity(keys.len() + 32);
+    let mut out = BytesMut::with_capacity(keys.len().saturating_add(32));
     encode::array_header(&mut out, 2);
     encode::bulk(&mut out, next.to_string().as_bytes());
     out.extend_from_slice(&keys);
@@ -94,7 +98,7 @@ fn rewrite(reply: &Bytes, index: usize, masters: usize) -> Bytes {
 fn bulk_text(frame: &[u8]) -> Option<&[u8]> {
     let rest = frame.strip_prefix(b"$")?;
     let line = rest.iter().position(|&b| b == b'\r')?;
-    rest.get(line + 2..rest.len().checked_sub(2)?)
+    rest.get(line.checked_add(2)?..rest.len().checked_sub(2)?)
 }
 
 #[cfg(test)]

@@ -4,6 +4,10 @@
 //! order. Any sub-command's error is the client's reply: never a silently
 //! short one.
 
+// Client-supplied counts, positions and cursors meet arithmetic here: every
+// operation is checked (an overflow is a clear error, never a wrap or a panic).
+#![cfg_attr(not(test), deny(clippy::arithmetic_side_effects))]
+
 use std::rc::Rc;
 
 use bytes::{Bytes, BytesMut};
@@ -56,13 +60,14 @@ pub fn dispatch(
     access: Access,
 ) -> Pending {
     let step = if merge == Merge::Ok { 2 } else { 1 };
-    if (req.arg_count() - 1) % step != 0 {
+    let args = req.arg_count().saturating_sub(1);
+    if args.checked_rem(step) != Some(0) {
         let name = String::from_utf8_lossy(req.arg(0).unwrap_or_default()).to_ascii_lowercase();
         return Pending::Ready(error_reply(&format!(
             "ERR wrong number of arguments for '{name}' command"
         )));
     }
-    let key_count = (req.arg_count() - 1) / step;
+    let key_count = args.checked_div(step).unwrap_or(0);
     let ctx = ctx.clone();
     if key_count <= KEYS_PER_TURN {
         // Sent now, while the request is read, like any other.
@@ -82,9 +87,9 @@ pub fn dispatch(
         let mut parts = Parts::new(key_count);
         let mut at = 0;
         while at < key_count {
-            let end = key_count.min(at + KEYS_PER_TURN);
+            let end = key_count.min(at.saturating_add(KEYS_PER_TURN));
             parts.add(&req, step, at..end);
-            turns.worked(end - at).await;
+            turns.worked(end.saturating_sub(at)).await;
             at = end;
         }
         let mut sent = Vec::with_capacity(parts.parts.len());
@@ -131,9 +136,9 @@ async fn merge_replies(
         Merge::Array => {
             let mut slots: Vec<Option<Bytes>> = vec![None; key_count];
             // The reply's size, so that it is written once, never moved.
-            let mut size = 16;
+            let mut size: usize = 16;
             for (reply, positions) in replies.iter().zip(keys) {
-                size += reply.len();
+                size = size.saturating_add(reply.len());
                 let Some(elements) = array_elements(reply) else {
                     return unexpected(reply);
                 };
@@ -193,7 +198,7 @@ impl Parts {
     /// Puts the keys numbered `keys` (0 is the first key) into their parts.
     fn add(&mut self, req: &Request, step: usize, keys: std::ops::Range<usize>) {
         for k in keys {
-            let Some(key) = req.arg(1 + k * step) else {
+            let Some(key) = arg_of_key(req, k, step, 0) else {
                 continue;
             };
             let slot = Slot::for_key(key);
@@ -250,11 +255,12 @@ impl Part {
         (proto, access): (Protocol, Access),
     ) -> Sent {
         let name = req.arg(0).unwrap_or_default();
-        let mut args: Vec<&[u8]> = Vec::with_capacity(1 + self.keys.len() * step);
+        let mut args: Vec<&[u8]> =
+            Vec::with_capacity(self.keys.len().saturating_mul(step).saturating_add(1));
         args.push(name);
         for &k in &self.keys {
             for j in 0..step {
-                args.push(req.arg(1 + k * step + j).unwrap_or_default());
+                args.push(arg_of_key(req, k, step, j).unwrap_or_default());
             }
         }
         let frame = Request::from_args(&args).into_frame();
@@ -267,7 +273,7 @@ impl Part {
 impl Turns {
     /// Counts `n` units of work; yields once a turn's worth is done.
     async fn worked(&mut self, n: usize) {
-        self.done += n;
+        self.done = self.done.saturating_add(n);
         if self.done >= KEYS_PER_TURN {
             self.done = 0;
             tokio::task::yield_now().await;
@@ -282,6 +288,13 @@ fn is_error(frame: &[u8]) -> bool {
 fn unexpected(reply: &[u8]) -> Bytes {
     let shown: String = String::from_utf8_lossy(reply).chars().take(60).collect();
     error_reply(&format!("ERR orthrus: unexpected sub-reply {shown:?}"))
+}
+
+/// Argument `j` of key number `k` (0 is the first key) of a command whose
+/// keys come every `step` arguments after the name; `None` past the end.
+fn arg_of_key(req: &Request, k: usize, step: usize, j: usize) -> Option<&[u8]> {
+    let i = k.checked_mul(step)?.checked_add(j)?.checked_add(1)?;
+    req.arg(i)
 }
 
 #[cfg(test)]

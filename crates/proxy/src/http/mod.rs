@@ -184,7 +184,9 @@ async fn read_head(stream: &mut TcpStream, buf: &mut Vec<u8>) -> io::Result<Head
             return Ok(Head::TooLarge);
         }
         // `room` is at most the chunk's length, and `n` at most `room`.
-        let n = stream.read(&mut chunk[..room]).await?;
+        let n = stream
+            .read(chunk.get_mut(..room).unwrap_or_default())
+            .await?;
         if n == 0 {
             return Ok(if buf.is_empty() {
                 Head::Closed
@@ -194,8 +196,8 @@ async fn read_head(stream: &mut TcpStream, buf: &mut Vec<u8>) -> io::Result<Head
         }
         // Look again only where the terminator can newly appear.
         let from = buf.len().saturating_sub(3);
-        buf.extend_from_slice(&chunk[..n]);
-        if head_end(&buf[from..]).is_some() {
+        buf.extend_from_slice(chunk.get(..n).unwrap_or_default());
+        if head_end(buf.get(from..).unwrap_or_default()).is_some() {
             return Ok(Head::Complete);
         }
     }

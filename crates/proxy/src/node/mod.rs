@@ -122,8 +122,11 @@ impl Env {
         self.live.get(&self.shared.live)
     }
 
+    #[allow(
+        clippy::indexing_slicing,
+        reason = "`Shared::new` makes one entry per worker, and the index is taken modulo their number"
+    )]
     pub fn stats(&self) -> &WorkerStats {
-        // `Shared::new` makes one entry per worker.
         &self.shared.stats[self.worker % self.shared.stats.len()]
     }
 

@@ -21,7 +21,7 @@ pub struct Pool {
     env: Rc<Env>,
     per_node: usize,
     /// Per node, the connections of each protocol and lane (see
-    /// [`list_index`]).
+    /// [`list_mut`]).
     conns: RefCell<HashMap<NodeAddr, [Vec<BackendConn>; 4]>>,
     next: Cell<usize>,
     /// A private pool's: what its connections do beyond requests.
@@ -64,7 +64,7 @@ impl Pool {
     /// or opening.
     pub fn open(&self, addr: &NodeAddr, proto: Protocol) {
         let mut conns = self.conns.borrow_mut();
-        let list = &mut conns.entry(addr.clone()).or_default()[list_index(proto, Lane::Master)];
+        let list = list_mut(conns.entry(addr.clone()).or_default(), proto, Lane::Master);
         list.retain(|c| !c.is_closed());
         if list.is_empty() {
             list.push(self.spawn(addr, proto, false));
@@ -73,11 +73,11 @@ impl Pool {
 
     /// The nodes and protocols of the master-lane connections open now.
     pub fn open_conns(&self) -> Vec<(NodeAddr, Protocol)> {
-        let conns = self.conns.borrow();
+        let mut conns = self.conns.borrow_mut();
         let mut out = Vec::new();
-        for (addr, lists) in conns.iter() {
+        for (addr, lists) in conns.iter_mut() {
             for proto in [Protocol::Resp2, Protocol::Resp3] {
-                if lists[list_index(proto, Lane::Master)]
+                if list_mut(lists, proto, Lane::Master)
                     .iter()
                     .any(|c| !c.is_closed())
                 {
@@ -121,9 +121,9 @@ impl Pool {
         self.next.set(i);
         let mut conns = self.conns.borrow_mut();
         let list = match conns.get_mut(addr) {
-            Some(lists) => &mut lists[list_index(proto, lane)],
+            Some(lists) => list_mut(lists, proto, lane),
             // The address is cloned only the first time a node is used.
-            None => &mut conns.entry(addr.clone()).or_default()[list_index(proto, lane)],
+            None => list_mut(conns.entry(addr.clone()).or_default(), proto, lane),
         };
         let readonly = lane == Lane::Replica;
         if list.len() < self.per_node {
@@ -131,7 +131,10 @@ impl Pool {
         }
         // Not empty: it holds at least one connection.
         let index = i % list.len();
-        let slot = &mut list[index];
+        let Some(slot) = list.get_mut(index) else {
+            job.reply.send(Err(BackendError::NotSent));
+            return;
+        };
         if slot.is_closed() {
             *slot = self.spawn(addr, proto, readonly);
         }
@@ -154,11 +157,16 @@ impl Pool {
 }
 
 /// Where the connections of `proto` and `lane` are in a node's lists.
-fn list_index(proto: Protocol, lane: Lane) -> usize {
+fn list_mut(
+    lists: &mut [Vec<BackendConn>; 4],
+    proto: Protocol,
+    lane: Lane,
+) -> &mut Vec<BackendConn> {
+    let [resp2, resp3, replica2, replica3] = lists;
     match (proto, lane) {
-        (Protocol::Resp2, Lane::Master) => 0,
-        (Protocol::Resp3, Lane::Master) => 1,
-        (Protocol::Resp2, Lane::Replica) => 2,
-        (Protocol::Resp3, Lane::Replica) => 3,
+        (Protocol::Resp2, Lane::Master) => resp2,
+        (Protocol::Resp3, Lane::Master) => resp3,
+        (Protocol::Resp2, Lane::Replica) => replica2,
+        (Protocol::Resp3, Lane::Replica) => replica3,
     }
 }

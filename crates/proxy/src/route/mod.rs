@@ -7,6 +7,10 @@
 //!   own `COMMAND` reply, and the route of one request.
 //! - [`counted`] — the numbers of the names INFO commandstats counts.
 
+// Client-supplied counts, positions and cursors meet arithmetic here: every
+// operation is checked (an overflow is a clear error, never a wrap or a panic).
+#![cfg_attr(not(test), deny(clippy::arithmetic_side_effects))]
+
 pub mod counted;
 pub mod kind;
 pub mod table;

@@ -137,7 +137,7 @@ impl CommandTable {
                 table
                     .commands
                     .insert(info.name.as_bytes().into(), Arc::new(info));
-                learnt += 1;
+                learnt = learnt.saturating_add(1);
             }
         }
         (learnt > 0).then_some(table)
@@ -300,7 +300,11 @@ impl CommandInfo {
             kind::Keys::Range(first, last, step) => vec![KeySpec {
                 begin: Begin::Index(first),
                 find: Find::Range {
-                    last_key: if last < 0 { last } else { last - first },
+                    last_key: if last < 0 {
+                        last
+                    } else {
+                        last.saturating_sub(first)
+                    },
                     step,
                     limit: 0,
                 },
@@ -385,7 +389,11 @@ impl CommandInfo {
             key_specs.push(KeySpec {
                 begin: Begin::Index(first),
                 find: Find::Range {
-                    last_key: if last < 0 { last } else { last - first },
+                    last_key: if last < 0 {
+                        last
+                    } else {
+                        last.saturating_sub(first)
+                    },
                     step,
                     limit: 0,
                 },
@@ -432,7 +440,7 @@ impl CommandInfo {
         if arity >= 0 {
             argc == arity
         } else {
-            argc >= -arity
+            argc >= arity.saturating_neg()
         }
     }
 
@@ -483,7 +491,10 @@ impl CommandInfo {
                     if let Some(key) = req.arg(i) {
                         f(key)?;
                     }
-                    i += step;
+                    let Some(next) = i.checked_add(step) else {
+                        break;
+                    };
+                    i = next;
                 }
             }
         }

@@ -78,7 +78,7 @@ impl KeySpec {
                 let (from, backwards) = if *start_from >= 0 {
                     (*start_from, false)
                 } else {
-                    (argc_i + start_from, true)
+                    (argc_i.checked_add(*start_from)?, true)
                 };
                 let from = usize::try_from(from).ok()?;
                 let hit = |i: &usize| req.arg(*i).is_some_and(|a| a.eq_ignore_ascii_case(keyword));
@@ -87,7 +87,7 @@ impl KeySpec {
                 } else {
                     (from..argc).find(hit)?
                 };
-                pos + 1
+                pos.checked_add(1)?
             }
         };
         if start >= argc {
@@ -100,21 +100,23 @@ impl KeySpec {
                 limit,
             } => {
                 let last = if last_key >= 0 {
-                    start + usize::try_from(last_key).ok()?
+                    start.checked_add(usize::try_from(last_key).ok()?)?
                 } else if last_key == -1 && limit > 1 {
-                    let remaining = argc - start;
-                    start + remaining / limit - 1
+                    let remaining = argc.checked_sub(start)?;
+                    start
+                        .checked_add(remaining.checked_div(limit)?)?
+                        .checked_sub(1)?
                 } else {
-                    usize::try_from(argc_i + last_key).ok()?
+                    usize::try_from(argc_i.checked_add(last_key)?).ok()?
                 };
-                (last >= start).then_some((start, last.min(argc - 1), step))
+                (last >= start).then_some((start, last.min(argc.checked_sub(1)?), step))
             }
             Find::KeyNum {
                 num_idx,
                 first_key,
                 step,
             } => {
-                let n: usize = std::str::from_utf8(req.arg(start + num_idx)?)
+                let n: usize = std::str::from_utf8(req.arg(start.checked_add(num_idx)?)?)
                     .ok()?
                     .parse()
                     .ok()?;
