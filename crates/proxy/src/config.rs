@@ -26,6 +26,7 @@ const SETTINGS: &[&str] = &[
     "metrics",
     "shutdown_timeout_ms",
     "memory_limit_mb",
+    "protected_mode",
     "cluster",
     "backend",
     "client",
@@ -78,6 +79,11 @@ pub struct Config {
     /// for the cluster with `-OOM` (connections stay open; local commands
     /// such as PING and INFO still answer). 0 = no limit. Default 0.
     pub memory_limit_mb: u64,
+    /// Redis's `protected-mode`: while no client password and no user is
+    /// configured, only loopback clients (127.0.0.0/8, ::1, the Unix
+    /// socket) are served; any other client gets a `-DENIED` explanation
+    /// and is closed. Applies at once on SIGHUP. Default true.
+    pub protected_mode: bool,
     /// Topology discovery and refresh.
     pub cluster: ClusterConfig,
     /// Connections from orthrus to the cluster nodes.
@@ -161,6 +167,11 @@ pub struct BackendConfig {
     /// Password for the cluster nodes (`requirepass` or the ACL user's).
     /// Default: none (no AUTH).
     pub password: Option<String>,
+    /// A file holding `password` (one line; a final newline is dropped),
+    /// read at start-up and on SIGHUP, so that the password need not sit
+    /// in the configuration, the environment or the command line. Not
+    /// together with `password`. Default: none.
+    pub password_file: Option<String>,
     /// TLS to the nodes.
     pub tls: BackendTlsConfig,
 }
@@ -180,6 +191,11 @@ pub struct ClientConfig {
     /// Password of the default user: clients must `AUTH <password>` (or
     /// `HELLO 3 AUTH default <password>`) first. Default: none.
     pub password: Option<String>,
+    /// A file holding `password` (one line; a final newline is dropped),
+    /// read at start-up and on SIGHUP, so that the password need not sit
+    /// in the configuration, the environment or the command line. Not
+    /// together with `password`. Default: none.
+    pub password_file: Option<String>,
     /// Named users and their passwords, for `AUTH <user> <password>`.
     /// Default: none.
     pub users: std::collections::HashMap<String, String>,
@@ -309,6 +325,7 @@ impl Default for Config {
             metrics: None,
             shutdown_timeout_ms: 10_000,
             memory_limit_mb: 0,
+            protected_mode: true,
             cluster: ClusterConfig::default(),
             backend: BackendConfig::default(),
             client: ClientConfig::default(),
@@ -338,6 +355,7 @@ impl Default for BackendConfig {
             dedicated_per_node: 128,
             username: None,
             password: None,
+            password_file: None,
             tls: BackendTlsConfig::default(),
         }
     }
@@ -349,6 +367,7 @@ impl Default for ClientConfig {
             max_pending: 1024,
             max_pending_bytes: 16 * 1024 * 1024,
             password: None,
+            password_file: None,
             users: std::collections::HashMap::new(),
             max_bulk_len: orthrus_resp::DEFAULT_MAX_BULK_LEN,
             max_args: orthrus_resp::DEFAULT_MAX_ARRAY_LEN,

@@ -27,7 +27,10 @@ pub use swapped::{Held, Local, Swapped};
 /// The settings a reload applies at once (read from `Shared::live` where
 /// they are used); any other setting that changes needs a restart.
 const LIVE: &[&str] = &[
+    "protected_mode",
     "client.password",
+    "client.password_file",
+    "backend.password_file",
     "client.users",
     "client.max_clients",
     "client.idle_timeout_s",

@@ -123,3 +123,209 @@ fn flood(proxy: &Proxy, deadline: Instant) -> bool {
     }
     false
 }
+
+/// An orthrus listening on every address (`0.0.0.0`), as the container
+/// images do; killed on drop.
+struct OpenProxy {
+    child: std::process::Child,
+    port: u16,
+    log: std::path::PathBuf,
+}
+
+impl OpenProxy {
+    fn spawn(cluster: &Cluster, env: &[(&str, &str)]) -> OpenProxy {
+        let port = orthrus_devcluster::free_port().expect("free port");
+        let log = std::env::temp_dir().join(format!("orthrus-open-{port}.log"));
+        let seeds: Vec<String> = cluster.seeds().iter().map(ToString::to_string).collect();
+        let child = std::process::Command::new(env!("CARGO_BIN_EXE_orthrus"))
+            .args([
+                "--listen",
+                &format!("0.0.0.0:{port}"),
+                "--seeds",
+                &seeds.join(","),
+            ])
+            .args(["--backend-password", NODE_PASSWORD])
+            .envs(env.iter().copied())
+            .env("RUST_LOG", "info")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(&log).expect("log file"))
+            .spawn()
+            .expect("start orthrus");
+        let proxy = OpenProxy { child, port, log };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "not listening: {}",
+                proxy.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        proxy
+    }
+
+    fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Connects from `source` (port chosen by the kernel) to `to`.
+    fn connect(&self, source: std::net::IpAddr, to: std::net::IpAddr) -> TcpStream {
+        let domain = socket2::Domain::for_address(std::net::SocketAddr::new(to, 0));
+        let socket = socket2::Socket::new(domain, socket2::Type::STREAM, None).expect("socket");
+        socket
+            .bind(&std::net::SocketAddr::new(source, 0).into())
+            .expect("bind the source address");
+        socket
+            .connect(&std::net::SocketAddr::new(to, self.port).into())
+            .expect("connect");
+        let s: TcpStream = socket.into();
+        s.set_read_timeout(Some(Duration::from_secs(10)))
+            .expect("timeout");
+        s
+    }
+}
+
+impl Drop for OpenProxy {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One of this host's own addresses that is not loopback (the one it would
+/// send from towards a documentation address; no packet is sent). A
+/// connection to it never leaves the host, but its peer address is not
+/// loopback: what a client on another host looks like to orthrus.
+fn host_address() -> Option<std::net::IpAddr> {
+    let probe = std::net::UdpSocket::bind("0.0.0.0:0").ok()?;
+    probe.connect("203.0.113.1:9").ok()?;
+    let ip = probe.local_addr().ok()?.ip();
+    (!ip.is_loopback() && !ip.is_unspecified()).then_some(ip)
+}
+
+fn ping(s: &mut TcpStream) -> String {
+    common::send(s, &["PING"])
+}
+
+#[test]
+fn protected_mode_serves_only_loopback_clients_without_a_password() {
+    let spec =
+        ClusterSpec::new(3, 0).with_node(NodeOptions::cluster().with_password(NODE_PASSWORD));
+    let cluster = Cluster::start(spec).expect("start cluster");
+    let lo = |s: &str| s.parse::<std::net::IpAddr>().unwrap();
+    let open = OpenProxy::spawn(&cluster, &[]);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !open
+        .log_text()
+        .contains("protected mode: no client password")
+    {
+        assert!(Instant::now() < deadline, "no warning: {}", open.log_text());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // 127.0.0.0/8 is loopback, whichever address of it a client uses.
+    for source in ["127.0.0.1", "127.0.0.2", "127.45.6.7"] {
+        let mut s = open.connect(lo(source), lo("127.0.0.1"));
+        assert_eq!(ping(&mut s), "+PONG\r\n", "from {source}");
+    }
+    let Some(host) = host_address() else {
+        // Without an address of its own besides loopback, this host has
+        // no way to show orthrus a client that is not local.
+        eprintln!("SKIPPED the non-loopback half: this host has no non-loopback address");
+        return;
+    };
+    let mut s = open.connect(host, host);
+    let reply = read_reply(&mut s).map(|r| String::from_utf8_lossy(&r).into_owned());
+    let reply = reply.expect("a reply before the close");
+    assert!(
+        reply.starts_with("-DENIED orthrus is running in protected mode"),
+        "{reply}"
+    );
+    let mut rest = [0u8; 16];
+    assert_eq!(s.read(&mut rest).unwrap_or(0), 0, "not closed");
+    drop(open);
+
+    // A client password, or protected mode off: the same client is served.
+    let with_password = OpenProxy::spawn(&cluster, &[("ORTHRUS_CLIENT__PASSWORD", "pw-30")]);
+    let mut s = with_password.connect(host, host);
+    assert_eq!(ping(&mut s), "-NOAUTH Authentication required.\r\n");
+    assert_eq!(common::send(&mut s, &["AUTH", "pw-30"]), "+OK\r\n");
+    assert_eq!(ping(&mut s), "+PONG\r\n");
+    assert!(!with_password.log_text().contains("protected mode"));
+    drop(with_password);
+    let off = OpenProxy::spawn(&cluster, &[("ORTHRUS_PROTECTED_MODE", "false")]);
+    let mut s = off.connect(host, host);
+    assert_eq!(ping(&mut s), "+PONG\r\n");
+}
+
+/// The client and backend passwords read from files: AUTH works with the
+/// file's password, and it is in neither the command line nor the
+/// environment of the process.
+#[test]
+fn passwords_come_from_files_and_stay_out_of_proc() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let client_file = dir.path().join("client-password");
+    let backend_file = dir.path().join("backend-password");
+    std::fs::write(&client_file, "from-a-file-30\n").expect("write");
+    std::fs::write(&backend_file, format!("{NODE_PASSWORD}\n")).expect("write");
+    let spec =
+        ClusterSpec::new(3, 0).with_node(NodeOptions::cluster().with_password(NODE_PASSWORD));
+    let cluster = Cluster::start(spec).expect("start cluster");
+    let proxy = Proxy::spawn(
+        &cluster.seeds(),
+        &[],
+        &[
+            (
+                "ORTHRUS_CLIENT__PASSWORD_FILE",
+                client_file.to_str().unwrap(),
+            ),
+            (
+                "ORTHRUS_BACKEND__PASSWORD_FILE",
+                backend_file.to_str().unwrap(),
+            ),
+        ],
+    );
+    let mut s = proxy.stream();
+    assert_eq!(
+        common::send(&mut s, &["AUTH", "from-a-file-30\n"]),
+        "-WRONGPASS invalid username-password pair or user is disabled.\r\n"
+    );
+    assert_eq!(common::send(&mut s, &["AUTH", "from-a-file-30"]), "+OK\r\n");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while common::send(&mut s, &["SET", "k", "v"]) != "+OK\r\n" {
+        assert!(
+            Instant::now() < deadline,
+            "cluster never served: {}",
+            proxy.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    for what in ["cmdline", "environ"] {
+        let bytes = std::fs::read(format!("/proc/{}/{what}", proxy.pid())).expect("proc");
+        let text = String::from_utf8_lossy(&bytes);
+        assert!(!text.contains("from-a-file-30"), "{what}: {text}");
+        assert!(!text.contains(NODE_PASSWORD), "{what}: {text}");
+    }
+    // A wrong password is logged, once a second at most, without itself.
+    assert!(
+        proxy.log_text().contains("AUTH failed"),
+        "{}",
+        proxy.log_text()
+    );
+    assert!(!proxy.log_text().contains("from-a-file-30"));
+
+    // Both a password and a file: refused at start-up (exit 64).
+    let mut both = std::process::Command::new(env!("CARGO_BIN_EXE_orthrus"));
+    both.args([
+        "--seeds",
+        "127.0.0.1:1",
+        "--requirepass",
+        "x",
+        "--check-config",
+    ])
+    .env("ORTHRUS_CLIENT__PASSWORD_FILE", &client_file);
+    let out = common::run_to_exit(both, Duration::from_secs(10));
+    assert_eq!(out.status.code(), Some(64));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("client.password_file"), "{err}");
+}

@@ -18,6 +18,7 @@ use crate::observe::clients::{ClientAddr, ClientEntry, Closer, Identity, Names, 
 
 pub mod invalidation;
 pub mod monitor;
+pub mod password;
 pub mod push;
 pub mod subscriptions;
 pub mod tracking;

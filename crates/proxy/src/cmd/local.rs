@@ -8,12 +8,13 @@ use bytes::{Bytes, BytesMut};
 use orthrus_resp::{Protocol, Request, encode};
 
 use crate::client::ReplyMode;
-use crate::client::{Client, Pending};
+use crate::client::{Client, Pending, password};
 use crate::cmd::reply::{bulk, integer, null, simple, verbatim};
 use crate::cmd::{cluster as cluster_cmd, info};
 use crate::config::ReadFrom;
 use crate::node::forward::error_reply;
 use crate::observe::clients::{Current, KillReply};
+use crate::observe::throttle::Throttle;
 use crate::route::kind::Local;
 use crate::worker::WorkerCtx;
 
@@ -141,7 +142,7 @@ fn auth(
     };
     let open = cfg.password.is_none() && cfg.users.is_empty();
     match expected {
-        Some(expected) if expected.as_bytes() == pass => {
+        Some(expected) if password::matches(expected, pass) => {
             client.authenticated = true;
             simple("OK")
         }
@@ -152,9 +153,22 @@ fn auth(
             client.authenticated = true;
             simple("OK")
         }
-        _ => error_reply(WRONGPASS),
+        _ => {
+            if let Some(skipped) = FAILED_AUTH.allow() {
+                tracing::warn!(
+                    client.addr = %client.peer(),
+                    user = %String::from_utf8_lossy(user),
+                    earlier_failures_not_logged = skipped,
+                    "AUTH failed: wrong password or unknown user"
+                );
+            }
+            error_reply(WRONGPASS)
+        }
     }
 }
+
+/// Failed AUTHs are logged at most once a second.
+static FAILED_AUTH: Throttle = Throttle::new();
 
 fn hello(req: &Request, client: &mut Client, ctx: &WorkerCtx) -> Bytes {
     let mut proto = client.proto;

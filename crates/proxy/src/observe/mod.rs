@@ -9,9 +9,12 @@
 //! - [`clients`] — every connected client, for CLIENT LIST/INFO/KILL.
 //! - [`commands`] — calls and errors per command name (INFO commandstats,
 //!   errorstats); per-worker tables behind uncontended locks.
+//! - [`throttle`] — at most one log line a second for events an outsider
+//!   can repeat (clients over the limit, wrong passwords).
 
 pub mod clients;
 pub mod commands;
 pub mod latency;
 pub mod slowlog;
 pub mod stats;
+pub mod throttle;

@@ -19,6 +19,7 @@ use crate::node::topology;
 use crate::process::Shared;
 
 mod memory;
+pub mod protected;
 mod thread;
 
 /// Pending connections the kernel queues per listener.
@@ -166,6 +167,7 @@ pub async fn run(
     mut reloads: tokio::sync::mpsc::UnboundedReceiver<Settings>,
 ) -> anyhow::Result<()> {
     let shared = Shared::new(settings);
+    warn_if_protected(&shared.settings);
     if shared.settings.raw.memory_limit_mb > 0 {
         tokio::spawn(memory::watch_limit(shared.clone()));
     }
@@ -231,6 +233,23 @@ pub async fn run(
         () = force => anyhow::bail!("second signal: exiting at once"),
     }
     Ok(())
+}
+
+/// Says at start-up when protected mode will turn clients away: the
+/// listener is reachable from other hosts and nothing asks for a password.
+fn warn_if_protected(settings: &Settings) {
+    let raw = &settings.raw;
+    let reachable = [settings.listen.tcp(), settings.tls.listen]
+        .into_iter()
+        .flatten()
+        .any(|addr| !protected::is_local(&crate::observe::clients::ClientAddr::Tcp(addr)));
+    if raw.protected_mode && protected::is_open(raw) && reachable {
+        tracing::warn!(
+            "protected mode: no client password and no user is set, so only loopback \
+             clients are served; set client.password (or client.password_file) or \
+             protected_mode = false"
+        );
+    }
 }
 
 /// Samples the command counter for INFO's `instantaneous_ops_per_sec`.

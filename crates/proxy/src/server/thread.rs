@@ -23,7 +23,9 @@ use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
 
 use crate::observe::clients::ClientAddr;
 use crate::observe::stats::WorkerStats;
+use crate::observe::throttle::Throttle;
 use crate::process::Shared;
+use crate::server::protected;
 use crate::session;
 use crate::worker::WorkerCtx;
 
@@ -69,11 +71,15 @@ fn connected(shared: &Shared) -> usize {
     usize::try_from(n).unwrap_or(0)
 }
 
-/// Over `client.max_clients`: say so, as Redis does, and close.
-async fn refuse(mut stream: impl AsyncWrite + Unpin) {
-    let _ = stream
-        .write_all(b"-ERR max number of clients reached\r\n")
-        .await;
+/// Over `client.max_clients`, as Redis says it.
+const MAX_CLIENTS_REACHED: &[u8] = b"-ERR max number of clients reached\r\n";
+
+/// Clients refused over `max_clients` are logged at most once a second.
+static MAX_CLIENTS_LOG: Throttle = Throttle::new();
+
+/// Says why (`reply`) and closes.
+async fn refuse(mut stream: impl AsyncWrite + Unpin, reply: &'static [u8]) {
+    let _ = stream.write_all(reply).await;
     let _ = stream.shutdown().await;
 }
 
@@ -113,11 +119,24 @@ async fn accept_loop(plain: Option<Acceptor>, tls: Option<Acceptor>, ctx: Rc<Wor
 }
 
 /// Starts a session for a new client, or refuses it over
-/// `client.max_clients`.
+/// `client.max_clients` or by protected mode.
 fn admit<S: session::Stream>(stream: S, peer: ClientAddr, ctx: &Rc<WorkerCtx>) {
-    if connected(&ctx.shared) >= ctx.shared.live.load().client.max_clients {
+    let live = ctx.shared.live.load();
+    if connected(&ctx.shared) >= live.client.max_clients {
         WorkerStats::bump(&ctx.stats().rejected_connections);
-        tokio::task::spawn_local(refuse(stream));
+        if let Some(skipped) = MAX_CLIENTS_LOG.allow() {
+            tracing::warn!(
+                client.addr = %peer,
+                max_clients = live.client.max_clients,
+                refused_since_last_line = skipped,
+                "max number of clients reached: new client refused"
+            );
+        }
+        tokio::task::spawn_local(refuse(stream, MAX_CLIENTS_REACHED));
+    } else if protected::denies(&live, &peer) {
+        WorkerStats::bump(&ctx.stats().rejected_connections);
+        tracing::debug!(client.addr = %peer, "protected mode: not a loopback client");
+        tokio::task::spawn_local(refuse(stream, protected::DENIED));
     } else {
         tokio::task::spawn_local(session::serve(stream, peer, ctx.clone()));
     }
