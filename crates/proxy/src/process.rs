@@ -4,7 +4,7 @@
 //! any number of wake-ups into one refresh.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
@@ -81,6 +81,9 @@ pub struct Shared {
     pub scripts: Scripts,
     pub started: Instant,
     refresh: Notify,
+    /// Clients that fit under the open files limit (see
+    /// `server::fd_limit`); `client.max_clients` is capped at it.
+    pub clients_that_fit: AtomicUsize,
     /// Set while resident memory is over `memory_limit_mb`.
     pub over_memory: AtomicBool,
     /// Cancelled on SIGTERM/SIGINT: stop accepting and reading, finish
@@ -121,6 +124,7 @@ impl Shared {
             scripts: Scripts::default(),
             started: Instant::now(),
             refresh: Notify::new(),
+            clients_that_fit: AtomicUsize::new(usize::MAX),
             over_memory: AtomicBool::new(false),
             shutdown: CancellationToken::new(),
             next_client_id: AtomicU64::new(1),

@@ -134,13 +134,33 @@ struct OpenProxy {
 
 impl OpenProxy {
     fn spawn(cluster: &Cluster, env: &[(&str, &str)]) -> OpenProxy {
+        OpenProxy::spawn_under(&[], "0.0.0.0", cluster, env)
+    }
+
+    /// Starts orthrus on `ip`, through `wrapper` (a command that execs
+    /// its arguments, such as prlimit) if one is given.
+    fn spawn_under(
+        wrapper: &[&str],
+        ip: &str,
+        cluster: &Cluster,
+        env: &[(&str, &str)],
+    ) -> OpenProxy {
         let port = orthrus_devcluster::free_port().expect("free port");
         let log = std::env::temp_dir().join(format!("orthrus-open-{port}.log"));
         let seeds: Vec<String> = cluster.seeds().iter().map(ToString::to_string).collect();
-        let child = std::process::Command::new(env!("CARGO_BIN_EXE_orthrus"))
+        let orthrus = env!("CARGO_BIN_EXE_orthrus");
+        let mut cmd = match wrapper.split_first() {
+            Some((first, rest)) => {
+                let mut cmd = std::process::Command::new(first);
+                cmd.args(rest).arg(orthrus);
+                cmd
+            }
+            None => std::process::Command::new(orthrus),
+        };
+        let child = cmd
             .args([
                 "--listen",
-                &format!("0.0.0.0:{port}"),
+                &format!("{ip}:{port}"),
                 "--seeds",
                 &seeds.join(","),
             ])
@@ -328,4 +348,80 @@ fn passwords_come_from_files_and_stay_out_of_proc() {
     assert_eq!(out.status.code(), Some(64));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("client.password_file"), "{err}");
+}
+
+/// Under a low open files limit (soft 64, hard 300), orthrus raises the
+/// soft limit to the hard one, lowers max_clients to what fits (300 - 64
+/// spare - 2 workers x 6 nodes x 2 node connections = 212) and says so;
+/// past that a new client is told `-ERR max number of clients reached`
+/// instead of hanging, and the refusals are logged once a second at most.
+#[test]
+fn under_a_low_open_files_limit_clients_past_what_fits_are_told_so() {
+    let spec =
+        ClusterSpec::new(3, 0).with_node(NodeOptions::cluster().with_password(NODE_PASSWORD));
+    let cluster = Cluster::start(spec).expect("start cluster");
+    let proxy = OpenProxy::spawn_under(
+        &["prlimit", "--nofile=64:300", "--"],
+        "127.0.0.1",
+        &cluster,
+        &[("ORTHRUS_THREADS", "2")],
+    );
+    let limits =
+        std::fs::read_to_string(format!("/proc/{}/limits", proxy.child.id())).expect("limits");
+    let open_files = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .expect("open files line");
+    assert_eq!(
+        open_files.split_whitespace().nth(3),
+        Some("300"),
+        "soft limit not raised: {open_files}"
+    );
+    let log = proxy.log_text();
+    assert!(log.contains("client.max_clients lowered"), "{log}");
+    assert!(log.contains("lowered_to=212"), "{log}");
+    let lo: std::net::IpAddr = "127.0.0.1".parse().unwrap();
+    let mut idle = Vec::new();
+    for _ in 0..212 {
+        let mut s = proxy.connect(lo, lo);
+        assert_eq!(ping(&mut s), "+PONG\r\n");
+        idle.push(s);
+    }
+    for _ in 0..10 {
+        let mut s = proxy.connect(lo, lo);
+        let reply = read_reply(&mut s).expect("an error, not a hang");
+        assert_eq!(&reply[..], b"-ERR max number of clients reached\r\n");
+        let mut rest = [0u8; 8];
+        assert_eq!(s.read(&mut rest).unwrap_or(0), 0, "not closed");
+    }
+    let lines = proxy
+        .log_text()
+        .matches("max number of clients reached")
+        .count();
+    assert!(
+        (1..10).contains(&lines),
+        "{lines} log lines for 10 refusals"
+    );
+    // One leaves, one more is served.
+    drop(idle.pop());
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let mut s = proxy.connect(lo, lo);
+        if read_reply_or_ping(&mut s) == "+PONG\r\n" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no room after a client left");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// PING on a fresh connection, or the refusal it got instead.
+fn read_reply_or_ping(s: &mut TcpStream) -> String {
+    if s.write_all(&common::encode(&["PING"])).is_err() {
+        return String::new();
+    }
+    read_reply(s).map_or_else(
+        |_| String::new(),
+        |r| String::from_utf8_lossy(&r).into_owned(),
+    )
 }

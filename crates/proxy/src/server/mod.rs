@@ -8,6 +8,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -18,6 +19,7 @@ use crate::http as admin;
 use crate::node::topology;
 use crate::process::Shared;
 
+pub mod fd_limit;
 mod memory;
 pub mod protected;
 mod thread;
@@ -168,6 +170,8 @@ pub async fn run(
 ) -> anyhow::Result<()> {
     let shared = Shared::new(settings);
     warn_if_protected(&shared.settings);
+    let fit = fd_limit::fit_clients(&shared.settings);
+    shared.clients_that_fit.store(fit, Ordering::Relaxed);
     if shared.settings.raw.memory_limit_mb > 0 {
         tokio::spawn(memory::watch_limit(shared.clone()));
     }
