@@ -425,3 +425,58 @@ fn read_reply_or_ping(s: &mut TcpStream) -> String {
         |r| String::from_utf8_lossy(&r).into_owned(),
     )
 }
+
+/// 50 connections trickle one byte a second into the admin port (the
+/// probe of a slow-loris client) for 6 s; meanwhile every `/healthz`,
+/// asked twice a second, answers 200 within 100 ms, and so do
+/// `/metrics` scrapes.
+#[test]
+fn admin_healthz_answers_while_50_connections_trickle() {
+    let spec =
+        ClusterSpec::new(3, 0).with_node(NodeOptions::cluster().with_password(NODE_PASSWORD));
+    let cluster = Cluster::start(spec).expect("start cluster");
+    let (_proxy, admin) = common::admin::spawn_with_admin(
+        &cluster.seeds(),
+        &["--requirepass", CLIENT_PASSWORD],
+        &[("ORTHRUS_BACKEND__PASSWORD", NODE_PASSWORD)],
+    );
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let slowest = std::thread::scope(|scope| {
+        scope.spawn(|| {
+            let mut slow: Vec<TcpStream> = (0..50)
+                .map(|_| TcpStream::connect(admin).expect("connect"))
+                .collect();
+            let request = b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n";
+            for &byte in request.iter().take(6) {
+                for s in &mut slow {
+                    // Answered 408 and closed after the head deadline:
+                    // reconnect and trickle again.
+                    if s.write_all(&[byte]).is_err() {
+                        *s = TcpStream::connect(admin).expect("reconnect");
+                    }
+                }
+                std::thread::sleep(Duration::from_secs(1));
+            }
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        });
+        let mut slowest = Duration::ZERO;
+        std::thread::sleep(Duration::from_millis(300));
+        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            for path in ["/healthz", "/metrics"] {
+                let started = Instant::now();
+                let (status, body) = common::admin::get(admin, path);
+                let took = started.elapsed();
+                assert_eq!(status, 200, "{path}: {body}");
+                if path == "/healthz" {
+                    slowest = slowest.max(took);
+                }
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        slowest
+    });
+    assert!(
+        slowest <= Duration::from_millis(100),
+        "slowest /healthz took {slowest:?}"
+    );
+}
