@@ -366,6 +366,13 @@ fn under_a_low_open_files_limit_clients_past_what_fits_are_told_so() {
         &cluster,
         &[("ORTHRUS_THREADS", "2")],
     );
+    // The limit is raised just after the listener is bound: wait for the
+    // line that says what came of it.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !proxy.log_text().contains("client.max_clients lowered") {
+        assert!(Instant::now() < deadline, "no line: {}", proxy.log_text());
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let limits =
         std::fs::read_to_string(format!("/proc/{}/limits", proxy.child.id())).expect("limits");
     let open_files = limits
