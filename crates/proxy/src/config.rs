@@ -196,9 +196,11 @@ pub struct ClientConfig {
     /// in the configuration, the environment or the command line. Not
     /// together with `password`. Default: none.
     pub password_file: Option<String>,
-    /// Named users and their passwords, for `AUTH <user> <password>`.
+    /// Named users, for `AUTH <user> <password>`: each a password (the
+    /// user may do everything, `+@all ~* &*`), or a table with Redis ACL
+    /// rules (`rules = "on >pw ~app:* +@read"`, see docs/security.md).
     /// Default: none.
-    pub users: std::collections::HashMap<String, String>,
+    pub users: std::collections::HashMap<String, UserConfig>,
     /// Largest bulk string accepted in a request, in bytes. Default 512 MiB.
     pub max_bulk_len: usize,
     /// Most arguments in one request. Default 1048576.
@@ -216,6 +218,38 @@ pub struct ClientConfig {
     /// past it the subscriber is disconnected. Default 32 MiB (Redis's
     /// pubsub client-output-buffer-limit hard limit).
     pub max_push_bytes: usize,
+}
+
+/// One `[client.users]` entry.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(untagged)]
+pub enum UserConfig {
+    /// `alice = "pw"`: this password, every permission.
+    Password(String),
+    /// `[client.users.alice] rules = "..."`.
+    Rules(UserRules),
+}
+
+/// `[client.users.NAME]`: a user defined by Redis ACL rules.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct UserRules {
+    /// Redis ACL rules, in `ACL SETUSER` syntax: `on`/`off`, `>password`,
+    /// `#sha256`, `~keys`, `%R~keys`, `%W~keys`, `&channels`, `+cmd`,
+    /// `-cmd`, `+@category`, `-@category`, `allkeys`, `allchannels`,
+    /// `allcommands`, `nocommands`, `resetkeys`, ... A user starts off,
+    /// with no password and no permission. No default.
+    pub rules: String,
+}
+
+impl UserConfig {
+    /// The user this entry defines, as user `name`.
+    pub fn to_user(&self, name: &str) -> Result<crate::acl::User, crate::acl::RuleError> {
+        match self {
+            UserConfig::Password(password) => Ok(crate::acl::User::with_password(name, password)),
+            UserConfig::Rules(rules) => crate::acl::parse(name, &rules.rules),
+        }
+    }
 }
 
 /// `[slowlog]`: which requests SLOWLOG GET shows.
@@ -545,8 +579,22 @@ pub fn masked_toml(config: &Config) -> Result<String, toml::ser::Error> {
     };
     mask(&mut shown.backend.password);
     mask(&mut shown.client.password);
-    for pass in shown.client.users.values_mut() {
-        *pass = "********".to_owned();
+    for user in shown.client.users.values_mut() {
+        match user {
+            UserConfig::Password(pass) => *pass = "********".to_owned(),
+            UserConfig::Rules(rules) => {
+                let masked: Vec<&str> = rules
+                    .rules
+                    .split_ascii_whitespace()
+                    .map(|rule| match rule.chars().next() {
+                        Some('>' | '<') => ">********",
+                        Some('#' | '!') => "#********",
+                        _ => rule,
+                    })
+                    .collect();
+                rules.rules = masked.join(" ");
+            }
+        }
     }
     toml::to_string_pretty(&shown)
 }

@@ -487,3 +487,122 @@ fn admin_healthz_answers_while_50_connections_trickle() {
         "slowest /healthz took {slowest:?}"
     );
 }
+
+const ALICE_RULES: &str = "on >alice-pw ~alice:* &alice:* +@read +@write -@dangerous +publish";
+const ROOT_RULES: &str = "on >root-pw ~* &* +@all";
+
+/// Users with Redis ACL rules: alice (`~alice:* +@read +@write
+/// -@dangerous`) reads and writes her keys on every master and is refused
+/// with Redis's `-NOPERM` texts everything else the probe tried; root
+/// (`+@all ~*`) may do all of it; a password-only user still may too.
+#[test]
+fn users_rules_decide_commands_keys_and_channels() {
+    let spec =
+        ClusterSpec::new(3, 0).with_node(NodeOptions::cluster().with_password(NODE_PASSWORD));
+    let cluster = Cluster::start(spec).expect("start cluster");
+    let proxy = Proxy::spawn(
+        &cluster.seeds(),
+        &["--requirepass", CLIENT_PASSWORD],
+        &[
+            ("ORTHRUS_BACKEND__PASSWORD", NODE_PASSWORD),
+            ("ORTHRUS_ADMIN__PASSTHROUGH", "true"),
+            ("ORTHRUS_CLIENT__USERS__ALICE__RULES", ALICE_RULES),
+            ("ORTHRUS_CLIENT__USERS__ROOT__RULES", ROOT_RULES),
+            ("ORTHRUS_CLIENT__USERS__BOB", "bob-pw"),
+        ],
+    );
+    let mut alice = proxy.stream();
+    assert_eq!(
+        common::send(&mut alice, &["AUTH", "alice", "wrong"]).get(..10),
+        Some("-WRONGPASS")
+    );
+    assert_eq!(
+        common::send(&mut alice, &["AUTH", "alice", "alice-pw"]),
+        "+OK\r\n"
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while common::send(&mut alice, &["SET", "alice:ready", "1"]) != "+OK\r\n" {
+        assert!(
+            Instant::now() < deadline,
+            "never served: {}",
+            proxy.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // Her keys, on every master.
+    let mut masters = std::collections::HashSet::new();
+    for i in 0..30 {
+        let key = format!("alice:{i}");
+        masters.insert(common::owner_of(&cluster, key.as_bytes()));
+        assert_eq!(common::send(&mut alice, &["SET", &key, "v"]), "+OK\r\n");
+        assert_eq!(common::send(&mut alice, &["GET", &key]), "$1\r\nv\r\n");
+    }
+    assert_eq!(masters.len(), 3);
+    let key_refused = "-NOPERM No permissions to access a key\r\n";
+    assert_eq!(common::send(&mut alice, &["GET", "bob:x"]), key_refused);
+    assert_eq!(
+        common::send(&mut alice, &["MSET", "alice:1", "a", "bob:x", "b"]),
+        key_refused
+    );
+    let refused =
+        |cmd: &str| format!("-NOPERM User alice has no permissions to run the '{cmd}' command\r\n");
+    for (args, name) in [
+        (&["FLUSHALL"][..], "flushall"),
+        (&["KEYS", "*"], "keys"),
+        (&["CONFIG", "GET", "requirepass"], "config|get"),
+        (&["MONITOR"], "monitor"),
+        (&["SLOWLOG", "GET"], "slowlog|get"),
+        (&["CLIENT", "KILL", "ID", "1"], "client|kill"),
+        (&["CLIENT", "PAUSE", "10"], "client|pause"),
+    ] {
+        assert_eq!(common::send(&mut alice, args), refused(name), "{args:?}");
+    }
+    assert_eq!(
+        common::send(&mut alice, &["PUBLISH", "bob:chan", "x"]),
+        "-NOPERM No permissions to access a channel\r\n"
+    );
+    assert_eq!(
+        common::send(&mut alice, &["PUBLISH", "alice:chan", "x"]),
+        ":0\r\n"
+    );
+
+    // root may do all of it.
+    let mut root = proxy.stream();
+    assert_eq!(
+        common::send(&mut root, &["AUTH", "root", "root-pw"]),
+        "+OK\r\n"
+    );
+    assert_eq!(common::send(&mut root, &["GET", "bob:x"]), "$-1\r\n");
+    assert!(common::send(&mut root, &["KEYS", "alice:1"]).starts_with("*1\r\n"));
+    assert!(common::send(&mut root, &["SLOWLOG", "GET"]).starts_with('*'));
+    let config = common::send(&mut root, &["CONFIG", "GET", "requirepass"]);
+    assert!(config.contains(NODE_PASSWORD), "{config}");
+    assert_eq!(
+        common::send(&mut root, &["CLIENT", "KILL", "ID", "999999"]),
+        ":0\r\n"
+    );
+    assert_eq!(common::send(&mut root, &["FLUSHALL"]), "+OK\r\n");
+    // A password-only user, and the default user, keep every permission.
+    let mut bob = proxy.stream();
+    assert_eq!(
+        common::send(&mut bob, &["AUTH", "bob", "bob-pw"]),
+        "+OK\r\n"
+    );
+    assert!(common::send(&mut bob, &["KEYS", "*"]).starts_with('*'));
+    let mut default = proxy.stream();
+    assert_eq!(
+        common::send(&mut default, &["AUTH", CLIENT_PASSWORD]),
+        "+OK\r\n"
+    );
+    assert!(common::send(&mut default, &["SLOWLOG", "GET"]).starts_with('*'));
+    assert!(!proxy.log_text().contains("alice-pw"));
+
+    // A rule orthrus cannot read stops it at start-up (exit 64).
+    let mut bad = std::process::Command::new(env!("CARGO_BIN_EXE_orthrus"));
+    bad.args(["--seeds", "127.0.0.1:1", "--check-config"])
+        .env("ORTHRUS_CLIENT__USERS__EVE__RULES", "on +@nope");
+    let out = common::run_to_exit(bad, Duration::from_secs(10));
+    assert_eq!(out.status.code(), Some(64));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("user eve") && err.contains("+@nope"), "{err}");
+}

@@ -18,7 +18,6 @@ use crate::observe::clients::{ClientAddr, ClientEntry, Closer, Identity, Names, 
 
 pub mod invalidation;
 pub mod monitor;
-pub mod password;
 pub mod push;
 pub mod subscriptions;
 pub mod tracking;
@@ -75,6 +74,9 @@ pub struct Client {
     pub tracking: Option<Box<tracking::Tracking>>,
     /// False until AUTH succeeds when a client password is configured.
     pub authenticated: bool,
+    /// The user it logged in as, when that user's rules limit what it may
+    /// do (`None`: everything is allowed, nothing is checked).
+    pub acl: Option<Arc<crate::acl::User>>,
     /// CLIENT REPLY.
     pub reply: ReplyMode,
     /// Where its keyed reads go: `cluster.read_from` until it sends

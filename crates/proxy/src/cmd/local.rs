@@ -3,12 +3,14 @@
 //! which clients use as a ready check. Replies follow Redis's wording.
 
 use std::rc::Rc;
+use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 use orthrus_resp::{Protocol, Request, encode};
 
+use crate::acl;
 use crate::client::ReplyMode;
-use crate::client::{Client, Pending, password};
+use crate::client::{Client, Pending};
 use crate::cmd::reply::{bulk, integer, null, simple, verbatim};
 use crate::cmd::{cluster as cluster_cmd, info};
 use crate::config::ReadFrom;
@@ -59,6 +61,7 @@ pub fn execute(cmd: Local, req: &Request, client: &mut Client, ctx: &Rc<WorkerCt
             let live = ctx.shared.live.load();
             let cfg = &live.client;
             client.authenticated = cfg.password.is_none() && cfg.users.is_empty();
+            client.acl = None;
             client.reply = ReplyMode::On;
             client.read_from = ctx.shared.settings.read_from;
             simple("RESET")
@@ -133,17 +136,21 @@ fn auth(
         _ => return error_reply(WRONGPASS),
     };
     let expected = if user == b"default" {
-        cfg.password.as_deref()
+        cfg.password
+            .as_deref()
+            .map(|p| acl::User::with_password("default", p))
     } else {
+        // Rules were checked when the configuration was loaded.
         std::str::from_utf8(user)
             .ok()
-            .and_then(|u| cfg.users.get(u))
-            .map(String::as_str)
+            .and_then(|u| cfg.users.get(u).and_then(|spec| spec.to_user(u).ok()))
     };
     let open = cfg.password.is_none() && cfg.users.is_empty();
     match expected {
-        Some(expected) if password::matches(expected, pass) => {
+        Some(expected) if expected.accepts(pass) => {
             client.authenticated = true;
+            // Only a user with limits is checked request by request.
+            client.acl = (!expected.is_unrestricted()).then(|| Arc::new(expected));
             simple("OK")
         }
         None if open && user == b"default" => {

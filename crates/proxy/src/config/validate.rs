@@ -20,6 +20,10 @@ impl Config {
             self.backend.password.take(),
             self.backend.password_file.as_deref(),
         )?;
+        for (name, user) in &self.client.users {
+            user.to_user(name)
+                .map_err(|e| invalid("client.users", format!("user {name}: {e}")))?;
+        }
         let listen = Listen::parse(&self.listen, self.unix_socket_perm.as_deref())?;
         let seeds = self
             .seeds

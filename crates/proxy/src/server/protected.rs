@@ -44,6 +44,7 @@ fn is_loopback(ip: IpAddr) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::UserConfig;
     use std::path::Path;
     use std::sync::Arc;
 
@@ -85,7 +86,7 @@ mod tests {
         config
             .client
             .users
-            .insert("alice".to_owned(), "pw".to_owned());
+            .insert("alice".to_owned(), UserConfig::Password("pw".to_owned()));
         assert!(!denies(&config, &remote));
         config.client.users.clear();
         config.protected_mode = false;

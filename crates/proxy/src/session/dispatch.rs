@@ -11,6 +11,7 @@ use std::sync::atomic::Ordering;
 use bytes::Bytes;
 use orthrus_resp::{Protocol, Request};
 
+use crate::acl;
 use crate::client::subscriptions::PubSub;
 use crate::client::{Client, Pending, PushSink, ReplyMode};
 use crate::cmd::{
@@ -184,6 +185,13 @@ fn run(
         let reply = error_reply("NOAUTH Authentication required.");
         return Next::Started(Started::refused(Pending::Ready(reply), family));
     }
+    if let (Some(user), Some(info)) = (&client.acl, info) {
+        if let Some(text) = refusal(user, req, info) {
+            WorkerStats::bump(&stats.rejected_commands);
+            let reply = error_reply(&text);
+            return Next::Started(Started::refused(Pending::Ready(reply), family));
+        }
+    }
     if ctx.shared.over_memory.load(Ordering::Relaxed) && !allowed_over_memory(req) {
         WorkerStats::bump(&stats.rejected_commands);
         let reply = error_reply("OOM orthrus: memory use is over memory_limit_mb; request refused");
@@ -300,6 +308,40 @@ fn allowed_over_memory(req: &Request) -> bool {
     ]
     .iter()
     .any(|n| name.eq_ignore_ascii_case(n))
+}
+
+/// A user's rules against one request: the `-NOPERM` text if it is
+/// refused. The command by name and category, every key its key specs
+/// find (a read-only command reads them, any other writes them), and the
+/// channels of the pub/sub commands that name some.
+fn refusal(user: &acl::User, req: &Request, info: &CommandInfo) -> Option<String> {
+    // Containers orthrus answers itself (CLIENT, SLOWLOG) are routed as a
+    // whole; their subcommands have categories of their own.
+    let info: &CommandInfo = info.subcommand(req).map_or(info, |sub| sub);
+    let name = info.full_name();
+    if !user.may_run(name, info.acl_categories) {
+        return Some(acl::Denied::Command.message(&user.name, name));
+    }
+    let access = if info.readonly {
+        acl::Access::Read
+    } else {
+        acl::Access::Write
+    };
+    let mut keys_allowed = true;
+    info.for_each_key(req, |key| keys_allowed &= user.may_access_key(key, access));
+    if !keys_allowed {
+        return Some(acl::Denied::Key.message(&user.name, name));
+    }
+    let (channels, patterns) = match name {
+        "publish" | "spublish" => (1..2.min(req.arg_count()), false),
+        "subscribe" | "ssubscribe" => (1..req.arg_count(), false),
+        "psubscribe" => (1..req.arg_count(), true),
+        _ => return None,
+    };
+    let refused = channels
+        .filter_map(|i| req.arg(i))
+        .any(|channel| !user.may_use_channel(channel, patterns));
+    refused.then(|| acl::Denied::Channel.message(&user.name, name))
 }
 
 /// What Redis lets a client run before it has authenticated.
