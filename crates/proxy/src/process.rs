@@ -173,6 +173,14 @@ impl Shared {
         }
         self.tls.store(Arc::new(tls));
         let old = self.live.load_full();
+        // A user changed or removed is logged out: its clients are closed,
+        // as Redis's ACL SETUSER/DELUSER do.
+        for (name, before) in &old.client.users {
+            if new.client.users.get(name) != Some(before) {
+                let closed = self.clients.close_user(name.as_bytes());
+                tracing::info!(user = %name, closed, "user changed or removed: its clients closed");
+            }
+        }
         let (changed, restart) = differences(&old, &new)
             .into_iter()
             .partition(|name| LIVE.contains(&name.as_str()));

@@ -606,3 +606,80 @@ fn users_rules_decide_commands_keys_and_channels() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("user eve") && err.contains("+@nope"), "{err}");
 }
+
+/// CLIENT LIST names each client's user, CLIENT KILL USER closes a user's
+/// clients, and a SIGHUP that changes one user and removes another ends
+/// both users' connections while the unchanged one stays.
+#[test]
+fn users_show_in_client_list_and_a_reload_ends_changed_users() {
+    let spec =
+        ClusterSpec::new(3, 0).with_node(NodeOptions::cluster().with_password(NODE_PASSWORD));
+    let cluster = Cluster::start(spec).expect("start cluster");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("orthrus.toml");
+    let users = |carol: &str| {
+        format!(
+            "[client.users]\nbob = \"bob-pw\"\ncarol = \"{carol}\"\n\n\
+             [client.users.alice]\nrules = \"{ALICE_RULES}\"\n\n\
+             [client.users.root]\nrules = \"{ROOT_RULES}\"\n"
+        )
+    };
+    std::fs::write(&file, users("carol-pw")).expect("write");
+    let proxy = Proxy::spawn(
+        &cluster.seeds(),
+        &["--config", file.to_str().unwrap()],
+        &[("ORTHRUS_BACKEND__PASSWORD", NODE_PASSWORD)],
+    );
+    let login = |user: &str, pw: &str| {
+        let mut s = proxy.stream();
+        assert_eq!(common::send(&mut s, &["AUTH", user, pw]), "+OK\r\n");
+        s
+    };
+    let mut root = login("root", "root-pw");
+    let mut alice = login("alice", "alice-pw");
+    let mut bob = login("bob", "bob-pw");
+    let mut carol = login("carol", "carol-pw");
+    let list = common::send(&mut root, &["CLIENT", "LIST"]);
+    for user in ["root", "alice", "bob", "carol"] {
+        assert!(list.contains(&format!(" user={user} ")), "{user}: {list}");
+    }
+    assert_eq!(
+        common::send(&mut root, &["CLIENT", "KILL", "USER", "nobody"]),
+        "-ERR No such user\r\n"
+    );
+    assert_eq!(
+        common::send(&mut root, &["CLIENT", "KILL", "USER", "bob"]),
+        ":1\r\n"
+    );
+    let mut rest = [0u8; 16];
+    assert_eq!(bob.read(&mut rest).unwrap_or(0), 0, "bob not closed");
+
+    // carol's password changes, alice is removed: both are logged out.
+    let without_alice = users("carol-new").replace(
+        &format!("\n[client.users.alice]\nrules = \"{ALICE_RULES}\"\n"),
+        "",
+    );
+    assert!(!without_alice.contains("alice"));
+    std::fs::write(&file, without_alice).expect("write");
+    proxy.signal("HUP");
+    for (name, s) in [("alice", &mut alice), ("carol", &mut carol)] {
+        s.set_read_timeout(Some(Duration::from_secs(5)))
+            .expect("timeout");
+        assert_eq!(
+            s.read(&mut rest).unwrap_or(0),
+            0,
+            "{name} not closed: {}",
+            proxy.log_text()
+        );
+    }
+    assert_eq!(common::send(&mut root, &["PING"]), "+PONG\r\n");
+    let mut again = proxy.stream();
+    assert_eq!(
+        common::send(&mut again, &["AUTH", "carol", "carol-new"]),
+        "+OK\r\n"
+    );
+    assert_eq!(
+        common::send(&mut again, &["AUTH", "alice", "alice-pw"]),
+        "-WRONGPASS invalid username-password pair or user is disabled.\r\n"
+    );
+}

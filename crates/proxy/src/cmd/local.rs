@@ -149,6 +149,11 @@ fn auth(
     match expected {
         Some(expected) if expected.accepts(pass) => {
             client.authenticated = true;
+            let named = (user != b"default").then(|| Bytes::copy_from_slice(user));
+            if client.names.as_ref().and_then(|n| n.user.as_ref()) != named.as_ref() {
+                client.names_mut().user = named;
+                ctx.shared.clients.update(client.entry(ctx.index));
+            }
             // Only a user with limits is checked request by request.
             client.acl = (!expected.is_unrestricted()).then(|| Arc::new(expected));
             simple("OK")
@@ -325,7 +330,12 @@ fn client_command(req: &Request, client: &mut Client, ctx: &WorkerCtx) -> Bytes 
         }
         b"kill" if argc >= 3 => {
             let args: Vec<&[u8]> = req.args().skip(2).collect();
-            match ctx.shared.clients.kill(&args, client.id()) {
+            let live = ctx.shared.live.load();
+            let user_exists = |u: &[u8]| {
+                u == b"default"
+                    || std::str::from_utf8(u).is_ok_and(|u| live.client.users.contains_key(u))
+            };
+            match ctx.shared.clients.kill(&args, client.id(), user_exists) {
                 Ok(KillReply::Ok) => simple("OK"),
                 Ok(KillReply::Count(n)) => integer(n),
                 Err(e) => error_reply(e),
