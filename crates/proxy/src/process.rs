@@ -73,6 +73,8 @@ pub struct Shared {
     pub node_latency: latency::Nodes,
     pub ops: OpsMeter,
     pub slowlog: SlowLog,
+    /// ACL LOG.
+    pub acl_log: crate::observe::acl_log::AclLog,
     /// Calls and errors per command (INFO commandstats/errorstats).
     pub commands_seen: CommandStats,
     /// Every connected client, for CLIENT LIST and CLIENT KILL.
@@ -119,6 +121,7 @@ impl Shared {
             node_latency: latency::Nodes::default(),
             ops: OpsMeter::default(),
             slowlog,
+            acl_log: Default::default(),
             commands_seen,
             clients: Registry::default(),
             scripts: Scripts::default(),

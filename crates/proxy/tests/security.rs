@@ -582,6 +582,32 @@ fn users_rules_decide_commands_keys_and_channels() {
         ":0\r\n"
     );
     assert_eq!(common::send(&mut root, &["FLUSHALL"]), "+OK\r\n");
+    // ACL answered by orthrus for its own users.
+    assert_eq!(
+        common::send(&mut root, &["ACL", "WHOAMI"]),
+        "$4\r\nroot\r\n"
+    );
+    let users = common::send(&mut root, &["ACL", "USERS"]);
+    assert_eq!(
+        users,
+        "*4\r\n$7\r\ndefault\r\n$5\r\nalice\r\n$3\r\nbob\r\n$4\r\nroot\r\n"
+    );
+    let list = common::send(&mut root, &["ACL", "LIST"]);
+    assert!(
+        list.contains("user alice on #") && list.contains("~alice:*"),
+        "{list}"
+    );
+    assert!(!list.contains("alice-pw"), "{list}");
+    assert!(common::send(&mut root, &["ACL", "CAT"]).contains("dangerous"));
+    let log = common::send(&mut root, &["ACL", "LOG", "50"]);
+    for seen in ["flushall", "bob:x", "bob:chan", "config|get", "monitor"] {
+        assert!(
+            log.contains(&format!("$6\r\nobject\r\n${}\r\n{seen}\r\n", seen.len())),
+            "{seen}: {log}"
+        );
+    }
+    assert!(log.contains("$6\r\nreason\r\n$4\r\nauth\r\n"), "{log}");
+    assert!(log.contains("$8\r\nusername\r\n$5\r\nalice\r\n"), "{log}");
     // A password-only user, and the default user, keep every permission.
     let mut bob = proxy.stream();
     assert_eq!(
@@ -589,6 +615,7 @@ fn users_rules_decide_commands_keys_and_channels() {
         "+OK\r\n"
     );
     assert!(common::send(&mut bob, &["KEYS", "*"]).starts_with('*'));
+    assert_eq!(common::send(&mut bob, &["ACL", "WHOAMI"]), "$3\r\nbob\r\n");
     let mut default = proxy.stream();
     assert_eq!(
         common::send(&mut default, &["AUTH", CLIENT_PASSWORD]),

@@ -15,6 +15,7 @@ use crate::cmd::reply::{bulk, integer, null, simple, verbatim};
 use crate::cmd::{cluster as cluster_cmd, info};
 use crate::config::ReadFrom;
 use crate::node::forward::error_reply;
+use crate::observe::acl_log::Reason;
 use crate::observe::clients::{Current, KillReply};
 use crate::observe::throttle::Throttle;
 use crate::route::kind::Local;
@@ -87,6 +88,7 @@ pub fn execute(cmd: Local, req: &Request, client: &mut Client, ctx: &Rc<WorkerCt
             }
             simple("OK")
         }
+        Local::Acl => crate::cmd::acl::command(req, client, ctx),
         Local::SlowLog => crate::observe::slowlog::command(&ctx.shared.slowlog, req),
     };
     if matches!(cmd, Local::Hello | Local::Client | Local::Reset) {
@@ -166,6 +168,12 @@ fn auth(
             simple("OK")
         }
         _ => {
+            ctx.shared.acl_log.record(
+                Reason::Auth,
+                "AUTH",
+                &String::from_utf8_lossy(user),
+                client_info(client),
+            );
             if let Some(skipped) = FAILED_AUTH.allow() {
                 tracing::warn!(
                     client.addr = %client.peer(),
@@ -177,6 +185,17 @@ fn auth(
             error_reply(WRONGPASS)
         }
     }
+}
+
+/// Who a client is, for ACL LOG's `client-info`.
+pub fn client_info(client: &Client) -> String {
+    let user = client.names.as_ref().and_then(|n| n.user.as_deref());
+    format!(
+        "id={} addr={} user={}",
+        client.id(),
+        client.peer(),
+        String::from_utf8_lossy(user.unwrap_or(b"default"))
+    )
 }
 
 /// Failed AUTHs are logged at most once a second.

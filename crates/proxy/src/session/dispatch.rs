@@ -20,6 +20,7 @@ use crate::cmd::{
 use crate::config::ReadFrom;
 use crate::node::Done;
 use crate::node::forward::{self, Access, Sent, Target, error_reply};
+use crate::observe::acl_log::Reason;
 use crate::observe::clients::Closer;
 use crate::observe::stats::WorkerStats;
 use crate::route::kind::{Family, Local};
@@ -186,8 +187,10 @@ fn run(
         return Next::Started(Started::refused(Pending::Ready(reply), family));
     }
     if let (Some(user), Some(info)) = (&client.acl, info) {
-        if let Some(text) = refusal(user, req, info) {
+        if let Some((reason, object, text)) = refusal(user, req, info) {
             WorkerStats::bump(&stats.rejected_commands);
+            let who = local::client_info(client);
+            ctx.shared.acl_log.record(reason, &object, &user.name, who);
             let reply = error_reply(&text);
             return Next::Started(Started::refused(Pending::Ready(reply), family));
         }
@@ -314,23 +317,33 @@ fn allowed_over_memory(req: &Request) -> bool {
 /// refused. The command by name and category, every key its key specs
 /// find (a read-only command reads them, any other writes them), and the
 /// channels of the pub/sub commands that name some.
-fn refusal(user: &acl::User, req: &Request, info: &CommandInfo) -> Option<String> {
+/// Returns what ACL LOG records (reason, object) and the reply's text.
+fn refusal(
+    user: &acl::User,
+    req: &Request,
+    info: &CommandInfo,
+) -> Option<(Reason, String, String)> {
     // Containers orthrus answers itself (CLIENT, SLOWLOG) are routed as a
     // whole; their subcommands have categories of their own.
     let info: &CommandInfo = info.subcommand(req).map_or(info, |sub| sub);
     let name = info.full_name();
     if !user.may_run(name, info.acl_categories) {
-        return Some(acl::Denied::Command.message(&user.name, name));
+        let text = acl::Denied::Command.message(&user.name, name);
+        return Some((Reason::Command, name.to_owned(), text));
     }
     let access = if info.readonly {
         acl::Access::Read
     } else {
         acl::Access::Write
     };
-    let mut keys_allowed = true;
-    info.for_each_key(req, |key| keys_allowed &= user.may_access_key(key, access));
-    if !keys_allowed {
-        return Some(acl::Denied::Key.message(&user.name, name));
+    let mut refused_key = None;
+    info.for_each_key(req, |key| {
+        if refused_key.is_none() && !user.may_access_key(key, access) {
+            refused_key = Some(String::from_utf8_lossy(key).into_owned());
+        }
+    });
+    if let Some(key) = refused_key {
+        return Some((Reason::Key, key, acl::Denied::Key.message(&user.name, name)));
     }
     let (channels, patterns) = match name {
         "publish" | "spublish" => (1..2.min(req.arg_count()), false),
@@ -340,8 +353,13 @@ fn refusal(user: &acl::User, req: &Request, info: &CommandInfo) -> Option<String
     };
     let refused = channels
         .filter_map(|i| req.arg(i))
-        .any(|channel| !user.may_use_channel(channel, patterns));
-    refused.then(|| acl::Denied::Channel.message(&user.name, name))
+        .find(|channel| !user.may_use_channel(channel, patterns))?;
+    let text = acl::Denied::Channel.message(&user.name, name);
+    Some((
+        Reason::Channel,
+        String::from_utf8_lossy(refused).into_owned(),
+        text,
+    ))
 }
 
 /// What Redis lets a client run before it has authenticated.
