@@ -710,3 +710,84 @@ fn users_show_in_client_list_and_a_reload_ends_changed_users() {
         "-WRONGPASS invalid username-password pair or user is disabled.\r\n"
     );
 }
+
+/// A TLS client counts against max_clients from accept: three TCP
+/// connections to the TLS port that never start their handshake fill
+/// `max_clients = 3`, so a plain client is told the limit is reached and a
+/// fourth TLS connection is closed at once; once they go, clients are
+/// served again.
+#[test]
+fn tls_clients_in_their_handshake_count_against_max_clients() {
+    let pki = common::tls::Pki::new();
+    let ca = pki.ca("ca");
+    let server = pki.cert("ca", "orthrus");
+    let spec =
+        ClusterSpec::new(3, 0).with_node(NodeOptions::cluster().with_password(NODE_PASSWORD));
+    let cluster = Cluster::start(spec).expect("start cluster");
+    let tls_port = orthrus_devcluster::free_port().expect("free port");
+    let tls_at = format!("127.0.0.1:{tls_port}");
+    let proxy = Proxy::spawn(
+        &cluster.seeds(),
+        &[
+            "--tls-listen",
+            &tls_at,
+            "--tls-cert-file",
+            server.cert.to_str().unwrap(),
+            "--tls-key-file",
+            server.key.to_str().unwrap(),
+        ],
+        &[
+            ("ORTHRUS_BACKEND__PASSWORD", NODE_PASSWORD),
+            ("ORTHRUS_CLIENT__MAX_CLIENTS", "3"),
+        ],
+    );
+    let served = |proxy: &Proxy| {
+        let mut s = proxy.stream();
+        common::send(&mut s, &["PING"])
+    };
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while served(&proxy) != "+PONG\r\n" {
+        assert!(
+            Instant::now() < deadline,
+            "never served: {}",
+            proxy.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let silent: Vec<TcpStream> = (0..3)
+        .map(|_| TcpStream::connect(&tls_at).expect("connect"))
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let reply = served(&proxy);
+        if reply == "-ERR max number of clients reached\r\n" {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "handshaking clients not counted: {reply}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let mut fourth = TcpStream::connect(&tls_at).expect("connect");
+    fourth
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    let mut byte = [0u8; 1];
+    assert_eq!(
+        fourth.read(&mut byte).unwrap_or(0),
+        0,
+        "fourth TLS client not closed"
+    );
+    drop(silent);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while served(&proxy) != "+PONG\r\n" {
+        assert!(Instant::now() < deadline, "room not given back");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let mut secure = common::tls::connect(tls_at.parse().unwrap(), &ca, None).expect("TLS");
+    assert_eq!(
+        common::tls::try_send(&mut secure, &["PING"]).expect("ping"),
+        "+PONG\r\n"
+    );
+}
