@@ -26,6 +26,7 @@ const SETTINGS: &[&str] = &[
     "metrics",
     "shutdown_timeout_ms",
     "memory_limit_mb",
+    "protected_mode",
     "cluster",
     "backend",
     "client",
@@ -78,6 +79,11 @@ pub struct Config {
     /// for the cluster with `-OOM` (connections stay open; local commands
     /// such as PING and INFO still answer). 0 = no limit. Default 0.
     pub memory_limit_mb: u64,
+    /// Redis's `protected-mode`: while no client password and no user is
+    /// configured, only loopback clients (127.0.0.0/8, ::1, the Unix
+    /// socket) are served; any other client gets a `-DENIED` explanation
+    /// and is closed. Applies at once on SIGHUP. Default true.
+    pub protected_mode: bool,
     /// Topology discovery and refresh.
     pub cluster: ClusterConfig,
     /// Connections from orthrus to the cluster nodes.
@@ -162,6 +168,11 @@ pub struct BackendConfig {
     /// Password for the cluster nodes (`requirepass` or the ACL user's).
     /// Default: none (no AUTH).
     pub password: Option<String>,
+    /// A file holding `password` (one line; a final newline is dropped),
+    /// read at start-up and on SIGHUP, so that the password need not sit
+    /// in the configuration, the environment or the command line. Not
+    /// together with `password`. Default: none.
+    pub password_file: Option<String>,
     /// TLS to the nodes.
     pub tls: BackendTlsConfig,
 }
@@ -181,9 +192,16 @@ pub struct ClientConfig {
     /// Password of the default user: clients must `AUTH <password>` (or
     /// `HELLO 3 AUTH default <password>`) first. Default: none.
     pub password: Option<String>,
-    /// Named users and their passwords, for `AUTH <user> <password>`.
+    /// A file holding `password` (one line; a final newline is dropped),
+    /// read at start-up and on SIGHUP, so that the password need not sit
+    /// in the configuration, the environment or the command line. Not
+    /// together with `password`. Default: none.
+    pub password_file: Option<String>,
+    /// Named users, for `AUTH <user> <password>`: each a password (the
+    /// user may do everything, `+@all ~* &*`), or a table with Redis ACL
+    /// rules (`rules = "on >pw ~app:* +@read"`, see docs/security.md).
     /// Default: none.
-    pub users: std::collections::HashMap<String, String>,
+    pub users: std::collections::HashMap<String, UserConfig>,
     /// Largest bulk string accepted in a request, in bytes. Default 512 MiB.
     pub max_bulk_len: usize,
     /// Most arguments in one request. Default 1048576.
@@ -216,6 +234,38 @@ pub struct ClientConfig {
     /// the connection is closed; a MULTI gets an error and its EXEC
     /// EXECABORT. Default 1 GiB.
     pub query_buffer_limit: usize,
+}
+
+/// One `[client.users]` entry.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(untagged)]
+pub enum UserConfig {
+    /// `alice = "pw"`: this password, every permission.
+    Password(String),
+    /// `[client.users.alice] rules = "..."`.
+    Rules(UserRules),
+}
+
+/// `[client.users.NAME]`: a user defined by Redis ACL rules.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct UserRules {
+    /// Redis ACL rules, in `ACL SETUSER` syntax: `on`/`off`, `>password`,
+    /// `#sha256`, `~keys`, `%R~keys`, `%W~keys`, `&channels`, `+cmd`,
+    /// `-cmd`, `+@category`, `-@category`, `allkeys`, `allchannels`,
+    /// `allcommands`, `nocommands`, `resetkeys`, ... A user starts off,
+    /// with no password and no permission. No default.
+    pub rules: String,
+}
+
+impl UserConfig {
+    /// The user this entry defines, as user `name`.
+    pub fn to_user(&self, name: &str) -> Result<crate::acl::User, crate::acl::RuleError> {
+        match self {
+            UserConfig::Password(password) => Ok(crate::acl::User::with_password(name, password)),
+            UserConfig::Rules(rules) => crate::acl::parse(name, &rules.rules),
+        }
+    }
 }
 
 /// `[slowlog]`: which requests SLOWLOG GET shows.
@@ -325,6 +375,7 @@ impl Default for Config {
             metrics: None,
             shutdown_timeout_ms: 10_000,
             memory_limit_mb: 0,
+            protected_mode: true,
             cluster: ClusterConfig::default(),
             backend: BackendConfig::default(),
             client: ClientConfig::default(),
@@ -354,6 +405,7 @@ impl Default for BackendConfig {
             dedicated_per_node: 128,
             username: None,
             password: None,
+            password_file: None,
             tls: BackendTlsConfig::default(),
         }
     }
@@ -365,6 +417,7 @@ impl Default for ClientConfig {
             max_pending: 1024,
             max_pending_bytes: 16 * 1024 * 1024,
             password: None,
+            password_file: None,
             users: std::collections::HashMap::new(),
             max_bulk_len: orthrus_resp::DEFAULT_MAX_BULK_LEN,
             max_args: orthrus_resp::DEFAULT_MAX_ARRAY_LEN,
@@ -545,8 +598,22 @@ pub fn masked_toml(config: &Config) -> Result<String, toml::ser::Error> {
     };
     mask(&mut shown.backend.password);
     mask(&mut shown.client.password);
-    for pass in shown.client.users.values_mut() {
-        *pass = "********".to_owned();
+    for user in shown.client.users.values_mut() {
+        match user {
+            UserConfig::Password(pass) => *pass = "********".to_owned(),
+            UserConfig::Rules(rules) => {
+                let masked: Vec<&str> = rules
+                    .rules
+                    .split_ascii_whitespace()
+                    .map(|rule| match rule.chars().next() {
+                        Some('>' | '<') => ">********",
+                        Some('#' | '!') => "#********",
+                        _ => rule,
+                    })
+                    .collect();
+                rules.rules = masked.join(" ");
+            }
+        }
     }
     toml::to_string_pretty(&shown)
 }

@@ -30,6 +30,8 @@
 //! - `route`: the command table and the rules for each command. Pure.
 //! - [`config`]: the configuration struct, its layers (file, environment,
 //!   flags) and validation.
+//! - [`acl`]: users with permissions in Redis's ACL rule syntax: the rule
+//!   parser and the checks (command, category, keys, channels). Pure.
 
 // The modules below `server` are private; within them `pub` means "offered
 // to the rest of the crate".
@@ -49,6 +51,7 @@
     )
 )]
 
+pub mod acl;
 pub mod config;
 pub mod server;
 

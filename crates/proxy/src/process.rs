@@ -4,7 +4,7 @@
 //! any number of wake-ups into one refresh.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
@@ -27,7 +27,10 @@ pub use swapped::{Held, Local, Swapped};
 /// The settings a reload applies at once (read from `Shared::live` where
 /// they are used); any other setting that changes needs a restart.
 const LIVE: &[&str] = &[
+    "protected_mode",
     "client.password",
+    "client.password_file",
+    "backend.password_file",
     "client.users",
     "client.max_clients",
     "client.idle_timeout_s",
@@ -70,6 +73,8 @@ pub struct Shared {
     pub node_latency: latency::Nodes,
     pub ops: OpsMeter,
     pub slowlog: SlowLog,
+    /// ACL LOG.
+    pub acl_log: crate::observe::acl_log::AclLog,
     /// Calls and errors per command (INFO commandstats/errorstats).
     pub commands_seen: CommandStats,
     /// Every connected client, for CLIENT LIST and CLIENT KILL.
@@ -78,6 +83,9 @@ pub struct Shared {
     pub scripts: Scripts,
     pub started: Instant,
     refresh: Notify,
+    /// Clients that fit under the open files limit (see
+    /// `server::fd_limit`); `client.max_clients` is capped at it.
+    pub clients_that_fit: AtomicUsize,
     /// Set while resident memory is over `memory_limit_mb`.
     pub over_memory: AtomicBool,
     /// Cancelled on SIGTERM/SIGINT: stop accepting and reading, finish
@@ -113,11 +121,13 @@ impl Shared {
             node_latency: latency::Nodes::default(),
             ops: OpsMeter::default(),
             slowlog,
+            acl_log: Default::default(),
             commands_seen,
             clients: Registry::default(),
             scripts: Scripts::default(),
             started: Instant::now(),
             refresh: Notify::new(),
+            clients_that_fit: AtomicUsize::new(usize::MAX),
             over_memory: AtomicBool::new(false),
             shutdown: CancellationToken::new(),
             next_client_id: AtomicU64::new(1),
@@ -166,6 +176,14 @@ impl Shared {
         }
         self.tls.store(Arc::new(tls));
         let old = self.live.load_full();
+        // A user changed or removed is logged out: its clients are closed,
+        // as Redis's ACL SETUSER/DELUSER do.
+        for (name, before) in &old.client.users {
+            if new.client.users.get(name) != Some(before) {
+                let closed = self.clients.close_user(name.as_bytes());
+                tracing::info!(user = %name, closed, "user changed or removed: its clients closed");
+            }
+        }
         let (changed, restart) = differences(&old, &new)
             .into_iter()
             .partition(|name| LIVE.contains(&name.as_str()));

@@ -14,6 +14,14 @@ pub enum ProtocolError {
     /// A `$N` length that is not a number, negative, or above the limit.
     #[error("Protocol error: invalid bulk length")]
     InvalidBulkLength,
+    /// A `*N` count above 10 (or an inline request of more than 10 words)
+    /// from a client that has not authenticated yet.
+    #[error("Protocol error: unauthenticated multibulk length")]
+    UnauthenticatedMultibulkLength,
+    /// A `$N` length above 16 KiB (or an inline line longer than that) from
+    /// a client that has not authenticated yet.
+    #[error("Protocol error: unauthenticated bulk length")]
+    UnauthenticatedBulkLength,
     /// A multibulk element that does not start with `$`.
     #[error("Protocol error: expected '$', got '{}'", Printable(*.0))]
     ExpectedDollar(u8),
@@ -80,6 +88,14 @@ mod tests {
                 "Protocol error: invalid multibulk length",
             ),
             (E::InvalidBulkLength, "Protocol error: invalid bulk length"),
+            (
+                E::UnauthenticatedMultibulkLength,
+                "Protocol error: unauthenticated multibulk length",
+            ),
+            (
+                E::UnauthenticatedBulkLength,
+                "Protocol error: unauthenticated bulk length",
+            ),
             (
                 E::ExpectedDollar(b'x'),
                 "Protocol error: expected '$', got 'x'",

@@ -134,6 +134,10 @@ impl InlineArgs {
         self.ends.is_empty()
     }
 
+    pub(crate) fn len(&self) -> usize {
+        self.ends.len()
+    }
+
     fn iter(&self) -> impl Iterator<Item = &[u8]> + '_ {
         let starts = std::iter::once(0).chain(self.ends.iter().copied());
         starts

@@ -68,6 +68,7 @@ mod value_parse;
 pub use error::ProtocolError;
 pub use limits::{
     DEFAULT_MAX_ARRAY_LEN, DEFAULT_MAX_BULK_LEN, DEFAULT_MAX_DEPTH, DEFAULT_MAX_INLINE_LEN, Limits,
+    PREAUTH_MAX_ARGS, PREAUTH_MAX_BULK_LEN,
 };
 pub use parser::RequestParser;
 pub use protocol::Protocol;

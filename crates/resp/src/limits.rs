@@ -17,6 +17,16 @@ pub const DEFAULT_MAX_ARRAY_LEN: usize = 1_048_576;
 /// line that has no CRLF yet, as in Redis.
 pub const DEFAULT_MAX_INLINE_LEN: usize = 64 * 1024;
 
+/// Most arguments a client may send before it has authenticated: 10, as
+/// Redis since the CVE-2021-32675 fix. A larger `*N` is refused from its
+/// header line, so an unauthenticated client cannot make the proxy buffer
+/// more than a few small arguments.
+pub const PREAUTH_MAX_ARGS: usize = 10;
+
+/// Longest argument a client may send before it has authenticated: 16 KiB,
+/// as Redis. Also caps an inline line before authentication.
+pub const PREAUTH_MAX_BULK_LEN: usize = 16 * 1024;
+
 /// Default cap on aggregate nesting: 128 levels.
 pub const DEFAULT_MAX_DEPTH: usize = 128;
 

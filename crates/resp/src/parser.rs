@@ -15,7 +15,7 @@ use crate::inline;
 use crate::line::{crlf_at, find_cr};
 use crate::number::{parse_i64, parse_len, short_len};
 use crate::request::{ArgRange, ArgRanges, INLINE_ARGS, Request};
-use crate::{Limits, ProtocolError};
+use crate::{Limits, PREAUTH_MAX_ARGS, PREAUTH_MAX_BULK_LEN, ProtocolError};
 
 /// Parses client requests; one per connection, since it remembers how far
 /// it got into a request that is not complete yet.
@@ -31,6 +31,9 @@ pub struct RequestParser {
     line_scan: usize,
     /// The multibulk request being read, once its `*N` line is complete.
     multibulk: Option<Multibulk>,
+    /// The client has not authenticated: Redis's pre-AUTH limits apply
+    /// ([`PREAUTH_MAX_ARGS`], [`PREAUTH_MAX_BULK_LEN`]).
+    unauthenticated: bool,
 }
 
 /// Progress through a multibulk frame that starts at offset 0 of the
@@ -75,6 +78,7 @@ impl RequestParser {
             limits,
             line_scan: 0,
             multibulk: None,
+            unauthenticated: false,
         }
     }
 
@@ -87,6 +91,15 @@ impl RequestParser {
     /// a request already partly read.
     pub fn set_limits(&mut self, limits: Limits) {
         self.limits = limits;
+    }
+
+    /// Whether the client still has to authenticate. While it has, a
+    /// request of more than [`PREAUTH_MAX_ARGS`] arguments or with an
+    /// argument longer than [`PREAUTH_MAX_BULK_LEN`] is refused as soon as
+    /// its header says so (Redis's `unauthenticated multibulk length` and
+    /// `unauthenticated bulk length`); inline lines likewise.
+    pub fn set_unauthenticated(&mut self, unauthenticated: bool) {
+        self.unauthenticated = unauthenticated;
     }
 
     /// Forgets any partly read request.
@@ -107,7 +120,7 @@ impl RequestParser {
     pub fn parse(&mut self, buf: &mut BytesMut) -> Result<Option<Request>, ProtocolError> {
         match &self.multibulk {
             None => {
-                if let Some(request) = parse_whole(buf, &self.limits) {
+                if let Some(request) = parse_whole(buf, &self.limits, self.unauthenticated) {
                     self.line_scan = 0;
                     return Ok(Some(request));
                 }
@@ -140,7 +153,16 @@ impl RequestParser {
     }
 
     fn read_inline(&mut self, buf: &mut BytesMut) -> Result<Step, ProtocolError> {
-        let max = self.limits.max_inline_len;
+        let (max, too_big) = match self.unauthenticated {
+            true if self.limits.max_inline_len > PREAUTH_MAX_BULK_LEN => (
+                PREAUTH_MAX_BULK_LEN,
+                ProtocolError::UnauthenticatedBulkLength,
+            ),
+            _ => (
+                self.limits.max_inline_len,
+                ProtocolError::TooBigInlineRequest,
+            ),
+        };
         let from = self.line_scan.min(buf.len());
         let Some(newline) = buf.get(from..).and_then(|tail| memchr(b'\n', tail)) else {
             self.line_scan = buf.len();
@@ -148,7 +170,7 @@ impl RequestParser {
             // out so that the verdict does not depend on where reads split.
             let line = buf.len() - usize::from(buf.ends_with(b"\r"));
             return if line > max {
-                Err(ProtocolError::TooBigInlineRequest)
+                Err(too_big)
             } else {
                 Ok(Step::Incomplete)
             };
@@ -160,9 +182,12 @@ impl RequestParser {
         if line.len() > max {
             // Redis only checks lines still waiting for their end; checking
             // this one too makes the limit independent of read sizes.
-            return Err(ProtocolError::TooBigInlineRequest);
+            return Err(too_big);
         }
         let args = inline::split_args(line)?;
+        if self.unauthenticated && args.len() > PREAUTH_MAX_ARGS {
+            return Err(ProtocolError::UnauthenticatedMultibulkLength);
+        }
         buf.advance(newline + 1);
         Ok(if args.is_empty() {
             Step::Skipped
@@ -182,6 +207,10 @@ impl RequestParser {
         if count <= 0 {
             buf.advance(next);
             return Ok(Step::Skipped);
+        }
+        // Redis's order: a count above INT_MAX is invalid whoever sends it.
+        if self.unauthenticated && count > PREAUTH_MAX_ARGS as i64 && count <= i64::from(i32::MAX) {
+            return Err(ProtocolError::UnauthenticatedMultibulkLength);
         }
         let count = usize::try_from(count)
             .ok()
@@ -205,6 +234,7 @@ impl RequestParser {
             limits,
             line_scan,
             multibulk,
+            unauthenticated,
         } = self;
         let Some(mb) = multibulk.as_mut() else {
             return Ok(Step::Incomplete);
@@ -212,7 +242,7 @@ impl RequestParser {
         while mb.remaining > 0 {
             let len = match mb.bulk_len {
                 Some(len) => len,
-                None => match read_bulk_header(buf, mb.pos, line_scan, limits)? {
+                None => match read_bulk_header(buf, mb.pos, line_scan, limits, *unauthenticated)? {
                     Some((len, data)) => {
                         mb.pos = data;
                         mb.bulk_len = Some(len);
@@ -253,17 +283,23 @@ impl RequestParser {
 /// digits or more, any byte out of place, a limit reached) and `buf` is
 /// untouched: the general path then reads the same bytes from the start and
 /// gives its verdict, so the two cannot disagree on an input.
-fn parse_whole(buf: &mut BytesMut, limits: &Limits) -> Option<Request> {
+fn parse_whole(buf: &mut BytesMut, limits: &Limits, unauthenticated: bool) -> Option<Request> {
     let bytes: &[u8] = buf;
     let (count, mut pos) = short_header(bytes, 0, b'*', limits)?;
     if count == 0 || count > INLINE_ARGS || count > limits.max_array_len {
         return None;
     }
+    const _: () = assert!(INLINE_ARGS <= PREAUTH_MAX_ARGS);
+    // Counts this path takes are within the pre-AUTH limit; lengths are not.
+    let max_bulk_len = match unauthenticated {
+        true => limits.max_bulk_len.min(PREAUTH_MAX_BULK_LEN),
+        false => limits.max_bulk_len,
+    };
     let mut ranges = [ArgRange::default(); INLINE_ARGS];
     for range in ranges.iter_mut().take(count) {
         let (len, data) = short_header(bytes, pos, b'$', limits)?;
         let end = data + len;
-        if len > limits.max_bulk_len || bytes.get(end..end + 2)? != b"\r\n" {
+        if len > max_bulk_len || bytes.get(end..end + 2)? != b"\r\n" {
             return None;
         }
         *range = ArgRange::new(data, end);
@@ -292,6 +328,7 @@ fn read_bulk_header(
     pos: usize,
     line_scan: &mut usize,
     limits: &Limits,
+    unauthenticated: bool,
 ) -> Result<Option<(usize, usize)>, ProtocolError> {
     match buf.get(pos) {
         None => return Ok(None),
@@ -307,6 +344,9 @@ fn read_bulk_header(
         .and_then(|n| usize::try_from(n).ok())
         .filter(|&n| n <= limits.max_bulk_len)
         .ok_or(ProtocolError::InvalidBulkLength)?;
+    if unauthenticated && len > PREAUTH_MAX_BULK_LEN {
+        return Err(ProtocolError::UnauthenticatedBulkLength);
+    }
     // Argument offsets are u32; refuse now rather than after buffering.
     if data.saturating_add(len).saturating_add(2) > u32::MAX as usize {
         return Err(ProtocolError::TooBigRequest);

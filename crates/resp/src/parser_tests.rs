@@ -398,7 +398,7 @@ proptest::proptest! {
         let limits = Limits { max_inline_len, max_array_len, max_bulk_len, ..Limits::default() };
         for limits in [Limits::default(), limits] {
             let mut fast = BytesMut::from(&input[..]);
-            let Some(quick) = parse_whole(&mut fast, &limits) else {
+            let Some(quick) = parse_whole(&mut fast, &limits, false) else {
                 proptest::prop_assert_eq!(&fast[..], &input[..]);
                 continue;
             };
@@ -414,7 +414,7 @@ proptest::proptest! {
 fn one_pass_reader_takes_the_common_case() {
     let wire = b"*2\r\n$3\r\nGET\r\n$16\r\nkey:000000012345\r\nrest";
     let mut buf = BytesMut::from(&wire[..]);
-    let r = parse_whole(&mut buf, &Limits::default());
+    let r = parse_whole(&mut buf, &Limits::default(), false);
     assert_eq!(
         r.as_ref().and_then(|r| r.arg(1)),
         Some(&b"key:000000012345"[..])
@@ -429,7 +429,78 @@ fn one_pass_reader_takes_the_common_case() {
         b"PING\r\n",
     ] {
         let mut buf = BytesMut::from(declined);
-        assert!(parse_whole(&mut buf, &Limits::default()).is_none());
+        assert!(parse_whole(&mut buf, &Limits::default(), false).is_none());
         assert_eq!(&buf[..], declined);
     }
+}
+
+/// Parses `input` in one read, as a client that has not authenticated.
+fn parse_unauthenticated(input: &[u8]) -> Result<Option<Vec<Vec<u8>>>, ProtocolError> {
+    let mut p = parser();
+    p.set_unauthenticated(true);
+    let mut buf = BytesMut::from(input);
+    Ok(p.parse(&mut buf)?
+        .map(|r| r.args().map(<[u8]>::to_vec).collect()))
+}
+
+#[test]
+fn before_auth_a_big_header_is_refused_before_its_body() {
+    // The header alone decides: no byte of the 200 MiB body is waited for.
+    assert_eq!(
+        parse_unauthenticated(b"*2\r\n$3\r\nGET\r\n$209715210\r\n"),
+        Err(E::UnauthenticatedBulkLength)
+    );
+    assert_eq!(
+        parse_unauthenticated(b"*11\r\n"),
+        Err(E::UnauthenticatedMultibulkLength)
+    );
+    // Redis's order: a count above INT_MAX is invalid from anyone.
+    assert_eq!(
+        parse_unauthenticated(b"*4294967296\r\n"),
+        Err(E::InvalidMultibulkLength)
+    );
+    // At the limits, a request is read as usual (and answered NOAUTH).
+    let at_limit = format!("*1\r\n${}\r\n{}\r\n", 16 * 1024, "a".repeat(16 * 1024));
+    assert!(matches!(
+        parse_unauthenticated(at_limit.as_bytes()),
+        Ok(Some(_))
+    ));
+    let ten = format!("*10\r\n{}", "$1\r\na\r\n".repeat(10));
+    assert!(matches!(parse_unauthenticated(ten.as_bytes()), Ok(Some(_))));
+    let over = format!(
+        "*1\r\n${}\r\n{}\r\n",
+        16 * 1024 + 1,
+        "a".repeat(16 * 1024 + 1)
+    );
+    assert_eq!(
+        parse_unauthenticated(over.as_bytes()),
+        Err(E::UnauthenticatedBulkLength)
+    );
+}
+
+#[test]
+fn before_auth_inline_requests_have_the_same_limits() {
+    let eleven = format!("{}\r\n", ["a"; 11].join(" "));
+    assert_eq!(
+        parse_unauthenticated(eleven.as_bytes()),
+        Err(E::UnauthenticatedMultibulkLength)
+    );
+    let long = "a".repeat(16 * 1024 + 1);
+    assert_eq!(
+        parse_unauthenticated(long.as_bytes()),
+        Err(E::UnauthenticatedBulkLength)
+    );
+    assert!(matches!(parse_unauthenticated(b"AUTH pw\r\n"), Ok(Some(_))));
+}
+
+#[test]
+fn after_auth_the_usual_limits_return() {
+    let mut p = parser();
+    p.set_unauthenticated(true);
+    let mut buf = BytesMut::from(&b"*1\r\n$20000\r\n"[..]);
+    assert_eq!(p.parse(&mut buf), Err(E::UnauthenticatedBulkLength));
+    let mut p = parser();
+    p.set_unauthenticated(false);
+    let mut buf = BytesMut::from(&b"*11\r\n$20000\r\n"[..]);
+    assert_eq!(p.parse(&mut buf), Ok(None));
 }

@@ -3,17 +3,21 @@
 //! which clients use as a ready check. Replies follow Redis's wording.
 
 use std::rc::Rc;
+use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 use orthrus_resp::{Protocol, Request, encode};
 
+use crate::acl;
 use crate::client::ReplyMode;
 use crate::client::{Client, Pending};
 use crate::cmd::reply::{bulk, integer, null, simple, verbatim};
 use crate::cmd::{cluster as cluster_cmd, info};
 use crate::config::ReadFrom;
 use crate::node::forward::error_reply;
+use crate::observe::acl_log::Reason;
 use crate::observe::clients::{Current, KillReply};
+use crate::observe::throttle::Throttle;
 use crate::route::kind::Local;
 use crate::worker::WorkerCtx;
 
@@ -58,6 +62,7 @@ pub fn execute(cmd: Local, req: &Request, client: &mut Client, ctx: &Rc<WorkerCt
             let live = ctx.shared.live.load();
             let cfg = &live.client;
             client.authenticated = cfg.password.is_none() && cfg.users.is_empty();
+            client.acl = None;
             client.reply = ReplyMode::On;
             client.read_from = ctx.shared.settings.read_from;
             simple("RESET")
@@ -83,6 +88,7 @@ pub fn execute(cmd: Local, req: &Request, client: &mut Client, ctx: &Rc<WorkerCt
             }
             simple("OK")
         }
+        Local::Acl => crate::cmd::acl::command(req, client, ctx),
         Local::SlowLog => crate::observe::slowlog::command(&ctx.shared.slowlog, req),
     };
     if matches!(cmd, Local::Hello | Local::Client | Local::Reset) {
@@ -132,17 +138,26 @@ fn auth(
         _ => return error_reply(WRONGPASS),
     };
     let expected = if user == b"default" {
-        cfg.password.as_deref()
+        cfg.password
+            .as_deref()
+            .map(|p| acl::User::with_password("default", p))
     } else {
+        // Rules were checked when the configuration was loaded.
         std::str::from_utf8(user)
             .ok()
-            .and_then(|u| cfg.users.get(u))
-            .map(String::as_str)
+            .and_then(|u| cfg.users.get(u).and_then(|spec| spec.to_user(u).ok()))
     };
     let open = cfg.password.is_none() && cfg.users.is_empty();
     match expected {
-        Some(expected) if expected.as_bytes() == pass => {
+        Some(expected) if expected.accepts(pass) => {
             client.authenticated = true;
+            let named = (user != b"default").then(|| Bytes::copy_from_slice(user));
+            if client.names.as_ref().and_then(|n| n.user.as_ref()) != named.as_ref() {
+                client.names_mut().user = named;
+                ctx.shared.clients.update(client.entry(ctx.index));
+            }
+            // Only a user with limits is checked request by request.
+            client.acl = (!expected.is_unrestricted()).then(|| Arc::new(expected));
             simple("OK")
         }
         None if open && user == b"default" => {
@@ -152,9 +167,39 @@ fn auth(
             client.authenticated = true;
             simple("OK")
         }
-        _ => error_reply(WRONGPASS),
+        _ => {
+            ctx.shared.acl_log.record(
+                Reason::Auth,
+                "AUTH",
+                &String::from_utf8_lossy(user),
+                client_info(client),
+            );
+            if let Some(skipped) = FAILED_AUTH.allow() {
+                tracing::warn!(
+                    client.addr = %client.peer(),
+                    user = %String::from_utf8_lossy(user),
+                    earlier_failures_not_logged = skipped,
+                    "AUTH failed: wrong password or unknown user"
+                );
+            }
+            error_reply(WRONGPASS)
+        }
     }
 }
+
+/// Who a client is, for ACL LOG's `client-info`.
+pub fn client_info(client: &Client) -> String {
+    let user = client.names.as_ref().and_then(|n| n.user.as_deref());
+    format!(
+        "id={} addr={} user={}",
+        client.id(),
+        client.peer(),
+        String::from_utf8_lossy(user.unwrap_or(b"default"))
+    )
+}
+
+/// Failed AUTHs are logged at most once a second.
+static FAILED_AUTH: Throttle = Throttle::new();
 
 fn hello(req: &Request, client: &mut Client, ctx: &WorkerCtx) -> Bytes {
     let mut proto = client.proto;
@@ -304,7 +349,12 @@ fn client_command(req: &Request, client: &mut Client, ctx: &WorkerCtx) -> Bytes 
         }
         b"kill" if argc >= 3 => {
             let args: Vec<&[u8]> = req.args().skip(2).collect();
-            match ctx.shared.clients.kill(&args, client.id()) {
+            let live = ctx.shared.live.load();
+            let user_exists = |u: &[u8]| {
+                u == b"default"
+                    || std::str::from_utf8(u).is_ok_and(|u| live.client.users.contains_key(u))
+            };
+            match ctx.shared.clients.kill(&args, client.id(), user_exists) {
                 Ok(KillReply::Ok) => simple("OK"),
                 Ok(KillReply::Count(n)) => integer(n),
                 Err(e) => error_reply(e),

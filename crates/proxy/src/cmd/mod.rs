@@ -20,6 +20,7 @@
 //! - [`reply`] — building orthrus's own replies and reading the parts of
 //!   nodes' replies that merges need.
 
+pub mod acl;
 pub mod admin;
 pub mod blocking;
 pub mod cluster;

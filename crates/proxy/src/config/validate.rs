@@ -9,7 +9,21 @@ use super::{Config, ConfigError, Listen, ReadFrom, Settings, Tls, invalid, split
 
 impl Config {
     /// Checks every value and resolves what needs resolving.
-    pub fn validate(self) -> Result<Settings, ConfigError> {
+    pub fn validate(mut self) -> Result<Settings, ConfigError> {
+        self.client.password = password(
+            "client.password_file",
+            self.client.password.take(),
+            self.client.password_file.as_deref(),
+        )?;
+        self.backend.password = password(
+            "backend.password_file",
+            self.backend.password.take(),
+            self.backend.password_file.as_deref(),
+        )?;
+        for (name, user) in &self.client.users {
+            user.to_user(name)
+                .map_err(|e| invalid("client.users", format!("user {name}: {e}")))?;
+        }
         let listen = Listen::parse(&self.listen, self.unix_socket_perm.as_deref())?;
         let seeds = self
             .seeds
@@ -117,6 +131,35 @@ impl Config {
             raw: self,
         })
     }
+}
+
+/// A password given directly or in a file (one line, a final newline
+/// dropped), never both.
+fn password(
+    setting: &'static str,
+    given: Option<String>,
+    file: Option<&str>,
+) -> Result<Option<String>, ConfigError> {
+    let Some(path) = file else {
+        return Ok(given);
+    };
+    if given.is_some() {
+        return Err(invalid(
+            setting,
+            "the password is set directly too: keep one of the two".to_owned(),
+        ));
+    }
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| invalid(setting, format!("cannot read {path:?}: {e}")))?;
+    let line = text.strip_suffix('\n').unwrap_or(&text);
+    let line = line.strip_suffix('\r').unwrap_or(line);
+    if line.is_empty() || line.contains('\n') {
+        return Err(invalid(
+            setting,
+            format!("{path:?} must hold the password on one line"),
+        ));
+    }
+    Ok(Some(line.to_owned()))
 }
 
 fn positive(setting: &'static str, value: u64) -> Result<(), ConfigError> {

@@ -6,8 +6,13 @@
 //! one request per connection (`Connection: close`), no body, no
 //! keep-alive. A scraper or a probe needs nothing more, and what it may
 //! cost is bounded: a request head of at most [`MAX_REQUEST`] bytes, read
-//! within [`DEADLINE`], and at most [`MAX_CONNECTIONS`] at a time; excess
-//! connections get an immediate 503 rather than a place in a queue.
+//! within [`HEAD_DEADLINE`], and at most [`MAX_CONNECTIONS`] connections
+//! at a time; excess connections get an immediate 503 rather than a place
+//! in a queue. Connections that are slow to send their head cost a task
+//! and a small buffer each, so there is room for many of them: a few
+//! slow or idle clients cannot starve a liveness probe. Of those, at most
+//! [`MAX_SCRAPES`] may be rendering or writing `/metrics` at once, so that
+//! slow scrapers cannot take the room that probes need.
 
 use std::fmt::Write as _;
 use std::io;
@@ -26,10 +31,16 @@ mod metrics;
 
 /// Largest request head (request line and headers) accepted.
 const MAX_REQUEST: usize = 8 * 1024;
-/// Time a client has to send its request head, and then to take the reply.
+/// Time a client has to send its request head: a probe or a scraper sends
+/// it at once.
+const HEAD_DEADLINE: Duration = Duration::from_secs(2);
+/// Time a client has to take the reply.
 const DEADLINE: Duration = Duration::from_secs(5);
-/// Admin connections served at once.
-const MAX_CONNECTIONS: usize = 8;
+/// Admin connections served at once, whatever they are doing.
+const MAX_CONNECTIONS: usize = 256;
+/// `/metrics` responses being rendered or written at once; probes
+/// (`/healthz`, `/readyz`) are not counted.
+const MAX_SCRAPES: usize = 8;
 /// After a response, input still arriving is read and dropped, up to this
 /// much and for this long, so that the close does not reset the connection
 /// before the client has read the response (see [`finish`]).
@@ -104,10 +115,11 @@ async fn serve(listener: std::net::TcpListener, shared: Arc<Shared>) {
         }
     };
     let serving = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let scrapes = Arc::new(Semaphore::new(MAX_SCRAPES));
     // Turning a client away politely (a 503 it can read) takes a task too;
     // those are bounded separately, and beyond them a connection is just
     // closed.
-    let refusing = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let refusing = Arc::new(Semaphore::new(MAX_SCRAPES));
     loop {
         let (stream, peer) = match listener.accept().await {
             Ok(accepted) => accepted,
@@ -120,8 +132,9 @@ async fn serve(listener: std::net::TcpListener, shared: Arc<Shared>) {
         };
         if let Ok(permit) = serving.clone().try_acquire_owned() {
             let shared = shared.clone();
+            let scrapes = scrapes.clone();
             tokio::spawn(async move {
-                if let Err(e) = connection(stream, &shared).await {
+                if let Err(e) = connection(stream, &shared, &scrapes).await {
                     tracing::debug!(%peer, error = %e, "admin connection failed");
                 }
                 drop(permit);
@@ -138,9 +151,10 @@ async fn serve(listener: std::net::TcpListener, shared: Arc<Shared>) {
 }
 
 /// One request, one response, then close.
-async fn connection(mut stream: TcpStream, shared: &Shared) -> io::Result<()> {
+async fn connection(mut stream: TcpStream, shared: &Shared, scrapes: &Semaphore) -> io::Result<()> {
     let mut buf = Vec::with_capacity(1024);
-    let head = tokio::time::timeout(DEADLINE, read_head(&mut stream, &mut buf)).await;
+    let head = tokio::time::timeout(HEAD_DEADLINE, read_head(&mut stream, &mut buf)).await;
+    let mut scrape = None;
     let (response, head_only) = match head {
         Err(_) => (Response::text(408, "request not received in time"), false),
         Ok(Err(e)) => return Err(e),
@@ -148,6 +162,17 @@ async fn connection(mut stream: TcpStream, shared: &Shared) -> io::Result<()> {
         Ok(Ok(Head::Incomplete)) => (Response::text(400, "incomplete request"), false),
         Ok(Ok(Head::TooLarge)) => (Response::text(431, "request head larger than 8 KiB"), false),
         Ok(Ok(Head::Complete)) => match parse_request(&buf) {
+            Some(req) if req.path == "/metrics" => match scrapes.try_acquire() {
+                Ok(permit) => {
+                    scrape = Some(permit);
+                    let stopping = shared.shutdown.is_cancelled();
+                    (route(&req, shared, stopping), req.method == "HEAD")
+                }
+                Err(_) => (
+                    Response::text(503, "too many /metrics requests at once"),
+                    false,
+                ),
+            },
             Some(req) => (
                 route(&req, shared, shared.shutdown.is_cancelled()),
                 req.method == "HEAD",
@@ -156,9 +181,9 @@ async fn connection(mut stream: TcpStream, shared: &Shared) -> io::Result<()> {
         },
     };
     let bytes = response.encode(head_only);
-    tokio::time::timeout(DEADLINE, finish(stream, &bytes))
-        .await
-        .map_err(|_| io::Error::from(io::ErrorKind::TimedOut))?
+    let written = tokio::time::timeout(DEADLINE, finish(stream, &bytes)).await;
+    drop(scrape);
+    written.map_err(|_| io::Error::from(io::ErrorKind::TimedOut))?
 }
 
 /// Writes the response and closes. Closing a socket with unread input

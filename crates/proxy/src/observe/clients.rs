@@ -85,6 +85,8 @@ pub struct Names {
     pub name: Option<Bytes>,
     pub lib_name: Option<Bytes>,
     pub lib_ver: Option<Bytes>,
+    /// The user it logged in as, when not the default user.
+    pub user: Option<Bytes>,
 }
 
 /// Tells a client's task, from any thread, that orthrus closes it or is
@@ -110,6 +112,7 @@ struct Filter {
     addr: Option<String>,
     laddr: Option<String>,
     kind: Option<ClientType>,
+    user: Option<Vec<u8>>,
     skip_me: bool,
 }
 
@@ -383,7 +386,13 @@ impl Registry {
     /// CLIENT KILL, both forms. `me` is the asking client. Returns the
     /// reply: `+OK`/error for the old `CLIENT KILL addr:port` form, the
     /// number of clients closed for the filter form.
-    pub fn kill(&self, args: &[&[u8]], me: u64) -> Result<KillReply, &'static str> {
+    /// `user_exists` says whether a user name is configured.
+    pub fn kill(
+        &self,
+        args: &[&[u8]],
+        me: u64,
+        user_exists: impl Fn(&[u8]) -> bool,
+    ) -> Result<KillReply, &'static str> {
         let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
         if let [addr] = args {
             let addr = text(addr);
@@ -423,9 +432,10 @@ impl Registry {
                     filter.kind = Some(kind);
                 }
                 b"user" => {
-                    if !value.eq_ignore_ascii_case(b"default") {
+                    if !user_exists(value) {
                         return Err("ERR No such user");
                     }
+                    filter.user = Some(value.to_vec());
                 }
                 b"skipme" => {
                     filter.skip_me = match value.to_ascii_lowercase().as_slice() {
@@ -450,6 +460,7 @@ impl Registry {
                     .as_ref()
                     .is_none_or(|a| who.local.is_some_and(|l| *a == l.to_string()))
                 && filter.kind.is_none_or(|k| k == ClientType::of(e.value()))
+                && filter.user.as_deref().is_none_or(|u| u == e.user())
                 && !(filter.skip_me && who.id == me);
             if matches {
                 close(&e.closer(), who.id == me);
@@ -457,6 +468,21 @@ impl Registry {
             }
         }
         Ok(KillReply::Count(killed))
+    }
+}
+
+impl Registry {
+    /// Closes every client logged in as `user` (its rules changed or it
+    /// was removed); returns how many.
+    pub fn close_user(&self, user: &[u8]) -> usize {
+        let mut closed = 0;
+        for e in self.clients.iter() {
+            if e.user() == user {
+                e.closer().close();
+                closed += 1;
+            }
+        }
+        closed
     }
 }
 
@@ -476,6 +502,14 @@ pub enum KillReply {
 }
 
 impl ClientEntry {
+    /// The user it logged in as (`default` unless named).
+    pub fn user(&self) -> &[u8] {
+        self.names
+            .as_ref()
+            .and_then(|n| n.user.as_deref())
+            .unwrap_or(b"default")
+    }
+
     pub fn closer(&self) -> Closer {
         Closer {
             identity: self.identity.clone(),
@@ -496,7 +530,7 @@ impl ClientEntry {
         let names = self.names.as_deref().cloned().unwrap_or_default();
         let flags = if self.subscribed { "P" } else { "N" };
         format!(
-            "id={} addr={} laddr={} fd=-1 name={} age={} idle=0 flags={flags} db=0 sub=0 psub=0 ssub=0 multi=-1 qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={} worker={}\n",
+            "id={} addr={} laddr={} fd=-1 name={} age={} idle=0 flags={flags} db=0 sub=0 psub=0 ssub=0 multi=-1 qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user={} redir=-1 resp={} lib-name={} lib-ver={} worker={}\n",
             who.id,
             who.peer,
             laddr,
@@ -504,6 +538,7 @@ impl ClientEntry {
             who.created.elapsed().as_secs(),
             now.map_or(0, |c| c.qbuf),
             now.map_or("NULL", |c| c.cmd),
+            String::from_utf8_lossy(self.user()),
             self.proto.version(),
             show(&names.lib_name),
             show(&names.lib_ver),

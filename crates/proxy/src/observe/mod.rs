@@ -6,12 +6,17 @@
 //! - [`stats`] — per-worker counters and instantaneous ops/sec.
 //! - [`latency`] — per-family and per-node latency histograms.
 //! - [`slowlog`] — the SLOWLOG.
+//! - [`acl_log`] — ACL LOG: failed logins and refusals by users' rules.
 //! - [`clients`] — every connected client, for CLIENT LIST/INFO/KILL.
 //! - [`commands`] — calls and errors per command name (INFO commandstats,
 //!   errorstats); per-worker tables behind uncontended locks.
+//! - [`throttle`] — at most one log line a second for events an outsider
+//!   can repeat (clients over the limit, wrong passwords).
 
+pub mod acl_log;
 pub mod clients;
 pub mod commands;
 pub mod latency;
 pub mod slowlog;
 pub mod stats;
+pub mod throttle;

@@ -171,6 +171,8 @@ impl Family {
 /// The commands orthrus answers itself.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Local {
+    /// ACL WHOAMI, USERS, LIST, CAT, LOG (the others pass through).
+    Acl,
     Auth,
     Client,
     Cluster,
@@ -300,6 +302,7 @@ fn listed(name: &str) -> Option<Kind> {
         "wait" | "waitaof" => Kind::Unsupported(WAIT),
         "move" | "swapdb" => Kind::Unsupported(ONE_DATABASE),
         "sync" | "psync" | "replconf" => Kind::Unsupported(NOT_THROUGH_PROXY),
+        "acl|whoami" | "acl|users" | "acl|list" | "acl|cat" | "acl|log" => Kind::Local(Acl),
         "debug" | "shutdown" | "config" | "save" | "bgsave" | "bgrewriteaof" | "replicaof"
         | "slaveof" | "failover" | "acl" | "latency" | "module" | "monitor" => {
             Kind::Unsupported(ADMIN)

@@ -15,6 +15,7 @@ use std::sync::Arc;
 use orthrus_cluster::Slot;
 use orthrus_resp::{Request, Value};
 
+use crate::acl::category;
 use crate::route::counted;
 use crate::route::kind::{self, Family, Kind};
 use keyspec::{Begin, Find, KeySpec};
@@ -46,6 +47,10 @@ pub struct CommandInfo {
     pub split: Option<kind::Merge>,
     /// Its number in INFO commandstats (`None` for a container).
     pub stat: Option<u16>,
+    /// Its ACL categories as `acl::category` bits, from the cluster's
+    /// `COMMAND` reply; the built-in table guesses `@read`, `@write` or
+    /// `@admin @dangerous` from its flags until the reply is learnt.
+    pub acl_categories: u32,
     /// XREAD and XREADGROUP block only when given `BLOCK`.
     blocks_with_block_option: bool,
     /// A container (SCRIPT, CLUSTER, ...) whose subcommands this table does
@@ -340,6 +345,7 @@ impl CommandInfo {
             readonly: entry.flags.contains('r'),
             no_multi: false,
             may_write: !entry.flags.contains('r'),
+            acl_categories: builtin_categories(entry.flags),
             family,
             arity: entry.arity,
             name,
@@ -367,6 +373,9 @@ impl CommandInfo {
             .filter_map(Value::as_str)
             .collect();
         let has = |f: &str| flags.iter().any(|x| x.eq_ignore_ascii_case(f));
+        let acl_categories = fields.get(6).and_then(Value::as_array).map_or(0, |names| {
+            category::from_names(names.iter().filter_map(Value::as_str))
+        });
         let family = fields
             .get(6)
             .and_then(Value::as_array)
@@ -427,6 +436,7 @@ impl CommandInfo {
             readonly: has("readonly"),
             no_multi: has("no_multi"),
             may_write,
+            acl_categories,
             kind,
             family,
             key_specs,
@@ -501,9 +511,27 @@ impl CommandInfo {
         ControlFlow::Continue(())
     }
 
+    /// The entry of `req`'s subcommand, when this is a container the
+    /// table lists subcommands for (`client|kill` for CLIENT KILL).
+    pub fn subcommand(&self, req: &Request) -> Option<&Arc<CommandInfo>> {
+        req.arg(1).and_then(|sub| lookup(&self.subcommands, sub))
+    }
+
     /// Lower-case name used in error texts (`get`, `client|setname`).
     pub fn full_name(&self) -> &str {
         &self.name
+    }
+}
+
+/// A built-in entry's categories, from its flags (`a` admin, `r` read).
+fn builtin_categories(flags: &str) -> u32 {
+    let bit = |name| category::bits(name).unwrap_or(0);
+    if flags.contains('a') {
+        bit("admin") | bit("dangerous")
+    } else if flags.contains('r') {
+        bit("read")
+    } else {
+        bit("write")
     }
 }
 

@@ -8,6 +8,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -18,7 +19,9 @@ use crate::http as admin;
 use crate::node::topology;
 use crate::process::Shared;
 
+pub mod fd_limit;
 mod memory;
+pub mod protected;
 mod thread;
 
 /// Pending connections the kernel queues per listener.
@@ -166,6 +169,9 @@ pub async fn run(
     mut reloads: tokio::sync::mpsc::UnboundedReceiver<Settings>,
 ) -> anyhow::Result<()> {
     let shared = Shared::new(settings);
+    warn_if_protected(&shared.settings);
+    let fit = fd_limit::fit_clients(&shared.settings);
+    shared.clients_that_fit.store(fit, Ordering::Relaxed);
     if shared.settings.raw.memory_limit_mb > 0 {
         tokio::spawn(memory::watch_limit(shared.clone()));
     }
@@ -231,6 +237,23 @@ pub async fn run(
         () = force => anyhow::bail!("second signal: exiting at once"),
     }
     Ok(())
+}
+
+/// Says at start-up when protected mode will turn clients away: the
+/// listener is reachable from other hosts and nothing asks for a password.
+fn warn_if_protected(settings: &Settings) {
+    let raw = &settings.raw;
+    let reachable = [settings.listen.tcp(), settings.tls.listen]
+        .into_iter()
+        .flatten()
+        .any(|addr| !protected::is_local(&crate::observe::clients::ClientAddr::Tcp(addr)));
+    if raw.protected_mode && protected::is_open(raw) && reachable {
+        tracing::warn!(
+            "protected mode: no client password and no user is set, so only loopback \
+             clients are served; set client.password (or client.password_file) or \
+             protected_mode = false"
+        );
+    }
 }
 
 /// Samples the command counter for INFO's `instantaneous_ops_per_sec`.

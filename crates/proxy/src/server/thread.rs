@@ -23,7 +23,9 @@ use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
 
 use crate::observe::clients::ClientAddr;
 use crate::observe::stats::WorkerStats;
+use crate::observe::throttle::Throttle;
 use crate::process::Shared;
+use crate::server::protected;
 use crate::session;
 use crate::worker::WorkerCtx;
 
@@ -85,11 +87,18 @@ fn connected(shared: &Shared) -> usize {
     usize::try_from(n).unwrap_or(0)
 }
 
-/// Over `client.max_clients`: say so, as Redis does, and close.
-async fn refuse(mut stream: impl AsyncWrite + Unpin) {
-    let _ = stream
-        .write_all(b"-ERR max number of clients reached\r\n")
-        .await;
+/// Over `client.max_clients`, as Redis says it.
+const MAX_CLIENTS_REACHED: &[u8] = b"-ERR max number of clients reached\r\n";
+
+/// Clients refused over `max_clients` are logged at most once a second.
+static MAX_CLIENTS_LOG: Throttle = Throttle::new();
+
+/// Failed accepts are logged at most once a second.
+static ACCEPT_FAILED_LOG: Throttle = Throttle::new();
+
+/// Says why (`reply`) and closes.
+async fn refuse(mut stream: impl AsyncWrite + Unpin, reply: &'static [u8]) {
+    let _ = stream.write_all(reply).await;
     let _ = stream.shutdown().await;
 }
 
@@ -113,15 +122,24 @@ async fn accept_loop(plain: Option<Acceptor>, tls: Option<Acceptor>, ctx: Rc<Wor
             () = ctx.shared.shutdown.cancelled() => return,
         };
         match accepted {
-            // A TLS client is counted once its handshake is done.
+            // A TLS client counts from accept: its handshake holds a
+            // descriptor and memory too. Over the limit it is closed at
+            // once (the error could only be read after a handshake).
             Ok(Conn::Tls(stream, peer)) => {
-                tokio::task::spawn_local(serve_tls(stream, peer, ctx.clone()));
+                if over_max_clients(&ctx, &ClientAddr::Tcp(peer)) {
+                    drop(stream);
+                } else {
+                    let handshaking = Handshaking::count(&ctx);
+                    tokio::task::spawn_local(serve_tls(stream, peer, handshaking, ctx.clone()));
+                }
             }
             Ok(Conn::Tcp(stream, peer)) => admit(stream, ClientAddr::Tcp(peer), &ctx),
             Ok(Conn::Unix(stream, path)) => admit(stream, ClientAddr::Unix(path), &ctx),
             Err(e) => {
                 // Out of file descriptors and the like: do not spin.
-                tracing::warn!(error = %e, "accept failed");
+                if let Some(skipped) = ACCEPT_FAILED_LOG.allow() {
+                    tracing::warn!(error = %e, failures_not_logged = skipped, "accept failed");
+                }
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
         }
@@ -129,13 +147,64 @@ async fn accept_loop(plain: Option<Acceptor>, tls: Option<Acceptor>, ctx: Rc<Wor
 }
 
 /// Starts a session for a new client, or refuses it over
-/// `client.max_clients`.
+/// `client.max_clients` or by protected mode.
 fn admit<S: session::Stream>(stream: S, peer: ClientAddr, ctx: &Rc<WorkerCtx>) {
-    if connected(&ctx.shared) >= ctx.shared.live.load().client.max_clients {
+    let live = ctx.shared.live.load();
+    if over_max_clients(ctx, &peer) {
+        tokio::task::spawn_local(refuse(stream, MAX_CLIENTS_REACHED));
+    } else if protected::denies(&live, &peer) {
         WorkerStats::bump(&ctx.stats().rejected_connections);
-        tokio::task::spawn_local(refuse(stream));
+        tracing::debug!(client.addr = %peer, "protected mode: not a loopback client");
+        tokio::task::spawn_local(refuse(stream, protected::DENIED));
     } else {
         tokio::task::spawn_local(session::serve(stream, peer, ctx.clone()));
+    }
+}
+
+/// Whether another client would go over `client.max_clients` (or what
+/// fits under the open files limit); if so, counts and logs the refusal.
+fn over_max_clients(ctx: &WorkerCtx, peer: &ClientAddr) -> bool {
+    let max_clients = ctx
+        .shared
+        .live
+        .load()
+        .client
+        .max_clients
+        .min(ctx.shared.clients_that_fit.load(Ordering::Relaxed));
+    if connected(&ctx.shared) < max_clients {
+        return false;
+    }
+    WorkerStats::bump(&ctx.stats().rejected_connections);
+    if let Some(skipped) = MAX_CLIENTS_LOG.allow() {
+        tracing::warn!(
+            client.addr = %peer,
+            max_clients,
+            refused_since_last_line = skipped,
+            "max number of clients reached: new client refused"
+        );
+    }
+    true
+}
+
+/// A TLS client in its handshake, counted among the connected clients
+/// until the handshake ends (its session then counts it).
+struct Handshaking(Rc<WorkerCtx>);
+
+impl Handshaking {
+    fn count(ctx: &Rc<WorkerCtx>) -> Handshaking {
+        ctx.stats()
+            .connected_clients
+            .fetch_add(1, Ordering::Relaxed);
+        Handshaking(ctx.clone())
+    }
+}
+
+impl Drop for Handshaking {
+    fn drop(&mut self) {
+        self.0
+            .stats()
+            .connected_clients
+            .fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -149,7 +218,12 @@ async fn accept(acceptor: Option<&Acceptor>) -> io::Result<Conn> {
 
 /// Does a TLS client's handshake (with the certificates current now), then
 /// serves it like any client.
-async fn serve_tls(stream: TcpStream, peer: SocketAddr, ctx: Rc<WorkerCtx>) {
+async fn serve_tls(
+    stream: TcpStream,
+    peer: SocketAddr,
+    handshaking: Handshaking,
+    ctx: Rc<WorkerCtx>,
+) {
     let Some(config) = ctx.shared.tls.load().server.clone() else {
         return; // tls.listen was removed by a reload: no certificate
     };
@@ -166,7 +240,9 @@ async fn serve_tls(stream: TcpStream, peer: SocketAddr, ctx: Rc<WorkerCtx>) {
             return;
         }
     };
-    // Its own task from here on: the handshake's state is not kept.
+    // Its own task from here on: the handshake's state is not kept. Its
+    // slot passes to the session, checked again as any client's.
+    drop(handshaking);
     admit(stream, ClientAddr::Tcp(peer), &ctx);
 }
 

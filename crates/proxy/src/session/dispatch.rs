@@ -4,6 +4,7 @@
 //! whatever a subscriber or a client inside MULTI sends, go to their
 //! handlers first.
 
+use std::ops::ControlFlow;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -11,6 +12,7 @@ use std::sync::atomic::Ordering;
 use bytes::Bytes;
 use orthrus_resp::{Protocol, Request};
 
+use crate::acl;
 use crate::client::subscriptions::PubSub;
 use crate::client::{Client, Pending, PushSink, ReplyMode};
 use crate::cmd::{
@@ -19,6 +21,7 @@ use crate::cmd::{
 use crate::config::ReadFrom;
 use crate::node::Done;
 use crate::node::forward::{self, Access, Sent, Target, error_reply};
+use crate::observe::acl_log::Reason;
 use crate::observe::clients::Closer;
 use crate::observe::stats::WorkerStats;
 use crate::route::kind::{Family, Local};
@@ -184,6 +187,15 @@ fn run(
         let reply = error_reply("NOAUTH Authentication required.");
         return Next::Started(Started::refused(Pending::Ready(reply), family));
     }
+    if let (Some(user), Some(info)) = (&client.acl, info) {
+        if let Some((reason, object, text)) = refusal(user, req, info) {
+            WorkerStats::bump(&stats.rejected_commands);
+            let who = local::client_info(client);
+            ctx.shared.acl_log.record(reason, &object, &user.name, who);
+            let reply = error_reply(&text);
+            return Next::Started(Started::refused(Pending::Ready(reply), family));
+        }
+    }
     if ctx.shared.over_memory.load(Ordering::Relaxed) && !allowed_over_memory(req) {
         WorkerStats::bump(&stats.rejected_commands);
         let reply = error_reply("OOM orthrus: memory use is over memory_limit_mb; request refused");
@@ -300,6 +312,57 @@ fn allowed_over_memory(req: &Request) -> bool {
     ]
     .iter()
     .any(|n| name.eq_ignore_ascii_case(n))
+}
+
+/// A user's rules against one request: the `-NOPERM` text if it is
+/// refused. The command by name and category, every key its key specs
+/// find (a read-only command reads them, any other writes them), and the
+/// channels of the pub/sub commands that name some.
+/// Returns what ACL LOG records (reason, object) and the reply's text.
+fn refusal(
+    user: &acl::User,
+    req: &Request,
+    info: &CommandInfo,
+) -> Option<(Reason, String, String)> {
+    // Containers orthrus answers itself (CLIENT, SLOWLOG) are routed as a
+    // whole; their subcommands have categories of their own.
+    let info: &CommandInfo = info.subcommand(req).map_or(info, |sub| sub);
+    let name = info.full_name();
+    if !user.may_run(name, info.acl_categories) {
+        let text = acl::Denied::Command.message(&user.name, name);
+        return Some((Reason::Command, name.to_owned(), text));
+    }
+    let access = if info.readonly {
+        acl::Access::Read
+    } else {
+        acl::Access::Write
+    };
+    let mut refused_key = None;
+    let _ = info.for_each_key(req, |key| {
+        if user.may_access_key(key, access) {
+            return ControlFlow::Continue(());
+        }
+        refused_key = Some(String::from_utf8_lossy(key).into_owned());
+        ControlFlow::Break(())
+    });
+    if let Some(key) = refused_key {
+        return Some((Reason::Key, key, acl::Denied::Key.message(&user.name, name)));
+    }
+    let (channels, patterns) = match name {
+        "publish" | "spublish" => (1..2.min(req.arg_count()), false),
+        "subscribe" | "ssubscribe" => (1..req.arg_count(), false),
+        "psubscribe" => (1..req.arg_count(), true),
+        _ => return None,
+    };
+    let refused = channels
+        .filter_map(|i| req.arg(i))
+        .find(|channel| !user.may_use_channel(channel, patterns))?;
+    let text = acl::Denied::Channel.message(&user.name, name);
+    Some((
+        Reason::Channel,
+        String::from_utf8_lossy(refused).into_owned(),
+        text,
+    ))
 }
 
 /// What Redis lets a client run before it has authenticated.

@@ -248,6 +248,7 @@ fn new_client(stream: &impl Stream, peer: ClientAddr, ctx: &WorkerCtx) -> Client
         pubsub: None,
         tracking: None,
         authenticated: live.client.password.is_none() && live.client.users.is_empty(),
+        acl: None,
         reply: ReplyMode::On,
         read_from: ctx.shared.settings.read_from,
     }
@@ -487,7 +488,12 @@ impl<S: Stream> Session<S> {
             let was_held = self.holding();
             let (parsed, read) = match self.timers.as_mut().and_then(|t| t.held.take()) {
                 Some((req, read)) => (Ok(Some(req)), read),
-                None => (parser.parse(&mut w.input), w.read_at),
+                None => {
+                    // Redis's pre-AUTH limits, read per request: AUTH may
+                    // be the request just before this one.
+                    parser.set_unauthenticated(!self.client.authenticated);
+                    (parser.parse(&mut w.input), w.read_at)
+                }
             };
             let entry = match parsed {
                 Ok(Some(req)) => {
