@@ -131,8 +131,14 @@ fn memory_stays_bounded_while_a_node_is_slow() {
     }
     let grew_mib = after.saturating_sub(before) / 1024;
     eprintln!("orthrus RSS {before} -> {after} KiB while the node was slow");
+    // What may legitimately be held: every client's batch in flight, once
+    // as the request the session keeps until its reply and once copied into
+    // the node queue's buffer, plus allocator slack. A queue that keeps
+    // every byte written grew past 160 MiB in these 10 s.
+    let in_flight_mib = (CLIENTS * PIPELINE * VALUE / (1024 * 1024)) as u64;
+    let bound = 2 * in_flight_mib + 16;
     assert!(
-        grew_mib < 48,
-        "orthrus's RSS grew {grew_mib} MiB in 10 s ({before} -> {after} KiB)"
+        grew_mib < bound,
+        "orthrus's RSS grew {grew_mib} MiB in 10 s ({before} -> {after} KiB), over {bound} MiB"
     );
 }

@@ -74,9 +74,6 @@ pub struct Client {
     pub tracking: Option<Box<tracking::Tracking>>,
     /// False until AUTH succeeds when a client password is configured.
     pub authenticated: bool,
-    /// The user it logged in as, when that user's rules limit what it may
-    /// do (`None`: everything is allowed, nothing is checked).
-    pub acl: Option<Arc<crate::acl::User>>,
     /// CLIENT REPLY.
     pub reply: ReplyMode,
     /// Where its keyed reads go: `cluster.read_from` until it sends

@@ -62,7 +62,6 @@ pub fn execute(cmd: Local, req: &Request, client: &mut Client, ctx: &Rc<WorkerCt
             let live = ctx.shared.live.load();
             let cfg = &live.client;
             client.authenticated = cfg.password.is_none() && cfg.users.is_empty();
-            client.acl = None;
             client.reply = ReplyMode::On;
             client.read_from = ctx.shared.settings.read_from;
             simple("RESET")
@@ -157,7 +156,10 @@ fn auth(
                 ctx.shared.clients.update(client.entry(ctx.index));
             }
             // Only a user with limits is checked request by request.
-            client.acl = (!expected.is_unrestricted()).then(|| Arc::new(expected));
+            let acl = (!expected.is_unrestricted()).then(|| Arc::new(expected));
+            if acl.is_some() || client.names.is_some() {
+                client.names_mut().acl = acl;
+            }
             simple("OK")
         }
         None if open && user == b"default" => {

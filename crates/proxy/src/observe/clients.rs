@@ -87,6 +87,11 @@ pub struct Names {
     pub lib_ver: Option<Bytes>,
     /// The user it logged in as, when not the default user.
     pub user: Option<Bytes>,
+    /// That user, when its rules limit what it may do (`None`: everything
+    /// is allowed, nothing is checked). Kept here, in the box written only
+    /// at AUTH and SETNAME, so that a client that never logs in as such a
+    /// user carries no field for it.
+    pub acl: Option<std::sync::Arc<crate::acl::User>>,
 }
 
 /// Tells a client's task, from any thread, that orthrus closes it or is

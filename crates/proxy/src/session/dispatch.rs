@@ -187,7 +187,8 @@ fn run(
         let reply = error_reply("NOAUTH Authentication required.");
         return Next::Started(Started::refused(Pending::Ready(reply), family));
     }
-    if let (Some(user), Some(info)) = (&client.acl, info) {
+    let limits = client.names.as_ref().and_then(|n| n.acl.as_ref());
+    if let (Some(user), Some(info)) = (limits, info) {
         if let Some((reason, object, text)) = refusal(user, req, info) {
             WorkerStats::bump(&stats.rejected_commands);
             let who = local::client_info(client);

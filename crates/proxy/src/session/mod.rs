@@ -248,7 +248,6 @@ fn new_client(stream: &impl Stream, peer: ClientAddr, ctx: &WorkerCtx) -> Client
         pubsub: None,
         tracking: None,
         authenticated: live.client.password.is_none() && live.client.users.is_empty(),
-        acl: None,
         reply: ReplyMode::On,
         read_from: ctx.shared.settings.read_from,
     }
