@@ -154,8 +154,15 @@ pub struct BackendConfig {
     /// Dedicated connections (blocking commands, WATCH) per worker thread
     /// and per node; when all are in use, such a command waits for one to
     /// be given back, at most `request_timeout_ms`, then gets an error.
-    /// Default 128.
+    /// Default 512.
     pub dedicated_per_node: usize,
+    /// Connections orthrus opens to one node at most, counted across every
+    /// worker and kind (shared, dedicated, subscriptions, tracking,
+    /// MONITOR); past it, opening one waits for another to close, at most
+    /// `request_timeout_ms`, then the request gets an error naming this
+    /// setting. Default 2000 (a fifth of a node's default `maxclients`).
+    /// Read at start-up.
+    pub max_connections_per_node: usize,
     /// ACL user orthrus authenticates as on every node connection (with
     /// `password`). Default: none (`AUTH <password>` as the default user).
     pub username: Option<String>,
@@ -351,7 +358,8 @@ impl Default for BackendConfig {
             connections_per_node: 1,
             connect_timeout_ms: 1000,
             request_timeout_ms: 5000,
-            dedicated_per_node: 128,
+            dedicated_per_node: 512,
+            max_connections_per_node: 2000,
             username: None,
             password: None,
             tls: BackendTlsConfig::default(),

@@ -57,7 +57,7 @@ async fn run(
     loop {
         let mut lease = match DedicatedPool::take(&ctx.dedicated, &addr, proto).await {
             Ok(lease) => lease,
-            Err(e @ TakeError::Exhausted(_)) => {
+            Err(e @ (TakeError::Exhausted(_) | TakeError::Crowded(_))) => {
                 return error_reply(&format!(
                     "ERR orthrus: cannot run a blocking command now: {e} ({addr}); retry later"
                 ));

@@ -18,6 +18,7 @@ use tokio::io::AsyncWriteExt;
 use super::frames::FrameReader;
 use super::stream::NodeStream;
 use super::{Env, conn};
+use crate::process::quota;
 
 /// Idle connections kept per node and protocol.
 const MAX_IDLE: usize = 8;
@@ -36,6 +37,9 @@ pub enum TakeError {
         "all {0} dedicated connections of this worker to the node stayed in use for the request's timeout"
     )]
     Exhausted(usize),
+    /// `backend.max_connections_per_node` reached for the whole wait.
+    #[error("{0}")]
+    Crowded(io::Error),
     #[error("cannot connect to the node: {0}")]
     Connect(#[from] io::Error),
 }
@@ -105,7 +109,11 @@ impl DedicatedPool {
                 },
                 Err(e) => {
                     pool.forget(addr);
-                    return Err(TakeError::Connect(e));
+                    return Err(if quota::is_full(&e) {
+                        TakeError::Crowded(e)
+                    } else {
+                        TakeError::Connect(e)
+                    });
                 }
             },
         };
