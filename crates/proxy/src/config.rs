@@ -217,6 +217,10 @@ pub struct ClientConfig {
     /// Bytes of CLIENT TRACKING BCAST prefixes one client may have, all
     /// together; past it the command gets an error. Default 65536.
     pub max_tracking_prefix_bytes: usize,
+    /// Dedicated connections one client may hold at once (its WATCH and a
+    /// blocking command); past it the command gets an error at once.
+    /// Default 2. Read at start-up.
+    pub max_dedicated: usize,
     /// Bytes of one request that may be buffered before it is complete,
     /// and of the commands one MULTI may queue, all together: Redis's
     /// `client-query-buffer-limit`. Past it, a request gets an error and
@@ -380,6 +384,7 @@ impl Default for ClientConfig {
             max_push_bytes: 32 * 1024 * 1024,
             max_tracking_prefixes: 1000,
             max_tracking_prefix_bytes: 64 * 1024,
+            max_dedicated: 2,
             query_buffer_limit: 1024 * 1024 * 1024,
             max_clients: 10_000,
             idle_timeout_s: 0,

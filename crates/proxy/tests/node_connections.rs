@@ -135,3 +135,31 @@ fn clients_opening_many_connections_meet_the_bound_not_the_nodes_maxclients() {
         assert!(!pong.contains(NODE_FULL), "{pong}");
     }
 }
+
+#[test]
+fn a_client_holds_at_most_client_max_dedicated_connections() {
+    let cluster = common::cluster(3, 0);
+    let proxy = Proxy::spawn(
+        &cluster.seeds(),
+        &["--threads", "1"],
+        &[("ORTHRUS_CLIENT__MAX_DEDICATED", "1")],
+    );
+    proxy.wait_ready(Duration::from_secs(20));
+    let mut c = proxy.stream();
+    // The WATCH holds one: a blocking command is refused at once.
+    assert_eq!(send(&mut c, &["WATCH", "w"]), "+OK\r\n");
+    let started = Instant::now();
+    let refused = send(&mut c, &["BLPOP", "b", "1"]);
+    assert!(
+        refused.starts_with("-ERR orthrus:") && refused.contains("client.max_dedicated"),
+        "{refused}"
+    );
+    assert!(started.elapsed() < Duration::from_millis(900));
+    // Given back by UNWATCH: the blocking command runs.
+    assert_eq!(send(&mut c, &["UNWATCH"]), "+OK\r\n");
+    assert_eq!(send(&mut c, &["BLPOP", "b", "1"]), "*-1\r\n");
+    // Another client is not counted with this one.
+    let mut other = proxy.stream();
+    assert_eq!(send(&mut c, &["WATCH", "w"]), "+OK\r\n");
+    assert_eq!(send(&mut other, &["BLPOP", "b", "1"]), "*-1\r\n");
+}

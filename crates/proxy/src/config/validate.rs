@@ -68,6 +68,7 @@ impl Config {
             self.cluster.refresh_interval_ms,
         )?;
         positive("client.max_pending", self.client.max_pending as u64)?;
+        positive("client.max_dedicated", self.client.max_dedicated as u64)?;
         positive(
             "client.max_pending_bytes",
             self.client.max_pending_bytes as u64,

@@ -4,7 +4,7 @@
 //! kept for reuse, and a connection whose client went away mid-command is
 //! closed, which makes Redis forget the blocked client.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::io;
 use std::rc::Rc;
@@ -30,6 +30,10 @@ pub struct Dedicated {
     proto: Protocol,
 }
 
+/// How many dedicated connections one client holds, shared by its
+/// leases (within `client.max_dedicated`).
+pub type Holding = Rc<Cell<usize>>;
+
 /// Why no dedicated connection could be had.
 #[derive(Debug, thiserror::Error)]
 pub enum TakeError {
@@ -37,6 +41,8 @@ pub enum TakeError {
         "all {0} dedicated connections of this worker to the node stayed in use for the request's timeout"
     )]
     Exhausted(usize),
+    #[error("this client already holds {0} dedicated connections (client.max_dedicated)")]
+    PerClient(usize),
     /// `backend.max_connections_per_node` reached for the whole wait.
     #[error("{0}")]
     Crowded(io::Error),
@@ -60,6 +66,8 @@ pub struct DedicatedPool {
 pub struct Lease {
     conn: Option<Dedicated>,
     pool: Rc<DedicatedPool>,
+    /// The count of the client it is lent to, if counted.
+    client: Option<Holding>,
 }
 
 // === impl DedicatedPool ===
@@ -77,12 +85,20 @@ impl DedicatedPool {
 
     /// Takes an idle connection to `addr` or opens one, within the bound;
     /// while all are in use, waits for one to be given back, at most
-    /// `backend.request_timeout_ms`.
+    /// `backend.request_timeout_ms`. A lease counted in `client` fails at
+    /// once when the client holds `client.max_dedicated` already.
     pub async fn take(
         pool: &Rc<DedicatedPool>,
         addr: &NodeAddr,
         proto: Protocol,
+        client: Option<&Holding>,
     ) -> Result<Lease, TakeError> {
+        if let Some(held) = client {
+            let cap = pool.env.shared.settings.raw.client.max_dedicated;
+            if held.get() >= cap {
+                return Err(TakeError::PerClient(cap));
+            }
+        }
         let deadline = tokio::time::Instant::now() + pool.env.shared.request_timeout();
         loop {
             // Made before the look: a connection freed after it wakes it.
@@ -117,9 +133,13 @@ impl DedicatedPool {
                 }
             },
         };
+        if let Some(held) = client {
+            held.set(held.get().saturating_add(1));
+        }
         Ok(Lease {
             conn: Some(conn),
             pool: pool.clone(),
+            client: client.cloned(),
         })
     }
 
@@ -191,6 +211,9 @@ impl Lease {
 
 impl Drop for Lease {
     fn drop(&mut self) {
+        if let Some(held) = &self.client {
+            held.set(held.get().saturating_sub(1));
+        }
         if let Some(conn) = self.conn.take() {
             self.pool.forget(&conn.addr);
         }

@@ -31,6 +31,7 @@ use tokio::io::ReadBuf;
 use tokio::sync::mpsc;
 
 use crate::client::{Client, Pending, PushSink, ReplyMode};
+use crate::node::dedicated::Holding;
 use crate::node::forward::error_reply;
 use crate::observe::clients::{ClientAddr, Closer, Identity, Signal};
 use crate::observe::stats::WorkerStats;
@@ -250,6 +251,7 @@ fn new_client(stream: &impl Stream, peer: ClientAddr, ctx: &WorkerCtx) -> Client
         authenticated: live.client.password.is_none() && live.client.users.is_empty(),
         reply: ReplyMode::On,
         read_from: ctx.shared.settings.read_from,
+        dedicated: Holding::default(),
     }
 }
 
