@@ -13,7 +13,6 @@ use orthrus_resp::Protocol;
 
 use crate::config::ReadFrom;
 use crate::node::Done;
-use crate::node::dedicated::Holding;
 use crate::node::forward::Remote;
 use crate::observe::clients::{ClientAddr, ClientEntry, Closer, Identity, Names, Signal};
 
@@ -80,8 +79,6 @@ pub struct Client {
     /// Where its keyed reads go: `cluster.read_from` until it sends
     /// READONLY (replicas) or READWRITE (the master).
     pub read_from: ReadFrom,
-    /// Dedicated connections it holds (WATCH, a blocking command).
-    pub dedicated: Holding,
 }
 
 /// CLIENT REPLY ON|OFF|SKIP.

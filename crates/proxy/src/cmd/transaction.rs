@@ -235,7 +235,7 @@ fn watch(client: &mut Client, req: &Request, table: &CommandTable, ctx: &Rc<Work
     let frame = req.frame().clone();
     let proto = client.proto;
     let ctx = ctx.clone();
-    let held = client.dedicated.clone();
+    let held = client.identity.clone();
     Pending::deferred(Box::pin(async move {
         let started = Instant::now();
         let watch = Watching {

@@ -4,10 +4,12 @@
 //! kept for reuse, and a connection whose client went away mid-command is
 //! closed, which makes Redis forget the blocked client.
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::io;
 use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -18,6 +20,7 @@ use tokio::io::AsyncWriteExt;
 use super::frames::FrameReader;
 use super::stream::NodeStream;
 use super::{Env, conn};
+use crate::observe::clients::Identity;
 use crate::process::quota;
 
 /// Idle connections kept per node and protocol.
@@ -30,9 +33,9 @@ pub struct Dedicated {
     proto: Protocol,
 }
 
-/// How many dedicated connections one client holds, shared by its
-/// leases (within `client.max_dedicated`).
-pub type Holding = Rc<Cell<usize>>;
+/// The client a lease is counted on (its `dedicated` count, within
+/// `client.max_dedicated`).
+pub type Holding = Arc<Identity>;
 
 /// Why no dedicated connection could be had.
 #[derive(Debug, thiserror::Error)]
@@ -95,7 +98,7 @@ impl DedicatedPool {
     ) -> Result<Lease, TakeError> {
         if let Some(held) = client {
             let cap = pool.env.shared.settings.raw.client.max_dedicated;
-            if held.get() >= cap {
+            if held.dedicated.load(Ordering::Relaxed) >= cap {
                 return Err(TakeError::PerClient(cap));
             }
         }
@@ -134,7 +137,7 @@ impl DedicatedPool {
             },
         };
         if let Some(held) = client {
-            held.set(held.get().saturating_add(1));
+            held.dedicated.fetch_add(1, Ordering::Relaxed);
         }
         Ok(Lease {
             conn: Some(conn),
@@ -212,7 +215,7 @@ impl Lease {
 impl Drop for Lease {
     fn drop(&mut self) {
         if let Some(held) = &self.client {
-            held.set(held.get().saturating_sub(1));
+            held.dedicated.fetch_sub(1, Ordering::Relaxed);
         }
         if let Some(conn) = self.conn.take() {
             self.pool.forget(&conn.addr);

@@ -21,7 +21,7 @@ use std::io;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 use std::time::Instant;
 
@@ -31,7 +31,6 @@ use tokio::io::ReadBuf;
 use tokio::sync::mpsc;
 
 use crate::client::{Client, Pending, PushSink, ReplyMode};
-use crate::node::dedicated::Holding;
 use crate::node::forward::error_reply;
 use crate::observe::clients::{ClientAddr, Closer, Identity, Signal};
 use crate::observe::stats::WorkerStats;
@@ -238,6 +237,7 @@ fn new_client(stream: &impl Stream, peer: ClientAddr, ctx: &WorkerCtx) -> Client
         local: stream.local(),
         created: Instant::now(),
         signal: Signal::default(),
+        dedicated: AtomicUsize::new(0),
     });
     Client {
         identity,
@@ -251,7 +251,6 @@ fn new_client(stream: &impl Stream, peer: ClientAddr, ctx: &WorkerCtx) -> Client
         authenticated: live.client.password.is_none() && live.client.users.is_empty(),
         reply: ReplyMode::On,
         read_from: ctx.shared.settings.read_from,
-        dedicated: Holding::default(),
     }
 }
 
