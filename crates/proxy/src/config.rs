@@ -160,8 +160,15 @@ pub struct BackendConfig {
     /// Dedicated connections (blocking commands, WATCH) per worker thread
     /// and per node; when all are in use, such a command waits for one to
     /// be given back, at most `request_timeout_ms`, then gets an error.
-    /// Default 128.
+    /// Default 512.
     pub dedicated_per_node: usize,
+    /// Connections orthrus opens to one node at most, counted across every
+    /// worker and kind (shared, dedicated, subscriptions, tracking,
+    /// MONITOR); past it, opening one waits for another to close, at most
+    /// `request_timeout_ms`, then the request gets an error naming this
+    /// setting. Default 2000 (a fifth of a node's default `maxclients`).
+    /// Read at start-up.
+    pub max_connections_per_node: usize,
     /// ACL user orthrus authenticates as on every node connection (with
     /// `password`). Default: none (`AUTH <password>` as the default user).
     pub username: Option<String>,
@@ -228,6 +235,10 @@ pub struct ClientConfig {
     /// Bytes of CLIENT TRACKING BCAST prefixes one client may have, all
     /// together; past it the command gets an error. Default 65536.
     pub max_tracking_prefix_bytes: usize,
+    /// Dedicated connections one client may hold at once (its WATCH and a
+    /// blocking command); past it the command gets an error at once.
+    /// Default 2. Read at start-up.
+    pub max_dedicated: usize,
     /// Bytes of one request that may be buffered before it is complete,
     /// and of the commands one MULTI may queue, all together: Redis's
     /// `client-query-buffer-limit`. Past it, a request gets an error and
@@ -402,7 +413,8 @@ impl Default for BackendConfig {
             connections_per_node: 1,
             connect_timeout_ms: 1000,
             request_timeout_ms: 5000,
-            dedicated_per_node: 128,
+            dedicated_per_node: 512,
+            max_connections_per_node: 2000,
             username: None,
             password: None,
             password_file: None,
@@ -425,6 +437,7 @@ impl Default for ClientConfig {
             max_push_bytes: 32 * 1024 * 1024,
             max_tracking_prefixes: 1000,
             max_tracking_prefix_bytes: 64 * 1024,
+            max_dedicated: 2,
             query_buffer_limit: 1024 * 1024 * 1024,
             max_clients: 10_000,
             idle_timeout_s: 0,

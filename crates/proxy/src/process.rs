@@ -12,6 +12,7 @@ use orthrus_cluster::{NodeAddr, RedirectPolicy, Slot, SlotMap};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+use self::quota::NodeQuota;
 use crate::config::{Config, Settings, Tls};
 use crate::observe::clients::Registry;
 use crate::observe::commands::CommandStats;
@@ -21,6 +22,7 @@ use crate::observe::stats::{OpsMeter, WorkerStats};
 use crate::route::table::CommandTable;
 use crate::scripts::Scripts;
 
+pub mod quota;
 mod swapped;
 pub use swapped::{Held, Local, Swapped};
 
@@ -71,6 +73,8 @@ pub struct Shared {
     pub latency: latency::Families,
     /// Round trips per cluster node.
     pub node_latency: latency::Nodes,
+    /// Connections open to each node, within `backend.max_connections_per_node`.
+    pub node_quota: NodeQuota,
     pub ops: OpsMeter,
     pub slowlog: SlowLog,
     /// ACL LOG.
@@ -108,6 +112,7 @@ impl Shared {
             settings.raw.slowlog.log_slower_than_us,
             settings.raw.slowlog.max_len,
         );
+        let node_quota = NodeQuota::new(settings.raw.backend.max_connections_per_node);
         Arc::new(Shared {
             live: Swapped::from_pointee(settings.raw.clone()),
             tls: ArcSwap::from_pointee(settings.tls.clone()),
@@ -119,6 +124,7 @@ impl Shared {
             stats,
             latency,
             node_latency: latency::Nodes::default(),
+            node_quota,
             ops: OpsMeter::default(),
             slowlog,
             acl_log: Default::default(),

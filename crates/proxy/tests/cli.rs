@@ -53,6 +53,16 @@ fn bad_settings_exit_64_naming_the_setting() {
             "backend.connect_timeout_ms",
         ),
         (
+            &["--seeds", "127.0.0.1:1", "--threads", "2"],
+            &[("ORTHRUS_BACKEND__MAX_CONNECTIONS_PER_NODE", "7")],
+            "backend.max_connections_per_node",
+        ),
+        (
+            &["--seeds", "127.0.0.1:1"],
+            &[("ORTHRUS_BACKEND__MAX_CONNECTIONS_PER_NODE", "1000001")],
+            "backend.max_connections_per_node",
+        ),
+        (
             &["--seeds", "127.0.0.1:1"],
             &[("ORTHRUS_SLOWLOG__MAX_LEN", "10001")],
             "slowlog.max_len",

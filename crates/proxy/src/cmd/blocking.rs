@@ -16,25 +16,42 @@ use orthrus_resp::{Protocol, Request};
 use crate::client::Pending;
 use crate::node::Done;
 use crate::node::conn::ASKING;
-use crate::node::dedicated::{DedicatedPool, TakeError};
+use crate::node::dedicated::{DedicatedPool, Holding, TakeError};
 use crate::node::forward::{error_reply, no_owner};
 use crate::node::retry::{Next, Retry};
 use crate::observe::stats::{GaugeGuard, WorkerStats};
 use crate::worker::WorkerCtx;
 
 /// Starts a blocking command for the master of `slot`.
-pub fn dispatch(ctx: &Rc<WorkerCtx>, req: &Request, slot: Slot, proto: Protocol) -> Pending {
+pub fn dispatch(
+    ctx: &Rc<WorkerCtx>,
+    req: &Request,
+    slot: Slot,
+    proto: Protocol,
+    client: &Holding,
+) -> Pending {
     let frame = req.frame().clone();
     let wait = command_timeout(req).map(|t| t + ctx.shared.request_timeout());
     let ctx = ctx.clone();
+    let client = client.clone();
     Pending::deferred(Box::pin(async move {
         let _blocked = GaugeGuard::new(&ctx.stats().blocked_clients);
-        let waited = Cell::new(Duration::ZERO);
+        let account = Account {
+            waited: Cell::new(Duration::ZERO),
+            client,
+        };
         // A client that leaves ends its session, which drops this future
         // and so closes the dedicated connection: Redis forgets the block.
-        let reply = run(&ctx, frame, slot, proto, wait, &waited).await;
-        Done::from_nodes(reply, waited.get())
+        let reply = run(&ctx, frame, slot, proto, wait, &account).await;
+        Done::from_nodes(reply, account.waited.get())
     }))
+}
+
+/// What a blocking command counts: the time it waited for its node, and
+/// the dedicated connections of its client.
+struct Account {
+    waited: Cell<Duration>,
+    client: Holding,
 }
 
 async fn run(
@@ -43,7 +60,7 @@ async fn run(
     slot: Slot,
     proto: Protocol,
     wait: Option<Duration>,
-    waited: &Cell<Duration>,
+    account: &Account,
 ) -> Bytes {
     let map = ctx.shared.slots.load_full();
     let Some(mut addr) = map.master(slot).cloned() else {
@@ -55,20 +72,23 @@ async fn run(
     let env = ctx.pool.env();
     let mut retry = Retry::new(env, Instant::now());
     loop {
-        let mut lease = match DedicatedPool::take(&ctx.dedicated, &addr, proto).await {
-            Ok(lease) => lease,
-            Err(e @ TakeError::Exhausted(_)) => {
-                return error_reply(&format!(
-                    "ERR orthrus: cannot run a blocking command now: {e} ({addr}); retry later"
-                ));
-            }
-            Err(TakeError::Connect(e)) => {
-                ctx.shared.request_refresh();
-                return error_reply(&format!(
-                    "CLUSTERDOWN orthrus: node {addr} unreachable: {e}"
-                ));
-            }
-        };
+        let mut lease =
+            match DedicatedPool::take(&ctx.dedicated, &addr, proto, Some(&account.client)).await {
+                Ok(lease) => lease,
+                Err(
+                    e @ (TakeError::Exhausted(_) | TakeError::Crowded(_) | TakeError::PerClient(_)),
+                ) => {
+                    return error_reply(&format!(
+                        "ERR orthrus: cannot run a blocking command now: {e} ({addr}); retry later"
+                    ));
+                }
+                Err(TakeError::Connect(e)) => {
+                    ctx.shared.request_refresh();
+                    return error_reply(&format!(
+                        "CLUSTERDOWN orthrus: node {addr} unreachable: {e}"
+                    ));
+                }
+            };
         let started = Instant::now();
         let sent = if asking {
             let mut both = BytesMut::with_capacity(ASKING.len() + frame.len());
@@ -78,6 +98,7 @@ async fn run(
         } else {
             lease.call(&frame, 1, wait).await
         };
+        let waited = &account.waited;
         waited.set(waited.get() + started.elapsed());
         retry.extend(started.elapsed());
         let reply = match sent {

@@ -224,7 +224,7 @@ async fn ask_every_master(ctx: &Rc<WorkerCtx>, frame: &Bytes, proto: Protocol) -
     let asks = masters.iter().map(|addr| {
         let (ctx, frame) = (ctx.clone(), frame.clone());
         async move {
-            let mut conn = match DedicatedPool::take(&ctx.dedicated, addr, proto).await {
+            let mut conn = match DedicatedPool::take(&ctx.dedicated, addr, proto, None).await {
                 Ok(conn) => conn,
                 Err(e) => {
                     return forward::error_reply(&format!("ERR orthrus: cannot reach {addr}: {e}"));

@@ -25,7 +25,7 @@ use crate::client::{Client, Pending};
 use crate::cmd::reply::{array_elements, simple};
 use crate::node::Done;
 use crate::node::conn::BackendError;
-use crate::node::dedicated::{DedicatedPool, Lease};
+use crate::node::dedicated::{DedicatedPool, Holding, Lease};
 use crate::node::forward::{
     self, Target, can_take_over, error_reply, no_owner, owner, send_frames,
 };
@@ -235,11 +235,22 @@ fn watch(client: &mut Client, req: &Request, table: &CommandTable, ctx: &Rc<Work
     let frame = req.frame().clone();
     let proto = client.proto;
     let ctx = ctx.clone();
+    let held = client.identity.clone();
     Pending::deferred(Box::pin(async move {
         let started = Instant::now();
-        let reply = watch_on_owner(&ctx, &lease, &frame, slot, proto).await;
+        let watch = Watching {
+            lease: &lease,
+            held: &held,
+        };
+        let reply = watch_on_owner(&ctx, watch, &frame, slot, proto).await;
         Done::from_nodes(reply, started.elapsed())
     }))
+}
+
+/// The client's WATCH connection and its count of dedicated connections.
+struct Watching<'a> {
+    lease: &'a RefCell<Option<Lease>>,
+    held: &'a Holding,
 }
 
 /// Sends WATCH on the connection the client holds, or takes one to the
@@ -247,12 +258,13 @@ fn watch(client: &mut Client, req: &Request, table: &CommandTable, ctx: &Rc<Work
 /// the retry driver, on a new connection.
 async fn watch_on_owner(
     ctx: &Rc<WorkerCtx>,
-    lease: &RefCell<Option<Lease>>,
+    watch: Watching<'_>,
     frame: &Bytes,
     slot: orthrus_cluster::Slot,
     proto: Protocol,
 ) -> Bytes {
     let timeout = Some(ctx.shared.request_timeout());
+    let lease = watch.lease;
     let held = lease.borrow_mut().take();
     if let Some(mut conn) = held {
         // Keys are watched on this connection already: going elsewhere
@@ -272,10 +284,11 @@ async fn watch_on_owner(
         let Some(addr) = map.master(slot).cloned() else {
             return no_owner(&map);
         };
-        let mut conn = match DedicatedPool::take(&ctx.dedicated, &addr, proto).await {
-            Ok(conn) => conn,
-            Err(e) => return error_reply(&format!("ERR orthrus: cannot WATCH now: {e}")),
-        };
+        let mut conn =
+            match DedicatedPool::take(&ctx.dedicated, &addr, proto, Some(watch.held)).await {
+                Ok(conn) => conn,
+                Err(e) => return error_reply(&format!("ERR orthrus: cannot WATCH now: {e}")),
+            };
         let reply = match conn.call(frame, 1, timeout).await {
             Ok(reply) => reply,
             Err(e) => return error_reply(&format!("ERR orthrus: WATCH failed: {e}")),

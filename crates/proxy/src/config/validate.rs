@@ -68,6 +68,7 @@ impl Config {
             "backend.connect_timeout_ms",
             self.backend.connect_timeout_ms,
         )?;
+        connection_bound(&self, threads)?;
         positive(
             "backend.dedicated_per_node",
             self.backend.dedicated_per_node as u64,
@@ -81,6 +82,7 @@ impl Config {
             self.cluster.refresh_interval_ms,
         )?;
         positive("client.max_pending", self.client.max_pending as u64)?;
+        positive("client.max_dedicated", self.client.max_dedicated as u64)?;
         positive(
             "client.max_pending_bytes",
             self.client.max_pending_bytes as u64,
@@ -160,6 +162,32 @@ fn password(
         ));
     }
     Ok(Some(line.to_owned()))
+}
+
+/// `backend.max_connections_per_node` must hold every worker's shared
+/// connections to a node (two protocols, master and replica lanes), so
+/// that plain commands always have theirs; and stays within what a
+/// semaphore counts.
+fn connection_bound(config: &Config, threads: usize) -> Result<(), ConfigError> {
+    let bound = config.backend.max_connections_per_node;
+    let shared = threads
+        .saturating_mul(config.backend.connections_per_node)
+        .saturating_mul(4);
+    if bound < shared {
+        return Err(invalid(
+            "backend.max_connections_per_node",
+            format!(
+                "{bound} is less than the {shared} shared connections the workers may keep to one node (threads x backend.connections_per_node x 4)"
+            ),
+        ));
+    }
+    if bound > 1_000_000 {
+        return Err(invalid(
+            "backend.max_connections_per_node",
+            format!("{bound} is more than 1000000"),
+        ));
+    }
+    Ok(())
 }
 
 fn positive(setting: &'static str, value: u64) -> Result<(), ConfigError> {

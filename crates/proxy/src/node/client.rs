@@ -128,7 +128,7 @@ pub async fn connect(
     let mut stream = tokio::time::timeout(timeout, NodeStream::start(tcp, addr, tls))
         .await
         .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "TLS handshake timed out"))??;
-    let tls = matches!(stream, NodeStream::Tls(_));
+    let tls = matches!(stream, NodeStream::Tls(..));
     tokio::time::timeout(
         timeout,
         handshake(&mut stream, proto, backend, readonly, tls),

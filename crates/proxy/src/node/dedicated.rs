@@ -8,6 +8,8 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::io;
 use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -18,6 +20,8 @@ use tokio::io::AsyncWriteExt;
 use super::frames::FrameReader;
 use super::stream::NodeStream;
 use super::{Env, conn};
+use crate::observe::clients::Identity;
+use crate::process::quota;
 
 /// Idle connections kept per node and protocol.
 const MAX_IDLE: usize = 8;
@@ -29,6 +33,10 @@ pub struct Dedicated {
     proto: Protocol,
 }
 
+/// The client a lease is counted on (its `dedicated` count, within
+/// `client.max_dedicated`).
+pub type Holding = Arc<Identity>;
+
 /// Why no dedicated connection could be had.
 #[derive(Debug, thiserror::Error)]
 pub enum TakeError {
@@ -36,6 +44,11 @@ pub enum TakeError {
         "all {0} dedicated connections of this worker to the node stayed in use for the request's timeout"
     )]
     Exhausted(usize),
+    #[error("this client already holds {0} dedicated connections (client.max_dedicated)")]
+    PerClient(usize),
+    /// `backend.max_connections_per_node` reached for the whole wait.
+    #[error("{0}")]
+    Crowded(io::Error),
     #[error("cannot connect to the node: {0}")]
     Connect(#[from] io::Error),
 }
@@ -56,6 +69,8 @@ pub struct DedicatedPool {
 pub struct Lease {
     conn: Option<Dedicated>,
     pool: Rc<DedicatedPool>,
+    /// The count of the client it is lent to, if counted.
+    client: Option<Holding>,
 }
 
 // === impl DedicatedPool ===
@@ -73,12 +88,20 @@ impl DedicatedPool {
 
     /// Takes an idle connection to `addr` or opens one, within the bound;
     /// while all are in use, waits for one to be given back, at most
-    /// `backend.request_timeout_ms`.
+    /// `backend.request_timeout_ms`. A lease counted in `client` fails at
+    /// once when the client holds `client.max_dedicated` already.
     pub async fn take(
         pool: &Rc<DedicatedPool>,
         addr: &NodeAddr,
         proto: Protocol,
+        client: Option<&Holding>,
     ) -> Result<Lease, TakeError> {
+        if let Some(held) = client {
+            let cap = pool.env.shared.settings.raw.client.max_dedicated;
+            if held.dedicated.load(Ordering::Relaxed) >= cap {
+                return Err(TakeError::PerClient(cap));
+            }
+        }
         let deadline = tokio::time::Instant::now() + pool.env.shared.request_timeout();
         loop {
             // Made before the look: a connection freed after it wakes it.
@@ -105,13 +128,21 @@ impl DedicatedPool {
                 },
                 Err(e) => {
                     pool.forget(addr);
-                    return Err(TakeError::Connect(e));
+                    return Err(if quota::is_full(&e) {
+                        TakeError::Crowded(e)
+                    } else {
+                        TakeError::Connect(e)
+                    });
                 }
             },
         };
+        if let Some(held) = client {
+            held.dedicated.fetch_add(1, Ordering::Relaxed);
+        }
         Ok(Lease {
             conn: Some(conn),
             pool: pool.clone(),
+            client: client.cloned(),
         })
     }
 
@@ -183,6 +214,9 @@ impl Lease {
 
 impl Drop for Lease {
     fn drop(&mut self) {
+        if let Some(held) = &self.client {
+            held.dedicated.fetch_sub(1, Ordering::Relaxed);
+        }
         if let Some(conn) = self.conn.take() {
             self.pool.forget(&conn.addr);
         }

@@ -385,6 +385,8 @@ fn retry_after_failure(
         // A write whose outcome is unknown is never resent behind the
         // client's back.
         BackendError::Lost | BackendError::TimedOut if !remote.access.reads() => None,
+        // The wait for a place already took the request's deadline.
+        BackendError::Crowded => None,
         BackendError::Lost | BackendError::TimedOut | BackendError::NotSent => {
             Some(retry.failure_delay())
         }
@@ -434,6 +436,10 @@ fn give_up(env: &Env, remote: &Remote, error: BackendError) -> Bytes {
         }
         BackendError::TimedOut => format!(
             "ERR orthrus: no reply from node {node} within {ms} ms (backend.request_timeout_ms){outcome}"
+        ),
+        BackendError::Crowded => format!(
+            "ERR orthrus: all {} connections orthrus may open to node {node} stayed in use for {ms} ms (backend.max_connections_per_node)",
+            env.shared.node_quota.per_node()
         ),
     })
 }

@@ -18,18 +18,21 @@ use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio_rustls::client::TlsStream;
 
 use crate::config::BackendTls;
+use crate::process::quota::Counted;
 
-/// A connection to a node.
+/// A connection to a node, with its place in the node's count of
+/// connections (see [`crate::process::quota`]), if it was counted.
 pub enum NodeStream {
-    Plain(TcpStream),
-    Tls(Box<TlsStream<TcpStream>>),
+    Plain(TcpStream, Option<Counted>),
+    Tls(Box<TlsStream<TcpStream>>, Option<Counted>),
 }
 
 /// The reading half of a [`NodeStream`], for a task that reads and writes
-/// at once.
+/// at once; it keeps the connection's place in the count.
+#[expect(dead_code, reason = "the place in the count is held, never read")]
 pub enum NodeReadHalf {
-    Plain(OwnedReadHalf),
-    Tls(ReadHalf<TlsStream<TcpStream>>),
+    Plain(OwnedReadHalf, Option<Counted>),
+    Tls(ReadHalf<TlsStream<TcpStream>>, Option<Counted>),
 }
 
 /// The writing half of a [`NodeStream`].
@@ -50,7 +53,7 @@ impl NodeStream {
         tls: Option<&BackendTls>,
     ) -> io::Result<NodeStream> {
         let Some(tls) = tls else {
-            return Ok(NodeStream::Plain(tcp));
+            return Ok(NodeStream::Plain(tcp, None));
         };
         let name = match &tls.server_name {
             Some(name) => name.clone(),
@@ -66,7 +69,7 @@ impl NodeStream {
         };
         let connector = tokio_rustls::TlsConnector::from(tls.config.clone());
         match connector.connect(name, tcp).await {
-            Ok(stream) => Ok(NodeStream::Tls(Box::new(stream))),
+            Ok(stream) => Ok(NodeStream::Tls(Box::new(stream), None)),
             Err(e) => Err(tls_error(e)),
         }
     }
@@ -76,14 +79,22 @@ impl NodeStream {
     /// both are used by one task).
     pub fn into_split(self) -> (NodeReadHalf, NodeWriteHalf) {
         match self {
-            NodeStream::Plain(s) => {
+            NodeStream::Plain(s, counted) => {
                 let (rd, wr) = s.into_split();
-                (NodeReadHalf::Plain(rd), NodeWriteHalf::Plain(wr))
+                (NodeReadHalf::Plain(rd, counted), NodeWriteHalf::Plain(wr))
             }
-            NodeStream::Tls(s) => {
+            NodeStream::Tls(s, counted) => {
                 let (rd, wr) = tokio::io::split(*s);
-                (NodeReadHalf::Tls(rd), NodeWriteHalf::Tls(wr))
+                (NodeReadHalf::Tls(rd, counted), NodeWriteHalf::Tls(wr))
             }
+        }
+    }
+
+    /// The same connection, holding `counted` until it is closed.
+    pub fn counted(self, counted: Counted) -> NodeStream {
+        match self {
+            NodeStream::Plain(s, _) => NodeStream::Plain(s, Some(counted)),
+            NodeStream::Tls(s, _) => NodeStream::Tls(s, Some(counted)),
         }
     }
 }
@@ -128,7 +139,7 @@ macro_rules! delegate {
                 buf: &mut ReadBuf<'_>,
             ) -> Poll<io::Result<()>> {
                 match self.get_mut() {
-                    $($ty::$variant(s) => Pin::new(s).poll_read(cx, buf),)+
+                    $($ty::$variant(s, ..) => Pin::new(s).poll_read(cx, buf),)+
                 }
             }
         }
@@ -141,7 +152,7 @@ macro_rules! delegate {
                 buf: &[u8],
             ) -> Poll<io::Result<usize>> {
                 match self.get_mut() {
-                    $($ty::$variant(s) => Pin::new(s).poll_write(cx, buf),)+
+                    $($ty::$variant(s, ..) => Pin::new(s).poll_write(cx, buf),)+
                 }
             }
 
@@ -151,25 +162,25 @@ macro_rules! delegate {
                 bufs: &[IoSlice<'_>],
             ) -> Poll<io::Result<usize>> {
                 match self.get_mut() {
-                    $($ty::$variant(s) => Pin::new(s).poll_write_vectored(cx, bufs),)+
+                    $($ty::$variant(s, ..) => Pin::new(s).poll_write_vectored(cx, bufs),)+
                 }
             }
 
             fn is_write_vectored(&self) -> bool {
                 match self {
-                    $($ty::$variant(s) => s.is_write_vectored(),)+
+                    $($ty::$variant(s, ..) => s.is_write_vectored(),)+
                 }
             }
 
             fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
                 match self.get_mut() {
-                    $($ty::$variant(s) => Pin::new(s).poll_flush(cx),)+
+                    $($ty::$variant(s, ..) => Pin::new(s).poll_flush(cx),)+
                 }
             }
 
             fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
                 match self.get_mut() {
-                    $($ty::$variant(s) => Pin::new(s).poll_shutdown(cx),)+
+                    $($ty::$variant(s, ..) => Pin::new(s).poll_shutdown(cx),)+
                 }
             }
         }

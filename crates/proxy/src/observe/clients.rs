@@ -12,10 +12,11 @@ use dashmap::DashMap;
 use orthrus_resp::Protocol;
 use std::sync::Arc;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
 use std::task::Waker;
 
-/// What never changes about a client, and the signal that closes it: made
+/// What never changes about a client, the signal that closes it and the
+/// count of its dedicated connections: made
 /// once when it connects, one allocation shared by its task, its registry
 /// entry and whoever may close it (its push queue).
 #[derive(Debug)]
@@ -25,6 +26,10 @@ pub struct Identity {
     pub local: Option<SocketAddr>,
     pub created: Instant,
     pub signal: Signal,
+    /// Dedicated connections the client holds (a WATCH, a blocking
+    /// command), within `client.max_dedicated`; kept here rather than in
+    /// the session task, whose size every idle connection pays.
+    pub dedicated: AtomicUsize,
 }
 
 /// What CLIENT LIST shows of one client, and how to close it. Small: every

@@ -253,7 +253,7 @@ fn run(
             return Next::Started(Started::ran(scan::dispatch(ctx, req, proto), family));
         }
         Route::Blocking(slot) => {
-            let pending = blocking::dispatch(ctx, req, slot, proto);
+            let pending = blocking::dispatch(ctx, req, slot, proto, &client.identity);
             return Next::Started(Started::ran(pending, Family::Blocking));
         }
         Route::Reject(rejection) => {

@@ -21,7 +21,7 @@ use std::io;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 use std::time::Instant;
 
@@ -237,6 +237,7 @@ fn new_client(stream: &impl Stream, peer: ClientAddr, ctx: &WorkerCtx) -> Client
         local: stream.local(),
         created: Instant::now(),
         signal: Signal::default(),
+        dedicated: AtomicUsize::new(0),
     });
     Client {
         identity,

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use super::slot::{SlotRx, SlotTx, Stock, Stocked};
 use super::stream::{NodeStream, NodeWriteHalf};
 use super::{Env, client};
-use crate::process::Shared;
+use crate::process::{Shared, quota};
 use bytes::{Bytes, BytesMut};
 use orthrus_cluster::NodeAddr;
 use orthrus_resp::Protocol;
@@ -88,6 +88,10 @@ pub enum BackendError {
     /// given up and, as with `Lost`, the outcome is unknown.
     #[error("no reply from the node within backend.request_timeout_ms")]
     TimedOut,
+    /// Never written: orthrus had as many connections open to the node as
+    /// `backend.max_connections_per_node` allows, for the whole wait.
+    #[error("as many connections open to the node as backend.max_connections_per_node allows")]
+    Crowded,
 }
 
 /// A request for a node, with where its reply goes. The connection copies
@@ -215,6 +219,11 @@ async fn run(task: Task, queue: Rc<Queue>) {
             env.connected(addr);
             opened
         }
+        Err(e) if quota::is_full(&e) => {
+            tracing::warn!(node = %addr, error = %e, "cannot connect to node");
+            queue.close(BackendError::Crowded);
+            return;
+        }
         Err(e) => {
             tracing::warn!(node = %addr, error = %e, "cannot connect to node");
             env.failed(addr, true);
@@ -276,7 +285,8 @@ async fn run(task: Task, queue: Rc<Queue>) {
 }
 
 /// Opens a connection to a node with the live timeout, credentials and
-/// TLS settings.
+/// TLS settings, counted in the node's bound (waiting for a place at most
+/// `backend.request_timeout_ms`).
 pub async fn connect(addr: &NodeAddr, proto: Protocol, shared: &Shared) -> io::Result<NodeStream> {
     open(addr, proto, false, shared).await
 }
@@ -288,9 +298,15 @@ async fn open(
     readonly: bool,
     shared: &Shared,
 ) -> io::Result<NodeStream> {
+    let deadline = tokio::time::Instant::now() + shared.request_timeout();
+    let counted = shared
+        .node_quota
+        .take(addr, deadline)
+        .await
+        .map_err(io::Error::other)?;
     let live = shared.live.load_full();
     let tls = shared.tls.load_full();
-    client::connect(
+    let stream = client::connect(
         addr,
         proto,
         shared.connect_timeout(),
@@ -298,7 +314,8 @@ async fn open(
         readonly,
         tls.backend.as_ref(),
     )
-    .await
+    .await?;
+    Ok(stream.counted(counted))
 }
 
 async fn write_loop(

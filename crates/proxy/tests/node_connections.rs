@@ -1,0 +1,165 @@
+//! How many connections orthrus opens to one node: enough by default for
+//! hundreds of blocked clients beside the rest, and never more than
+//! `backend.max_connections_per_node`, so that clients opening many
+//! (tracking, pattern and shard subscriptions) hear orthrus's own error
+//! instead of making the node refuse other clients' connections.
+
+mod common;
+
+use std::io::Write;
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use common::{Proxy, encode, owner_of, reply_text, send};
+use orthrus_devcluster::{Cluster, ClusterSpec, NodeOptions};
+
+/// What a node says when it refuses a connection at `maxclients`.
+const NODE_FULL: &str = "max number of clients";
+
+#[test]
+fn two_hundred_blocked_clients_leave_room_for_watch_and_blpop() {
+    let cluster = common::cluster(3, 0);
+    let proxy = Proxy::start(&cluster.seeds(), &["--threads", "1"]);
+    proxy.wait_ready(Duration::from_secs(20));
+    let mut blocked: Vec<TcpStream> = (0..200).map(|_| proxy.stream()).collect();
+    for s in &mut blocked {
+        s.write_all(&encode(&["BLPOP", "q", "0"])).unwrap();
+    }
+    // Every BLPOP reached the node before the others ask.
+    std::thread::sleep(Duration::from_millis(500));
+    let mut other = proxy.stream();
+    assert_eq!(send(&mut other, &["WATCH", "w"]), "+OK\r\n");
+    assert_eq!(send(&mut other, &["MULTI"]), "+OK\r\n");
+    assert_eq!(send(&mut other, &["SET", "w", "1"]), "+QUEUED\r\n");
+    assert_eq!(send(&mut other, &["EXEC"]), "*1\r\n+OK\r\n");
+    assert_eq!(send(&mut other, &["RPUSH", "q2", "x"]), ":1\r\n");
+    assert_eq!(
+        send(&mut other, &["BLPOP", "q2", "1"]),
+        "*2\r\n$2\r\nq2\r\n$1\r\nx\r\n"
+    );
+    // Same node as `q`: the BLPOP waits its second and times out.
+    let same = slot_sibling(&cluster, "q");
+    assert_eq!(send(&mut other, &["BLPOP", &same, "1"]), "*-1\r\n");
+    let values: Vec<String> = (0..200).map(|i| i.to_string()).collect();
+    let mut push = vec!["RPUSH", "q"];
+    push.extend(values.iter().map(String::as_str));
+    assert_eq!(send(&mut other, &push), ":200\r\n");
+    for s in &mut blocked {
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        assert!(reply_text(s).starts_with("*2\r\n$1\r\nq\r\n"));
+    }
+}
+
+/// Another key on the master of `key`.
+fn slot_sibling(cluster: &Cluster, key: &str) -> String {
+    let owner = owner_of(cluster, key.as_bytes());
+    (0..)
+        .map(|i| format!("sib{i}"))
+        .find(|k| k != key && owner_of(cluster, k.as_bytes()) == owner)
+        .unwrap()
+}
+
+/// One channel name per master, each on a different master.
+fn channel_per_master(cluster: &Cluster) -> Vec<String> {
+    let masters = cluster.masters().expect("masters");
+    masters
+        .iter()
+        .map(|&m| {
+            (0..)
+                .map(|i| format!("ch{i}"))
+                .find(|c| owner_of(cluster, c.as_bytes()) == m)
+                .unwrap()
+        })
+        .collect()
+}
+
+/// A client that opens many node connections: tracking in BCAST mode, a
+/// pattern subscription and a shard subscription on every master. Returns
+/// every reply and push it got within a moment.
+fn greedy(proxy: &Proxy, channels: &[String]) -> (TcpStream, String) {
+    let mut s = proxy.stream();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut heard = String::new();
+    heard += &send(&mut s, &["HELLO", "3"]);
+    heard += &send(&mut s, &["CLIENT", "TRACKING", "ON", "BCAST"]);
+    heard += &send(&mut s, &["PSUBSCRIBE", "*"]);
+    for c in channels {
+        heard += &send(&mut s, &["SSUBSCRIBE", c]);
+    }
+    heard += &send(&mut s, &["GET", "k"]);
+    (s, heard)
+}
+
+#[test]
+fn clients_opening_many_connections_meet_the_bound_not_the_nodes_maxclients() {
+    let node = NodeOptions::cluster().with_config("maxclients", "40");
+    let cluster = Cluster::start(ClusterSpec::new(3, 0).with_node(node)).expect("cluster");
+    let proxy = Proxy::spawn(
+        &cluster.seeds(),
+        &["--threads", "2"],
+        &[
+            ("ORTHRUS_BACKEND__MAX_CONNECTIONS_PER_NODE", "24"),
+            ("ORTHRUS_BACKEND__REQUEST_TIMEOUT_MS", "1500"),
+        ],
+    );
+    proxy.wait_ready(Duration::from_secs(20));
+    let channels = channel_per_master(&cluster);
+    let mut greedy_clients = Vec::new();
+    let mut heard = String::new();
+    for _ in 0..15 {
+        let (s, text) = greedy(&proxy, &channels);
+        greedy_clients.push(s);
+        heard += &text;
+    }
+    let errors: Vec<&str> = heard.lines().filter(|l| l.starts_with('-')).collect();
+    assert!(!heard.contains(NODE_FULL), "{errors:?}");
+    assert!(
+        heard.contains("backend.max_connections_per_node"),
+        "no client met orthrus's bound: {errors:?}"
+    );
+    // A BLPOP while the bound is reached waits; a greedy client leaving
+    // frees its connections and the BLPOP gets one within its deadline.
+    let mut other = proxy.stream();
+    other
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let started = Instant::now();
+    other.write_all(&encode(&["BLPOP", "bq", "1"])).unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    greedy_clients.truncate(5);
+    let reply = reply_text(&mut other);
+    assert_eq!(reply, "*-1\r\n", "after {:?}", started.elapsed());
+    // And nobody heard the node's refusal.
+    for s in &mut greedy_clients {
+        let pong = send(s, &["PING"]);
+        assert!(!pong.contains(NODE_FULL), "{pong}");
+    }
+}
+
+#[test]
+fn a_client_holds_at_most_client_max_dedicated_connections() {
+    let cluster = common::cluster(3, 0);
+    let proxy = Proxy::spawn(
+        &cluster.seeds(),
+        &["--threads", "1"],
+        &[("ORTHRUS_CLIENT__MAX_DEDICATED", "1")],
+    );
+    proxy.wait_ready(Duration::from_secs(20));
+    let mut c = proxy.stream();
+    // The WATCH holds one: a blocking command is refused at once.
+    assert_eq!(send(&mut c, &["WATCH", "w"]), "+OK\r\n");
+    let started = Instant::now();
+    let refused = send(&mut c, &["BLPOP", "b", "1"]);
+    assert!(
+        refused.starts_with("-ERR orthrus:") && refused.contains("client.max_dedicated"),
+        "{refused}"
+    );
+    assert!(started.elapsed() < Duration::from_millis(900));
+    // Given back by UNWATCH: the blocking command runs.
+    assert_eq!(send(&mut c, &["UNWATCH"]), "+OK\r\n");
+    assert_eq!(send(&mut c, &["BLPOP", "b", "1"]), "*-1\r\n");
+    // Another client is not counted with this one.
+    let mut other = proxy.stream();
+    assert_eq!(send(&mut c, &["WATCH", "w"]), "+OK\r\n");
+    assert_eq!(send(&mut other, &["BLPOP", "b", "1"]), "*-1\r\n");
+}
