@@ -46,8 +46,8 @@ pub fn command(
 pub fn restricts(client: &Client, req: &Request) -> bool {
     let leaves =
         |name: &[u8]| name.eq_ignore_ascii_case(b"quit") || name.eq_ignore_ascii_case(b"reset");
-    client.proto == Protocol::Resp2
-        && client.pubsub.as_ref().is_some_and(PubSub::active)
+    client.pubsub.as_ref().is_some_and(PubSub::active)
+        && client.proto == Protocol::Resp2
         && !req.arg(0).is_some_and(leaves)
 }
 

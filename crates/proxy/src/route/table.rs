@@ -200,8 +200,8 @@ const MAY_REPLICATE: &[&str] = &["eval", "evalsha", "fcall", "pfcount", "publish
 /// Where a request for the command `info` goes.
 fn route_command(info: &Arc<CommandInfo>, req: &Request) -> Route {
     // Transaction and subscription commands check their arity where they run.
-    let checked_later = matches!(info.kind, Kind::Transaction | Kind::Subscription);
-    if !checked_later && !info.arity_ok(req.arg_count()) {
+    let checked_later = || matches!(info.kind, Kind::Transaction | Kind::Subscription);
+    if !info.arity_ok(req.arg_count()) && !checked_later() {
         return Route::Reject(Rejection::WrongArity(Arc::clone(info)));
     }
     let mut kind = info.kind;

@@ -198,24 +198,27 @@ fn run(
         (true, ReadFrom::Replica) => Access::ReplicaRead,
     };
     let proto = client.proto;
-    // RESP2's subscriber mode and MULTI take what the client sends before
-    // its command's own route; scripts are noted on their way (SCRIPT
-    // LOAD's body) or run by orthrus (SCRIPT KILL, EVALSHA of a held body).
-    let scripted = (family == Family::Scripting
+    // Scripts are noted on their way (SCRIPT LOAD's body) or run by orthrus
+    // (SCRIPT KILL, EVALSHA of a held body), unless RESP2's subscriber mode
+    // or MULTI, guards in the match below, take the request.
+    if family == Family::Scripting
         && !pubsub::restricts(client, req)
-        && !transaction::queues(client, req))
-    .then(|| script::intercept(ctx, req, &route, proto, access))
-    .flatten();
+        && !transaction::queues(client, req)
+    {
+        if let Some(pending) = script::intercept(ctx, req, &route, proto, access) {
+            return Next::Started(Started::ran(pending, family));
+        }
+    }
     let ran = |pending, family| Next::Started(Started::ran(pending, family));
-    let target = match (route, scripted) {
-        (Route::Subscription(info), _) => {
+    let target = match route {
+        Route::Subscription(info) => {
             let pending = pubsub::command(client, req, &info.name, &mut sink, ctx);
             return ran(pending, Family::PubSub);
         }
         _ if pubsub::restricts(client, req) => {
             return ran(pubsub::in_subscriber_mode(client, req), Family::PubSub);
         }
-        (Route::Transaction, _) => {
+        Route::Transaction => {
             let pending = transaction::command(client, req, table, ctx);
             return ran(pending, Family::Transaction);
         }
@@ -223,25 +226,24 @@ fn run(
             let pending = transaction::queue_in_multi(client, req, table, ctx);
             return ran(pending, Family::Transaction);
         }
-        (_, Some(pending)) => return ran(pending, family),
-        (Route::Local(Local::Client), _) if tracking::handles(req) => {
+        Route::Local(Local::Client) if tracking::handles(req) => {
             return ran(tracking::command(client, req, &mut sink, ctx), family);
         }
-        (Route::Local(cmd), _) => return ran(local::execute(cmd, req, client, ctx), family),
-        (Route::Slot(slot), _) => Target::Slot(slot),
-        (Route::AnyNode, _) => Target::Any,
-        (Route::Split(merge), _) => {
+        Route::Local(cmd) => return ran(local::execute(cmd, req, client, ctx), family),
+        Route::Slot(slot) => Target::Slot(slot),
+        Route::AnyNode => Target::Any,
+        Route::Split(merge) => {
             return ran(split::dispatch(ctx, req, merge, proto, access), family);
         }
-        (Route::FanOut(how), _) => {
+        Route::FanOut(how) => {
             return ran(fanout::dispatch(ctx, req, how, proto, readonly), family);
         }
-        (Route::Scan, _) => return ran(scan::dispatch(ctx, req, proto), family),
-        (Route::Blocking(slot), _) => {
+        Route::Scan => return ran(scan::dispatch(ctx, req, proto), family),
+        Route::Blocking(slot) => {
             let pending = blocking::dispatch(ctx, req, slot, proto);
             return ran(pending, Family::Blocking);
         }
-        (Route::Admin(info), _) if ctx.shared.live.load().admin.passthrough => {
+        Route::Admin(info) if ctx.shared.live.load().admin.passthrough => {
             let pending = if &*info.name == "monitor" {
                 let push = sink(client.closer());
                 admin::monitor(ctx, client, &push)
@@ -250,8 +252,8 @@ fn run(
             };
             return ran(pending, family);
         }
-        (Route::Admin(info), _) => return refuse(&Rejection::admin(info), req, family, ctx),
-        (Route::Reject(rejection), _) => return refuse(&rejection, req, family, ctx),
+        Route::Admin(info) => return refuse(&Rejection::admin(info), req, family, ctx),
+        Route::Reject(rejection) => return refuse(&rejection, req, family, ctx),
     };
     // PUBLISH goes where this orthrus keeps its subscriptions, so that its
     // count of receivers includes them.
