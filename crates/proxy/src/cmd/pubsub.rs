@@ -43,6 +43,7 @@ pub fn command(
 
 /// Whether RESP2's subscriber mode keeps `req` from running as usual:
 /// only QUIT and RESET leave it that way.
+#[inline]
 pub fn restricts(client: &Client, req: &Request) -> bool {
     let leaves =
         |name: &[u8]| name.eq_ignore_ascii_case(b"quit") || name.eq_ignore_ascii_case(b"reset");

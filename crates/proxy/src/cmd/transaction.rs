@@ -109,6 +109,7 @@ pub fn command(
 
 /// Whether the client is inside MULTI and `req` is to be queued (QUIT and
 /// RESET run at once).
+#[inline]
 pub fn queues(client: &Client, req: &Request) -> bool {
     let runs =
         |name: &[u8]| name.eq_ignore_ascii_case(b"quit") || name.eq_ignore_ascii_case(b"reset");

@@ -215,7 +215,7 @@ fn run(
             let pending = pubsub::command(client, req, &info.name, &mut sink, ctx);
             return ran(pending, Family::PubSub);
         }
-        _ if pubsub::restricts(client, req) => {
+        _ if client.pubsub.is_some() && pubsub::restricts(client, req) => {
             return ran(pubsub::in_subscriber_mode(client, req), Family::PubSub);
         }
         Route::Transaction => {
