@@ -151,10 +151,10 @@ impl PubSub {
 
     /// PING in RESP2 subscriber mode is answered by a subscription
     /// connection that is in subscriber mode itself.
-    pub fn ping(&self, req: &Request) -> Option<Pending> {
+    pub fn ping(&self, req: &Request) -> Pending {
         let inner = self.inner.clone();
         let frame = req.frame().clone();
-        Some(Pending::deferred(Box::pin(async move {
+        Pending::deferred(Box::pin(async move {
             let sent = {
                 let i = inner.borrow();
                 let subscribed =
@@ -174,7 +174,7 @@ impl PubSub {
                 }
                 _ => Bytes::from_static(b"*2\r\n$4\r\npong\r\n$0\r\n\r\n"),
             })
-        })))
+        }))
     }
 }
 

@@ -271,7 +271,11 @@ impl Tracking {
             Route::Slot(slot) | Route::Blocking(slot) => {
                 map.master(*slot).into_iter().cloned().collect()
             }
-            Route::Local(_) | Route::Reject(_) => Vec::new(),
+            Route::Local(_)
+            | Route::Reject(_)
+            | Route::Transaction
+            | Route::Subscription(_)
+            | Route::Admin(_) => Vec::new(),
             _ => map.masters(),
         };
         for addr in masters {

@@ -32,26 +32,25 @@ use crate::node::forward::{
 use crate::node::frames;
 use crate::node::retry::{Next, Retry};
 use crate::route::kind::Local;
-use crate::route::table::{CommandTable, Route};
+use crate::route::table::{CommandTable, Rejection, Route};
 use crate::worker::WorkerCtx;
 
 const EXECABORT: &str = "EXECABORT Transaction discarded because of previous errors.";
 
-/// Handles `req` if it is a transaction command or the client is inside
-/// MULTI; `None` lets the session route it as usual.
-pub fn intercept(
+/// Runs a transaction command: MULTI, EXEC, DISCARD, WATCH or UNWATCH.
+pub fn command(
     client: &mut Client,
     req: &Request,
     table: &CommandTable,
     ctx: &Rc<WorkerCtx>,
-) -> Option<Pending> {
-    let name = req.arg(0)?;
+) -> Pending {
+    let name = req.arg(0).unwrap_or_default();
     let is = |n: &str| name.eq_ignore_ascii_case(n.as_bytes());
     let argc = req.arg_count();
     let arity_error = |name: &str| {
-        Some(Pending::Ready(error_reply(&format!(
+        Pending::Ready(error_reply(&format!(
             "ERR wrong number of arguments for '{name}' command"
-        ))))
+        )))
     };
     for name in ["multi", "exec", "discard", "unwatch"] {
         if is(name) && argc != 1 {
@@ -62,7 +61,7 @@ pub fn intercept(
         return arity_error("watch");
     }
     if is("multi") {
-        return Some(Pending::Ready(match client.multi {
+        return Pending::Ready(match client.multi {
             Some(_) => error_reply("ERR MULTI calls can not be nested"),
             None => {
                 client.multi = Some(Box::new(Multi {
@@ -71,55 +70,69 @@ pub fn intercept(
                 }));
                 simple("OK")
             }
-        }));
-    }
-    if is("exec") {
-        return Some(match client.multi.take() {
-            None => Pending::Ready(error_reply("ERR EXEC without MULTI")),
-            Some(multi) => exec(*multi, client.watch.take().map(|w| *w), client, ctx),
         });
     }
+    if is("exec") {
+        return match client.multi.take() {
+            None => Pending::Ready(error_reply("ERR EXEC without MULTI")),
+            Some(multi) => exec(*multi, client.watch.take().map(|w| *w), client, ctx),
+        };
+    }
     if is("discard") {
-        return Some(Pending::Ready(match client.multi.take() {
+        return Pending::Ready(match client.multi.take() {
             None => error_reply("ERR DISCARD without MULTI"),
             Some(_) => {
                 unwatch(client);
                 simple("OK")
             }
-        }));
+        });
     }
     if is("watch") {
         if client.multi.is_some() {
-            return Some(Pending::Ready(error_reply(
-                "ERR WATCH inside MULTI is not allowed",
-            )));
+            return Pending::Ready(error_reply("ERR WATCH inside MULTI is not allowed"));
         }
-        return Some(watch(client, req, table, ctx));
+        return watch(client, req, table, ctx);
     }
-    if is("unwatch") {
-        return Some(Pending::Ready(match client.multi.as_mut() {
-            None => {
-                unwatch(client);
-                simple("OK")
-            }
-            // Queued, as Redis queues it (EXEC forgets the watch anyway).
-            Some(multi) => {
-                multi.queued.push(req.frame().clone());
-                simple("QUEUED")
-            }
-        }));
-    }
-    let multi = client.multi.as_mut()?;
-    if is("quit") || is("reset") {
-        return None;
-    }
+    // UNWATCH.
+    Pending::Ready(match client.multi.as_mut() {
+        None => {
+            unwatch(client);
+            simple("OK")
+        }
+        // Queued, as Redis queues it (EXEC forgets the watch anyway).
+        Some(multi) => {
+            multi.queued.push(req.frame().clone());
+            simple("QUEUED")
+        }
+    })
+}
+
+/// Whether the client is inside MULTI and `req` is to be queued (QUIT and
+/// RESET run at once).
+#[inline]
+pub fn queues(client: &Client, req: &Request) -> bool {
+    let runs =
+        |name: &[u8]| name.eq_ignore_ascii_case(b"quit") || name.eq_ignore_ascii_case(b"reset");
+    client.multi.is_some() && !req.arg(0).is_some_and(runs)
+}
+
+/// Queues a command sent inside MULTI, or answers its queue-time error.
+pub fn queue_in_multi(
+    client: &mut Client,
+    req: &Request,
+    table: &CommandTable,
+    ctx: &Rc<WorkerCtx>,
+) -> Pending {
+    let Some(multi) = client.multi.as_mut() else {
+        return Pending::Ready(error_reply("ERR orthrus: not inside MULTI"));
+    };
     let limit = ctx.shared.settings.raw.client.query_buffer_limit;
     if let Some(error) = over_limit(multi, req, limit) {
-        return Some(Pending::Ready(error));
+        return Pending::Ready(error);
     }
     let passthrough = ctx.shared.live.load().admin.passthrough;
     multi.writes |= ctx.shared.scripts.may_write(table, req);
-    Some(Pending::Ready(queue(multi, req, table, passthrough)))
+    Pending::Ready(queue(multi, req, table, passthrough))
 }
 
 /// Counts `req` into the transaction's bytes; past `limit`, the error
@@ -153,17 +166,12 @@ fn queue(multi: &mut Multi, req: &Request, table: &CommandTable, passthrough: bo
                 "CROSSSLOT Keys in request don't hash to the same slot",
             );
         }
-        Route::Reject(rejection) => {
-            let admin = rejection.admin().filter(|info| &*info.name != "monitor");
-            if passthrough && admin.is_some() {
-                return side(multi, req);
-            }
-            multi.aborted = true;
-            return error_reply(&rejection.message(req));
-        }
+        Route::Admin(info) if passthrough && &*info.name != "monitor" => return side(multi, req),
+        Route::Admin(info) => return abort(multi, &Rejection::admin(info).message(req)),
+        Route::Reject(rejection) => return abort(multi, &rejection.message(req)),
         // Run by orthrus at EXEC, in their place among the others.
         Route::FanOut(_) | Route::Local(Local::SlowLog) => return side(multi, req),
-        Route::Local(_) | Route::Scan => {
+        Route::Local(_) | Route::Scan | Route::Transaction | Route::Subscription(_) => {
             let name = String::from_utf8_lossy(req.arg(0).unwrap_or_default()).to_ascii_uppercase();
             return abort(
                 multi,
@@ -444,10 +452,8 @@ async fn run_side(ctx: &Rc<WorkerCtx>, req: Request, proto: Protocol) -> Bytes {
         Route::Local(Local::SlowLog) => {
             Pending::Ready(crate::observe::slowlog::command(&ctx.shared.slowlog, &req))
         }
-        Route::Reject(rejection) => match rejection.admin() {
-            Some(info) => crate::cmd::admin::dispatch(ctx, &req, info, proto),
-            None => Pending::Ready(error_reply(&rejection.message(&req))),
-        },
+        Route::Admin(info) => crate::cmd::admin::dispatch(ctx, &req, &info, proto),
+        Route::Reject(rejection) => Pending::Ready(error_reply(&rejection.message(&req))),
         _ => Pending::Ready(error_reply(
             "ERR orthrus: this command cannot run inside MULTI",
         )),

@@ -16,6 +16,12 @@ pub enum Kind {
     Scan,
     /// Blocks until data arrives: on a dedicated connection.
     Blocking,
+    /// MULTI, EXEC, DISCARD, WATCH, UNWATCH: orthrus runs transactions.
+    Transaction,
+    /// (S|P)SUBSCRIBE and their UN-forms: orthrus keeps the subscriptions.
+    Subscription,
+    /// Administrative: refused, or sent on under `admin.passthrough`.
+    Admin,
     /// Refused with this reason; the connection stays usable.
     Unsupported(&'static str),
 }
@@ -214,8 +220,6 @@ pub struct Builtin {
     pub keys: Keys,
 }
 
-const TRANSACTIONS: &str = "orthrus handles transactions itself";
-const PUBSUB: &str = "orthrus handles subscriptions itself";
 const WAIT: &str =
     "replication acknowledgements are per node, and a client's writes may have gone to several";
 /// SCRIPT KILL, FUNCTION KILL (and FUNCTION STATS, listed as any-node)
@@ -241,7 +245,7 @@ pub fn kind_of(name: &str, blocking: bool, admin: bool, has_keys: bool) -> Kind 
         return kind;
     }
     if let Some((container, _)) = name.split_once('|') {
-        if let Some(kind @ (Kind::Local(_) | Kind::AnyNode | Kind::Unsupported(_))) =
+        if let Some(kind @ (Kind::Local(_) | Kind::AnyNode | Kind::Admin | Kind::Unsupported(_))) =
             listed(container)
         {
             return kind;
@@ -252,7 +256,7 @@ pub fn kind_of(name: &str, blocking: bool, admin: bool, has_keys: bool) -> Kind 
     } else if blocking {
         Kind::Unsupported(BLOCKING)
     } else if admin {
-        Kind::Unsupported(ADMIN)
+        Kind::Admin
     } else if has_keys {
         Kind::Keyed
     } else {
@@ -281,9 +285,9 @@ fn listed(name: &str) -> Option<Kind> {
         // XREAD is flagged blocking, but only blocks with BLOCK: decided per request.
         "xread" | "xreadgroup" => Kind::Keyed,
         "command" | "publish" | "pubsub" | "time" | "lastsave" | "lolwut" => Kind::AnyNode,
-        "multi" | "exec" | "discard" | "watch" | "unwatch" => Kind::Unsupported(TRANSACTIONS),
+        "multi" | "exec" | "discard" | "watch" | "unwatch" => Kind::Transaction,
         "subscribe" | "psubscribe" | "ssubscribe" | "unsubscribe" | "punsubscribe"
-        | "sunsubscribe" => Kind::Unsupported(PUBSUB),
+        | "sunsubscribe" => Kind::Subscription,
         "keys" => Kind::FanOut(FanOut::Concat),
         "dbsize" => Kind::FanOut(FanOut::Sum),
         "flushdb" | "flushall" | "script|flush" | "function|flush" | "function|delete"
@@ -304,9 +308,7 @@ fn listed(name: &str) -> Option<Kind> {
         "sync" | "psync" | "replconf" => Kind::Unsupported(NOT_THROUGH_PROXY),
         "acl|whoami" | "acl|users" | "acl|list" | "acl|cat" | "acl|log" => Kind::Local(Acl),
         "debug" | "shutdown" | "config" | "save" | "bgsave" | "bgrewriteaof" | "replicaof"
-        | "slaveof" | "failover" | "acl" | "latency" | "module" | "monitor" => {
-            Kind::Unsupported(ADMIN)
-        }
+        | "slaveof" | "failover" | "acl" | "latency" | "module" | "monitor" => Kind::Admin,
         _ => return None,
     };
     Some(kind)

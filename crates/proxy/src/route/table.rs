@@ -83,6 +83,12 @@ pub enum Route {
     Scan,
     /// A blocking command for the master of this slot.
     Blocking(Slot),
+    /// MULTI, EXEC, DISCARD, WATCH, UNWATCH (arity checked where run).
+    Transaction,
+    /// (S|P)SUBSCRIBE and their UN-forms (arity checked where run).
+    Subscription(Arc<CommandInfo>),
+    /// An administrative command: refused unless `admin.passthrough`.
+    Admin(Arc<CommandInfo>),
     /// A RESP error for the client, connection stays usable.
     Reject(Rejection),
 }
@@ -100,12 +106,9 @@ pub enum Rejection {
 // === impl Rejection ===
 
 impl Rejection {
-    /// The command is administrative (refused unless `admin.passthrough`).
-    pub fn admin(&self) -> Option<&Arc<CommandInfo>> {
-        match self {
-            Rejection::Unsupported(info, why) if *why == kind::ADMIN => Some(info),
-            _ => None,
-        }
+    /// Why an administrative command is refused without `admin.passthrough`.
+    pub fn admin(info: Arc<CommandInfo>) -> Rejection {
+        Rejection::Unsupported(info, kind::ADMIN)
     }
 }
 
@@ -201,7 +204,9 @@ const MAY_REPLICATE: &[&str] = &["eval", "evalsha", "fcall", "pfcount", "publish
 
 /// Where a request for the command `info` goes.
 fn route_command(info: &Arc<CommandInfo>, req: &Request) -> Route {
-    if !info.arity_ok(req.arg_count()) {
+    // Transaction and subscription commands check their arity where they run.
+    let checked_later = || matches!(info.kind, Kind::Transaction | Kind::Subscription);
+    if !info.arity_ok(req.arg_count()) && !checked_later() {
         return Route::Reject(Rejection::WrongArity(Arc::clone(info)));
     }
     let mut kind = info.kind;
@@ -220,7 +225,10 @@ fn route_command(info: &Arc<CommandInfo>, req: &Request) -> Route {
     match kind {
         Kind::Local(local) => Route::Local(local),
         Kind::AnyNode => Route::AnyNode,
+        Kind::Admin => Route::Admin(Arc::clone(info)),
         Kind::Unsupported(why) => Route::Reject(Rejection::Unsupported(Arc::clone(info), why)),
+        Kind::Transaction => Route::Transaction,
+        Kind::Subscription => Route::Subscription(Arc::clone(info)),
         Kind::FanOut(how) => Route::FanOut(how),
         Kind::Scan => Route::Scan,
         Kind::Blocking => match info.slot(req) {

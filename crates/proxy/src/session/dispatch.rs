@@ -13,7 +13,6 @@ use bytes::Bytes;
 use orthrus_resp::{Protocol, Request};
 
 use crate::acl;
-use crate::client::subscriptions::PubSub;
 use crate::client::{Client, Pending, PushSink, ReplyMode};
 use crate::cmd::{
     admin, blocking, fanout, local, pubsub, scan, script, split, tracking, transaction,
@@ -25,7 +24,7 @@ use crate::observe::acl_log::Reason;
 use crate::observe::clients::Closer;
 use crate::observe::stats::WorkerStats;
 use crate::route::kind::{Family, Local};
-use crate::route::table::{CommandInfo, CommandTable, Route};
+use crate::route::table::{CommandInfo, CommandTable, Rejection, Route};
 use crate::worker::WorkerCtx;
 
 /// A request once started: its reply to come, its family, and whether it
@@ -205,20 +204,6 @@ fn run(
     if let Some(tracking) = &client.tracking {
         tracking.before(req, &route);
     }
-    // orthrus runs pub/sub and transactions itself: their commands (known
-    // by their family, so other commands pay no name comparisons), and
-    // whatever a client sends in subscriber mode or inside MULTI.
-    let subscribed = client.pubsub.as_ref().is_some_and(PubSub::active);
-    if family == Family::PubSub || subscribed {
-        if let Some(pending) = pubsub::command(client, req, &mut sink, ctx) {
-            return Next::Started(Started::ran(pending, Family::PubSub));
-        }
-    }
-    if family == Family::Transaction || client.multi.is_some() {
-        if let Some(pending) = transaction::intercept(client, req, table, ctx) {
-            return Next::Started(Started::ran(pending, Family::Transaction));
-        }
-    }
     let readonly = info.is_some_and(|info| info.readonly);
     let access = match (readonly, client.read_from) {
         (false, _) => Access::Write,
@@ -226,52 +211,62 @@ fn run(
         (true, ReadFrom::Replica) => Access::ReplicaRead,
     };
     let proto = client.proto;
-    if family == Family::Scripting {
+    // Scripts are noted on their way (SCRIPT LOAD's body) or run by orthrus
+    // (SCRIPT KILL, EVALSHA of a held body), unless RESP2's subscriber mode
+    // or MULTI, guards in the match below, take the request.
+    if family == Family::Scripting
+        && !pubsub::restricts(client, req)
+        && !transaction::queues(client, req)
+    {
         if let Some(pending) = script::intercept(ctx, req, &route, proto, access) {
             return Next::Started(Started::ran(pending, family));
         }
     }
+    let ran = |pending, family| Next::Started(Started::ran(pending, family));
     let target = match route {
+        Route::Subscription(info) => {
+            let pending = pubsub::command(client, req, &info.name, &mut sink, ctx);
+            return ran(pending, Family::PubSub);
+        }
+        _ if client.pubsub.is_some() && pubsub::restricts(client, req) => {
+            return ran(pubsub::in_subscriber_mode(client, req), Family::PubSub);
+        }
+        Route::Transaction => {
+            let pending = transaction::command(client, req, table, ctx);
+            return ran(pending, Family::Transaction);
+        }
+        _ if transaction::queues(client, req) => {
+            let pending = transaction::queue_in_multi(client, req, table, ctx);
+            return ran(pending, Family::Transaction);
+        }
         Route::Local(Local::Client) if tracking::handles(req) => {
-            let pending = tracking::command(client, req, &mut sink, ctx);
-            return Next::Started(Started::ran(pending, family));
+            return ran(tracking::command(client, req, &mut sink, ctx), family);
         }
-        Route::Local(cmd) => {
-            return Next::Started(Started::ran(local::execute(cmd, req, client, ctx), family));
-        }
+        Route::Local(cmd) => return ran(local::execute(cmd, req, client, ctx), family),
         Route::Slot(slot) => Target::Slot(slot),
         Route::AnyNode => Target::Any,
         Route::Split(merge) => {
-            let pending = split::dispatch(ctx, req, merge, proto, access);
-            return Next::Started(Started::ran(pending, family));
+            return ran(split::dispatch(ctx, req, merge, proto, access), family);
         }
         Route::FanOut(how) => {
-            let pending = fanout::dispatch(ctx, req, how, proto, readonly);
-            return Next::Started(Started::ran(pending, family));
+            return ran(fanout::dispatch(ctx, req, how, proto, readonly), family);
         }
-        Route::Scan => {
-            return Next::Started(Started::ran(scan::dispatch(ctx, req, proto), family));
-        }
+        Route::Scan => return ran(scan::dispatch(ctx, req, proto), family),
         Route::Blocking(slot) => {
             let pending = blocking::dispatch(ctx, req, slot, proto, &client.identity);
-            return Next::Started(Started::ran(pending, Family::Blocking));
+            return ran(pending, Family::Blocking);
         }
-        Route::Reject(rejection) => {
-            if let Some(info) = rejection.admin() {
-                if ctx.shared.live.load().admin.passthrough {
-                    let pending = if &*info.name == "monitor" {
-                        let push = sink(client.closer());
-                        admin::monitor(ctx, client, &push)
-                    } else {
-                        admin::dispatch(ctx, req, info, proto)
-                    };
-                    return Next::Started(Started::ran(pending, family));
-                }
-            }
-            WorkerStats::bump(&stats.rejected_commands);
-            let reply = error_reply(&rejection.message(req));
-            return Next::Started(Started::refused(Pending::Ready(reply), family));
+        Route::Admin(info) if ctx.shared.live.load().admin.passthrough => {
+            let pending = if &*info.name == "monitor" {
+                let push = sink(client.closer());
+                admin::monitor(ctx, client, &push)
+            } else {
+                admin::dispatch(ctx, req, &info, proto)
+            };
+            return ran(pending, family);
         }
+        Route::Admin(info) => return refuse(&Rejection::admin(info), req, family, ctx),
+        Route::Reject(rejection) => return refuse(&rejection, req, family, ctx),
     };
     // PUBLISH goes where this orthrus keeps its subscriptions, so that its
     // count of receivers includes them.
@@ -289,6 +284,13 @@ fn run(
         proto,
         family,
     }
+}
+
+/// A request refused before it reaches the cluster.
+fn refuse(rejection: &Rejection, req: &Request, family: Family, ctx: &WorkerCtx) -> Next {
+    WorkerStats::bump(&ctx.stats().rejected_commands);
+    let reply = error_reply(&rejection.message(req));
+    Next::Started(Started::refused(Pending::Ready(reply), family))
 }
 
 fn is_publish(req: &Request) -> bool {

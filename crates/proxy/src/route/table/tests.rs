@@ -127,7 +127,7 @@ fn kinds() {
     ));
     assert!(matches!(
         t.route(&req(&["CONFIG", "GET", "x"])),
-        Route::Reject(Rejection::Unsupported(..))
+        Route::Admin(..)
     ));
     assert!(matches!(
         t.route(&req(&["CLUSTER", "SLOTS"])),
@@ -257,10 +257,7 @@ fn learns_new_commands_from_key_specs() {
         Route::Reject(Rejection::CrossSlot)
     ));
     assert!(matches!(t.route(&req(&["mymod.get", "q"])), Route::Slot(s) if s == slot_of("q")));
-    assert!(matches!(
-        t.route(&req(&["mymod.admin"])),
-        Route::Reject(Rejection::Unsupported(..))
-    ));
+    assert!(matches!(t.route(&req(&["mymod.admin"])), Route::Admin(..)));
     assert!(t.get(b"MYMOD.GET").is_some_and(|i| i.readonly));
     // The built-in rules still hold.
     assert!(matches!(t.route(&req(&["GET", "a"])), Route::Slot(_)));
