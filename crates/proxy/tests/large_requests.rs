@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{Proxy, cluster, encode, encode_bytes, read_reply, send};
+use common::{Proxy, cluster, encode, encode_bytes, read_reply, rss_kib, send};
 use orthrus_devcluster::{NodeOptions, RedisNode};
 
 const MGET_KEYS: usize = 1_000_000;
@@ -144,15 +144,6 @@ fn million_key_mget_does_not_hold_up_other_clients() {
     );
     let mut s = proxy.stream();
     assert_eq!(send(&mut s, &["GET", "big:0"]), "$2\r\nv0\r\n");
-}
-
-fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap()
 }
 
 #[test]

@@ -7,17 +7,8 @@ mod common;
 use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 
-use common::{Proxy, cluster, encode, read_reply, send};
+use common::{Proxy, cluster, encode, read_reply, rss_kib, send};
 use orthrus_devcluster::wait_until;
-
-fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap()
-}
 
 #[test]
 fn limits_answer_with_errors() {

@@ -8,7 +8,7 @@ use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use common::{Proxy, read_reply};
+use common::{Proxy, read_reply, status_kib};
 use orthrus_devcluster::{Cluster, ClusterSpec, NodeOptions};
 
 const NODE_PASSWORD: &str = "node-secret-30";
@@ -25,16 +25,6 @@ fn protected_cluster() -> (Cluster, Proxy) {
         &[("ORTHRUS_BACKEND__PASSWORD", NODE_PASSWORD)],
     );
     (cluster, proxy)
-}
-
-/// A `/proc/PID/status` field, in KiB.
-fn status_kib(pid: u32, field: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix(field))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or_else(|| panic!("no {field} in {status}"))
 }
 
 /// Sends `bytes`, then expects `reply` and the connection closed.

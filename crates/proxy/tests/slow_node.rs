@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use common::{Proxy, cluster, encode_bytes, owner_of, read_reply};
+use common::{Proxy, cluster, encode_bytes, owner_of, read_reply, rss_kib};
 use orthrus_devcluster::wait_until;
 
 /// What the relay forwards towards the node, in bytes per second.
@@ -56,15 +56,6 @@ fn slow_copy(mut from: TcpStream, mut to: TcpStream) {
             std::thread::sleep(wait);
         }
     }
-}
-
-fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmRSS")
 }
 
 /// Clients keep a node that takes their requests slower than they send

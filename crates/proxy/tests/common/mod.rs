@@ -301,3 +301,18 @@ pub fn run_to_exit(mut cmd: std::process::Command, timeout: Duration) -> std::pr
     }
     child.wait_with_output().expect("orthrus output")
 }
+
+/// A `kB` figure of `/proc/PID/status` (`"VmRSS:"`, `"VmHWM:"`, ...).
+pub fn status_kib(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {field} in {status}"))
+}
+
+/// Resident memory of process `pid`, in KiB.
+pub fn rss_kib(pid: u32) -> u64 {
+    status_kib(pid, "VmRSS:")
+}
