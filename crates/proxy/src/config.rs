@@ -247,6 +247,19 @@ pub struct ClientConfig {
     pub query_buffer_limit: usize,
 }
 
+impl ClientConfig {
+    /// The users this configuration defines, parsed (entries whose rules
+    /// do not parse are left out: `validate` refuses them first).
+    pub fn parsed_users(&self) -> crate::acl::Users {
+        crate::acl::Users::new(
+            self.password.as_deref(),
+            self.users
+                .iter()
+                .filter_map(|(name, spec)| spec.to_user(name).ok()),
+        )
+    }
+}
+
 /// One `[client.users]` entry.
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(untagged)]

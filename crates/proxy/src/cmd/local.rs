@@ -8,7 +8,6 @@ use std::sync::Arc;
 use bytes::{Bytes, BytesMut};
 use orthrus_resp::{Protocol, Request, encode};
 
-use crate::acl;
 use crate::client::ReplyMode;
 use crate::client::{Client, Pending};
 use crate::cmd::reply::{bulk, integer, null, simple, verbatim};
@@ -129,24 +128,14 @@ fn auth(
     client: &mut Client,
     ctx: &WorkerCtx,
 ) -> Bytes {
-    let live = ctx.shared.live.load();
-    let cfg = &live.client;
+    let users = ctx.shared.users.load();
     let (user, pass) = match (first, second) {
         (Some(pass), None) => (&b"default"[..], pass),
         (Some(user), Some(pass)) => (user, pass),
         _ => return error_reply(WRONGPASS),
     };
-    let expected = if user == b"default" {
-        cfg.password
-            .as_deref()
-            .map(|p| acl::User::with_password("default", p))
-    } else {
-        // Rules were checked when the configuration was loaded.
-        std::str::from_utf8(user)
-            .ok()
-            .and_then(|u| cfg.users.get(u).and_then(|spec| spec.to_user(u).ok()))
-    };
-    let open = cfg.password.is_none() && cfg.users.is_empty();
+    let expected = users.login(user);
+    let open = users.open();
     match expected {
         Some(expected) if expected.accepts(pass) => {
             client.authenticated = true;
@@ -156,7 +145,7 @@ fn auth(
                 ctx.shared.clients.update(client.entry(ctx.index));
             }
             // Only a user with limits is checked request by request.
-            let acl = (!expected.is_unrestricted()).then(|| Arc::new(expected));
+            let acl = (!expected.is_unrestricted()).then(|| Arc::clone(expected));
             if acl.is_some() || client.names.is_some() {
                 client.names_mut().acl = acl;
             }

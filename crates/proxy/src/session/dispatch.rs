@@ -319,7 +319,7 @@ fn allowed_over_memory(req: &Request) -> bool {
 
 /// A user's rules against one request: the `-NOPERM` text if it is
 /// refused. The command by name and category, every key its key specs
-/// find (a read-only command reads them, any other writes them), and the
+/// find (read, written or neither, as its key specifications say), and the
 /// channels of the pub/sub commands that name some.
 /// Returns what ACL LOG records (reason, object) and the reply's text.
 fn refusal(
@@ -335,13 +335,8 @@ fn refusal(
         let text = acl::Denied::Command.message(&user.name, name);
         return Some((Reason::Command, name.to_owned(), text));
     }
-    let access = if info.readonly {
-        acl::Access::Read
-    } else {
-        acl::Access::Write
-    };
     let mut refused_key = None;
-    let _ = info.for_each_key(req, |key| {
+    let _ = info.for_each_key(req, |key, access| {
         if user.may_access_key(key, access) {
             return ControlFlow::Continue(());
         }
