@@ -29,7 +29,7 @@ pub fn command(req: &Request, client: &Client, ctx: &WorkerCtx) -> Bytes {
         (b"cat", 3) => {
             let name = String::from_utf8_lossy(req.arg(2).unwrap_or_default());
             match category::bits(&name).filter(|&bits| bits != category::ALL) {
-                Some(bits) => lines(ctx.shared.commands.load().in_categories(bits)),
+                Some(bits) => lines(ctx.commands().in_categories(bits)),
                 None => error_reply(&format!("ERR Unknown category '{name}'")),
             }
         }

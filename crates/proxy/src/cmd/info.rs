@@ -63,7 +63,7 @@ pub fn reply(req: &Request, client: &Client, ctx: &Rc<WorkerCtx>) -> Pending {
     }
     // The keyspace is the cluster's, and so are saves and AOF rewrites in
     // progress (scripts wait for them with INFO): ask every master.
-    let map = ctx.shared.slots.load();
+    let map = ctx.slots();
     let frame =
         Request::from_args(&["INFO", "persistence", "memory", "keyspace", "stats"]).into_frame();
     let sent = fanout::send_to_each(ctx, map.masters(), &frame, Protocol::Resp2, true);
@@ -239,7 +239,7 @@ fn clients(out: &mut String, ctx: &WorkerCtx) {
         t.blocked_clients.max(0),
         t.pubsub_clients.max(0),
         t.tracking_clients.max(0),
-        ctx.shared.live.load().client.max_clients
+        ctx.live().client.max_clients
     );
 }
 
@@ -355,7 +355,7 @@ fn own_stat() -> Option<OwnStat> {
 }
 
 fn cluster(out: &mut String, ctx: &WorkerCtx) {
-    let map = ctx.shared.slots.load();
+    let map = ctx.slots();
     let _ = write!(
         out,
         "# Cluster\r\ncluster_enabled:0\r\northrus_cluster_known:{}\r\northrus_cluster_masters:{}\r\northrus_cluster_nodes:{}\r\northrus_cluster_slots_covered:{}\r\northrus_commands_from_cluster:{}\r\northrus_read_from:{}\r\n",

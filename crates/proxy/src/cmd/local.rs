@@ -58,7 +58,7 @@ pub fn execute(cmd: Local, req: &Request, client: &mut Client, ctx: &Rc<WorkerCt
             client.monitor = None;
             client.pubsub = None;
             client.tracking = None;
-            let live = ctx.shared.live.load();
+            let live = ctx.live();
             let cfg = &live.client;
             client.authenticated = cfg.password.is_none() && cfg.users.is_empty();
             client.reply = ReplyMode::On;
@@ -80,7 +80,7 @@ pub fn execute(cmd: Local, req: &Request, client: &mut Client, ctx: &Rc<WorkerCt
             shared.latency.reset();
             shared.node_latency.reset();
             shared.commands_seen.reset();
-            if shared.live.load().admin.passthrough {
+            if ctx.live().admin.passthrough {
                 // The nodes' statistics too (LATENCY, commandstats there).
                 return crate::cmd::admin::every_node(ctx, req.frame(), client.proto);
             }
@@ -340,7 +340,7 @@ fn client_command(req: &Request, client: &mut Client, ctx: &WorkerCtx) -> Bytes 
         }
         b"kill" if argc >= 3 => {
             let args: Vec<&[u8]> = req.args().skip(2).collect();
-            let live = ctx.shared.live.load();
+            let live = ctx.live();
             let user_exists = |u: &[u8]| {
                 u == b"default"
                     || std::str::from_utf8(u).is_ok_and(|u| live.client.users.contains_key(u))

@@ -326,7 +326,7 @@ async fn declined_by_replica(
         }
     }
     WorkerStats::bump(&env.stats().replica_fallbacks);
-    let map = env.shared.slots.load();
+    let map = env.slots();
     let another = match remote.target {
         Target::Slot(slot) if remote.replicas_tried < 2 => {
             pick_replica(env, map.replicas(slot), Some(&remote.sent_to))
@@ -391,7 +391,7 @@ fn retry_after_failure(
             Some(retry.failure_delay())
         }
         BackendError::Unreachable => {
-            let map = env.shared.slots.load();
+            let map = env.slots();
             if !can_take_over(&map, &remote.target, &remote.sent_to) {
                 return None;
             }
@@ -454,7 +454,7 @@ pub fn still_moving(addr: &NodeAddr) -> Bytes {
 
 /// Routes `remote` again with the current slot map and sends it.
 fn resend(pool: &Pool, remote: &mut Remote) -> Result<(), Bytes> {
-    let map = pool.env().shared.slots.load();
+    let map = pool.env().slots();
     let addr = owner(&map, &remote.target).ok_or_else(|| no_owner(&map))?;
     remote.rx = send(pool, addr, &remote.frame, remote.proto, false);
     remote.sent_to = addr.clone();

@@ -149,7 +149,7 @@ async fn accept_loop(plain: Option<Acceptor>, tls: Option<Acceptor>, ctx: Rc<Wor
 /// Starts a session for a new client, or refuses it over
 /// `client.max_clients` or by protected mode.
 fn admit<S: session::Stream>(stream: S, peer: ClientAddr, ctx: &Rc<WorkerCtx>) {
-    let live = ctx.shared.live.load();
+    let live = ctx.live();
     if over_max_clients(ctx, &peer) {
         tokio::task::spawn_local(refuse(stream, MAX_CLIENTS_REACHED));
     } else if protected::denies(&live, &peer) {

@@ -92,7 +92,7 @@ pub fn dispatch(
     // nodes remember what it read.
     let own = client.tracking.as_ref().map(|t| t.ctx.clone());
     let ctx = own.as_ref().unwrap_or(ctx);
-    let table = ctx.pool.env().commands();
+    let table = ctx.commands();
     let (route, info) = table.route_info(&req);
     let mut started = match run(client, &req, (route, info), &table, sink, ctx) {
         Next::Started(started) => Started {
@@ -256,7 +256,7 @@ fn run(
             let pending = blocking::dispatch(ctx, req, slot, proto, &client.identity);
             return ran(pending, Family::Blocking);
         }
-        Route::Admin(info) if ctx.shared.live.load().admin.passthrough => {
+        Route::Admin(info) if ctx.live().admin.passthrough => {
             let pending = if &*info.name == "monitor" {
                 let push = sink(client.closer());
                 admin::monitor(ctx, client, &push)

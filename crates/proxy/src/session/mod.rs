@@ -230,7 +230,7 @@ impl<S: Stream> Future for Task<S> {
 }
 
 fn new_client(stream: &impl Stream, peer: ClientAddr, ctx: &WorkerCtx) -> Client {
-    let live = ctx.shared.live.load();
+    let live = ctx.live();
     let identity = Arc::new(Identity {
         id: ctx.shared.next_client_id(),
         peer,
