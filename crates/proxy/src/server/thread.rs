@@ -165,9 +165,7 @@ fn admit<S: session::Stream>(stream: S, peer: ClientAddr, ctx: &Rc<WorkerCtx>) {
 /// fits under the open files limit); if so, counts and logs the refusal.
 fn over_max_clients(ctx: &WorkerCtx, peer: &ClientAddr) -> bool {
     let max_clients = ctx
-        .shared
-        .live
-        .load()
+        .live()
         .client
         .max_clients
         .min(ctx.shared.clients_that_fit.load(Ordering::Relaxed));
