@@ -369,10 +369,11 @@ fn cluster(out: &mut String, ctx: &WorkerCtx) {
     for (i, node) in map.nodes().iter().enumerate() {
         let _ = write!(
             out,
-            "orthrus_node{i}:addr={},role={},health={}\r\n",
+            "orthrus_node{i}:addr={},role={},health={},connections={}\r\n",
             node.addr,
             node.role.name(),
-            node.health.name()
+            node.health.name(),
+            ctx.shared.node_quota.open(&node.addr)
         );
     }
 }

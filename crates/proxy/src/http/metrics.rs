@@ -173,6 +173,16 @@ fn latency_metrics(m: &mut Exposition, shared: &Shared) {
     for (addr, summary) in nodes {
         m.histogram(name, &[("node", &addr.to_string())], &summary);
     }
+    let map = shared.slots.load();
+    let name = "orthrus_node_connections";
+    if !map.nodes().is_empty() {
+        let help = "Connections open to each cluster node, of every kind and worker (bounded by backend.max_connections_per_node).";
+        m.family(name, "gauge", help);
+    }
+    for node in map.nodes() {
+        let open = shared.node_quota.open(&node.addr);
+        m.sample(name, &[("node", &node.addr.to_string())], open);
+    }
 }
 
 /// Builds the text format. Label values here are fixed strings without
