@@ -50,6 +50,14 @@ impl WorkerCtx {
         }
     }
 
+    /// Runs `task` on this worker, its polls counted.
+    pub fn spawn<F: std::future::Future + 'static>(
+        &self,
+        task: F,
+    ) -> tokio::task::JoinHandle<F::Output> {
+        self.pool.env().spawn(task)
+    }
+
     /// The current slot map: the worker's copy, the one way worker code
     /// reads it (as [`Self::commands`] and [`Self::live`] for theirs).
     pub fn slots(&self) -> Held<SlotMap> {

@@ -350,7 +350,8 @@ impl Inner {
         }
         let ctx = inner.ctx.clone();
         let proto = inner.proto;
-        tokio::task::spawn_local(link::run(Rc::downgrade(this), kind, addr, proto, ctx, rx));
+        let task = link::run(Rc::downgrade(this), kind, addr, proto, ctx.clone(), rx);
+        ctx.spawn(task);
         Ok(tx)
     }
 

@@ -163,7 +163,7 @@ impl Tracking {
         let pool = Pool::private(ctx.pool.env().clone(), state.clone());
         let own = Rc::new(ctx.with_pool(pool));
         if bcast {
-            tokio::task::spawn_local(keep_bcast(Rc::downgrade(&own), Rc::downgrade(&state)));
+            own.spawn(keep_bcast(Rc::downgrade(&own), Rc::downgrade(&state)));
         }
         Tracking { state, ctx: own }
     }
@@ -281,7 +281,7 @@ impl Tracking {
         for addr in masters {
             let rx = send_frames(&self.ctx.pool, &addr, &frame, proto, false, 1);
             // Kept until written (a dropped reply slot is not sent).
-            tokio::task::spawn_local(async move {
+            self.ctx.spawn(async move {
                 let _ = rx.await;
             });
         }

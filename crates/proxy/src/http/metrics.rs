@@ -85,6 +85,9 @@ fn traffic_metrics(m: &mut Exposition, t: &stats::Totals, refreshes: u64) {
         t.replica_fallbacks,
     );
 
+    let help = "Times the workers' tasks (client sessions, node connections, ...) were polled.";
+    m.counter("orthrus_task_polls_total", help, t.task_polls);
+
     let help = "Failures talking to cluster nodes.";
     m.counter("orthrus_backend_errors_total", help, t.backend_errors);
     let help = "Client connections closed for a protocol error.";

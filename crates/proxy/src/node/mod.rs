@@ -22,7 +22,11 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -171,9 +175,36 @@ impl Env {
         n
     }
 
+    /// Runs `task` on this worker, its polls counted (INFO's
+    /// `orthrus_task_polls`).
+    pub fn spawn<F: Future + 'static>(
+        self: &Rc<Self>,
+        task: F,
+    ) -> tokio::task::JoinHandle<F::Output> {
+        tokio::task::spawn_local(Polled {
+            task: Box::pin(task),
+            env: self.clone(),
+        })
+    }
+
     /// A connection to `addr` works again.
     pub fn connected(&self, addr: &NodeAddr) {
         self.backoff.borrow_mut().remove(addr);
+    }
+}
+
+/// A task whose polls are counted in its worker's statistics.
+struct Polled<F> {
+    task: Pin<Box<F>>,
+    env: Rc<Env>,
+}
+
+impl<F: Future> Future for Polled<F> {
+    type Output = F::Output;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        WorkerStats::bump(&self.env.stats().task_polls);
+        self.task.as_mut().poll(cx)
     }
 }
 

@@ -169,7 +169,8 @@ impl BackendConn {
             env,
             hooks,
         };
-        tokio::task::spawn_local(run(task, queue.clone()));
+        let spawner = task.env.clone();
+        spawner.spawn(run(task, queue.clone()));
         BackendConn { queue }
     }
 
