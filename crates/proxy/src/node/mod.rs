@@ -63,6 +63,12 @@ pub struct Env {
     /// Turns over for every replica read, spreading them over a master's
     /// replicas.
     spread: Cell<usize>,
+    /// The request being started is the last its client has sent for now:
+    /// an idle connection may write it at once ([`conn`]).
+    last_request: Cell<bool>,
+    /// Sessions of this worker waiting for replies: while any other one
+    /// is, requests are queued and written together, not one by one.
+    waiting: Cell<usize>,
     /// This worker's copies of what every request reads.
     slots: Local<SlotMap>,
     commands: Local<CommandTable>,
@@ -108,6 +114,8 @@ impl Env {
             worker,
             backoff: RefCell::new(HashMap::new()),
             spread: Cell::new(worker),
+            last_request: Cell::new(false),
+            waiting: Cell::new(0),
         }
     }
 
@@ -185,6 +193,32 @@ impl Env {
             task: Box::pin(task),
             env: self.clone(),
         })
+    }
+
+    /// Says whether the request about to start is the last one its client
+    /// has sent for now (set by the session around each request).
+    pub fn set_last_request(&self, last: bool) {
+        self.last_request.set(last);
+    }
+
+    pub fn last_request(&self) -> bool {
+        self.last_request.get()
+    }
+
+    /// A session starts (`true`) or stops waiting for replies.
+    pub fn count_waiting(&self, waiting: bool) {
+        let n = self.waiting.get();
+        self.waiting.set(if waiting {
+            n.saturating_add(1)
+        } else {
+            n.saturating_sub(1)
+        });
+    }
+
+    /// Whether a session other than the caller (counted as waiting or
+    /// not, `me`) waits for replies.
+    pub fn others_waiting(&self, me: bool) -> bool {
+        self.waiting.get() > usize::from(me)
     }
 
     /// A connection to `addr` works again.
