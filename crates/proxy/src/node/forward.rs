@@ -432,7 +432,17 @@ fn give_up(env: &Env, remote: &Remote, error: BackendError) -> Bytes {
             "CLUSTERDOWN orthrus: node {node} is unreachable and no replica can take over its slots"
         ),
         BackendError::Lost => {
-            format!("ERR orthrus: connection to the node lost before its reply{outcome}")
+            format!("ERR orthrus: connection to node {node} lost before its reply{outcome}")
+        }
+        // Every request in flight on a connection fails when the oldest
+        // one's wait runs out: a younger one says so rather than claim a
+        // wait it did not have.
+        BackendError::TimedOut
+            if Instant::now() < remote.started + env.shared.request_timeout() =>
+        {
+            format!(
+                "ERR orthrus: no reply from node {node} to an earlier request within {ms} ms (backend.request_timeout_ms), so its connection was given up before this one's reply{outcome}"
+            )
         }
         BackendError::TimedOut => format!(
             "ERR orthrus: no reply from node {node} within {ms} ms (backend.request_timeout_ms){outcome}"
