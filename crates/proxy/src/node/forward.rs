@@ -387,8 +387,22 @@ fn retry_after_failure(
         BackendError::Lost | BackendError::TimedOut if !remote.access.reads() => None,
         // The wait for a place already took the request's deadline.
         BackendError::Crowded => None,
+        // Sent again once the node's connect back-off is over, not after a
+        // fixed wait: a pipelining client's requests that a lost connection
+        // never wrote are sent again one by one (only the head of its queue
+        // is followed), and a wait each would take a long pipeline past its
+        // deadline. After two attempts the fixed wait is a floor, so a
+        // connection that keeps failing is not retried in a tight loop.
         BackendError::Lost | BackendError::TimedOut | BackendError::NotSent => {
-            Some(retry.failure_delay())
+            let map = env.shared.slots.load();
+            let left = owner(&map, &remote.target)
+                .and_then(|addr| env.backoff_left(addr))
+                .unwrap_or_default();
+            Some(if retry.attempt() < 2 {
+                left
+            } else {
+                left.max(retry.failure_delay())
+            })
         }
         BackendError::Unreachable => {
             let map = env.shared.slots.load();

@@ -147,6 +147,16 @@ impl Env {
         })
     }
 
+    /// How long connecting to `addr` must still wait, if it must.
+    pub fn backoff_left(&self, addr: &NodeAddr) -> Option<Duration> {
+        let backoff = self.backoff.borrow();
+        let left = backoff
+            .get(addr)?
+            .retry_at
+            .checked_duration_since(Instant::now())?;
+        (!left.is_zero()).then_some(left)
+    }
+
     /// A connection to `addr` failed (`unreachable`: could not be made at
     /// all): back off before the next attempt.
     pub fn failed(&self, addr: &NodeAddr, unreachable: bool) {
