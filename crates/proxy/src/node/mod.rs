@@ -181,7 +181,7 @@ impl Env {
         n
     }
 
-    /// A connection to `addr` works again.
+    /// A connection to `addr` works again: the node sent something back.
     pub fn connected(&self, addr: &NodeAddr) {
         self.backoff.borrow_mut().remove(addr);
     }
