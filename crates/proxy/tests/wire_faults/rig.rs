@@ -64,11 +64,17 @@ pub type Client = JoinHandle<Result<Vec<Outcome>, String>>;
 // === impl Rig ===
 
 impl Rig {
-    /// 3 masters (`replicas` each), a relay in front of master 0, orthrus.
+    /// 3 masters (`replicas` each), a relay in front of master 0, orthrus
+    /// with a request deadline of [`DEADLINE`].
     pub fn start(replicas: usize) -> Rig {
+        Rig::with_deadline(replicas, DEADLINE)
+    }
+
+    /// [`Rig::start`] with another request deadline.
+    pub fn with_deadline(replicas: usize, deadline: Duration) -> Rig {
         let cluster = Cluster::start(ClusterSpec::new(3, replicas)).expect("start cluster");
         let relay = cluster.relay(0).expect("relay in front of master 0");
-        let deadline = DEADLINE.as_millis().to_string();
+        let deadline = deadline.as_millis().to_string();
         let threads = THREADS.to_string();
         let proxy = Proxy::spawn(
             &cluster.seeds(),
