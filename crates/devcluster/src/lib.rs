@@ -34,6 +34,9 @@
 //! - `topology`: parsing `CLUSTER NODES` and `CLUSTER SLOTS`.
 //! - `cluster`: [`ClusterSpec`] and [`Cluster`]: creation, waits, failover.
 //! - `migration`: slot migration in steps on [`Cluster`].
+//! - `relay`: [`Relay`], a TCP relay in front of one node that delays,
+//!   throttles, black-holes, resets, cuts or refuses on command
+//!   ([`Fault`], [`Cut`]); [`Cluster::relay`] makes a node announce it.
 //! - `main.rs`: the `orthrus-devcluster` binary (`up`, `single`).
 
 mod binaries;
@@ -42,6 +45,7 @@ mod conn;
 mod error;
 mod migration;
 mod node;
+mod relay;
 mod signal;
 mod spawner;
 mod topology;
@@ -54,4 +58,5 @@ pub use node::{
     DEFAULT_NODE_TIMEOUT_MS, NodeOptions, RedisNode, START_TIMEOUT, TlsFiles, info_field,
 };
 pub use orthrus_resp::Value;
+pub use relay::{Cut, Fault, Relay};
 pub use topology::SLOT_COUNT;

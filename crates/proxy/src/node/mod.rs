@@ -159,6 +159,16 @@ impl Env {
         })
     }
 
+    /// How long connecting to `addr` must still wait, if it must.
+    pub fn backoff_left(&self, addr: &NodeAddr) -> Option<Duration> {
+        let backoff = self.backoff.borrow();
+        let left = backoff
+            .get(addr)?
+            .retry_at
+            .checked_duration_since(Instant::now())?;
+        (!left.is_zero()).then_some(left)
+    }
+
     /// A connection to `addr` failed (`unreachable`: could not be made at
     /// all): back off before the next attempt.
     pub fn failed(&self, addr: &NodeAddr, unreachable: bool) {
@@ -221,7 +231,7 @@ impl Env {
         self.waiting.get() > usize::from(me)
     }
 
-    /// A connection to `addr` works again.
+    /// A connection to `addr` works again: the node sent something back.
     pub fn connected(&self, addr: &NodeAddr) {
         self.backoff.borrow_mut().remove(addr);
     }

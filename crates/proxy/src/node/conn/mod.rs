@@ -217,11 +217,13 @@ async fn start(task: &Task) -> io::Result<(NodeStream, Option<NodeStream>)> {
 
 async fn run(task: Task, queue: Rc<Queue>) {
     let (addr, env) = (&task.addr, &task.env);
+    // The back-off is cleared only once the node has sent something back
+    // (the reader does it): a node that accepts connections and drops them
+    // at once (a process dying as it starts, a full accept queue, a proxy
+    // with nothing behind it) must see the back-off grow, not a connect
+    // every 50 ms.
     let (stream, side) = match start(&task).await {
-        Ok(opened) => {
-            env.connected(addr);
-            opened
-        }
+        Ok(opened) => opened,
         Err(e) if quota::is_full(&e) => {
             tracing::warn!(node = %addr, error = %e, "cannot connect to node");
             queue.close(BackendError::Crowded);
