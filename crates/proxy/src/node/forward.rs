@@ -33,6 +33,7 @@ use super::conn::{BackendError, Job, Reply, ReplyRx};
 use super::pool::{Lane, Pool};
 use super::retry::{Next, Retry};
 use super::{Done, Env};
+use crate::observe::load::WorkerLoad;
 use crate::observe::stats::WorkerStats;
 
 /// Longest wait between two attempts of a request parked for a failover,
@@ -124,19 +125,28 @@ impl Remote {
     /// reply is the client's as it is (no error to look at), `None` when
     /// it must go through [`resolve`] (a redirect, a retry, a failure),
     /// `Pending` until it arrives.
-    pub fn poll_done(&mut self, cx: &mut Context<'_>) -> Poll<Option<Done>> {
+    pub fn poll_done(&mut self, cx: &mut Context<'_>, load: &WorkerLoad) -> Poll<Option<Done>> {
         if self.early.is_none() {
             let reply = std::task::ready!(Pin::new(&mut self.rx).poll(cx));
             self.early = Some(reply.unwrap_or(Err(BackendError::Lost)));
         }
         match self.early.take() {
-            Some(Ok(delivered)) if delivered.frame.first() != Some(&b'-') => Poll::Ready(Some(
-                Done::from_nodes(delivered.frame, self.backend + delivered.took),
-            )),
+            Some(Ok(delivered)) if delivered.frame.first() != Some(&b'-') => {
+                let took = self.backend + delivered.took;
+                self.count(load, &delivered.frame, took);
+                Poll::Ready(Some(Done::from_nodes(delivered.frame, took)))
+            }
             other => {
                 self.early = other;
                 Poll::Ready(None)
             }
+        }
+    }
+
+    /// Counts the request, done, in its slot's load.
+    fn count(&self, load: &WorkerLoad, reply: &Bytes, took: Duration) {
+        if let Target::Slot(slot) = self.target {
+            load.add(slot, self.frame.len().saturating_add(reply.len()), took);
         }
     }
 }
@@ -205,6 +215,7 @@ fn pick_replica<'a>(
 /// what the client gets, with the time spent waiting for nodes.
 pub async fn resolve(pool: &Pool, mut remote: Remote) -> Done {
     let reply = follow(pool, &mut remote).await;
+    remote.count(pool.env().load(), &reply, remote.backend);
     Done::from_nodes(reply, remote.backend)
 }
 

@@ -31,6 +31,7 @@ use orthrus_cluster::NodeAddr;
 use orthrus_cluster::SlotMap;
 
 use crate::config::Config;
+use crate::observe::load::WorkerLoad;
 use crate::observe::stats::WorkerStats;
 use crate::process::{Held, Local, Shared};
 use crate::route::table::CommandTable;
@@ -120,6 +121,11 @@ impl Env {
     /// The settings SIGHUP can change.
     pub fn live(&self) -> Held<Config> {
         self.live.get(&self.shared.live)
+    }
+
+    /// This worker's per-slot load table.
+    pub fn load(&self) -> &WorkerLoad {
+        self.shared.load.worker(self.worker)
     }
 
     #[allow(

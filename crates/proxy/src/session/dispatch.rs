@@ -22,6 +22,7 @@ use crate::node::Done;
 use crate::node::forward::{self, Access, Sent, Target, error_reply};
 use crate::observe::acl_log::Reason;
 use crate::observe::clients::Closer;
+use crate::observe::hotkeys::Sample;
 use crate::observe::stats::WorkerStats;
 use crate::route::kind::{Family, Local};
 use crate::route::table::{CommandInfo, CommandTable, Rejection, Route};
@@ -39,6 +40,8 @@ pub struct Started {
     /// The request, for the SLOWLOG and INFO commandstats; `None` when
     /// `pending` is a [`Pending::Remote`], which holds it.
     pub frame: Option<Bytes>,
+    /// Its keys, when a HOTKEYS session sampled it.
+    pub hot: Option<Box<Sample>>,
 }
 
 /// What [`run`] decided: started (the request only borrowed), or to be
@@ -61,6 +64,7 @@ impl Started {
             ran: true,
             stat: None,
             frame: None,
+            hot: None,
         }
     }
 
@@ -71,6 +75,7 @@ impl Started {
             ran: false,
             stat: None,
             frame: None,
+            hot: None,
         }
     }
 }
@@ -94,6 +99,10 @@ pub fn dispatch(
     let ctx = own.as_ref().unwrap_or(ctx);
     let table = ctx.pool.env().commands();
     let (route, info) = table.route_info(&req);
+    let hot = match ctx.shared.hotkeys.sampled() {
+        Some(generation) if client.multi.is_none() => sample(generation, &req, &route, info),
+        _ => None,
+    };
     let mut started = match run(client, &req, (route, info), &table, sink, ctx) {
         Next::Started(started) => Started {
             frame: Some(req.into_frame()),
@@ -113,6 +122,7 @@ pub fn dispatch(
         },
     };
     started.stat = info.and_then(|info| info.stat);
+    started.hot = hot;
     if silent {
         keep_frame(&mut started.frame, &started.pending);
         Started {
@@ -131,6 +141,33 @@ pub(super) fn keep_frame(frame: &mut Option<Bytes>, pending: &Pending) {
     if let (None, Pending::Remote(remote)) = (&frame, pending) {
         *frame = Some(remote.frame().clone());
     }
+}
+
+/// A keyed request's keys for the HOTKEYS session `generation`, as
+/// slices of its frame.
+fn sample(
+    generation: u64,
+    req: &Request,
+    route: &Route,
+    info: Option<&Arc<CommandInfo>>,
+) -> Option<Box<Sample>> {
+    if !matches!(route, Route::Slot(_) | Route::Blocking(_) | Route::Split(_)) {
+        return None;
+    }
+    let frame = req.frame();
+    let base = frame.as_ptr() as usize;
+    let mut keys = Vec::new();
+    let _ = info?.for_each_key(req, |key| {
+        let start = (key.as_ptr() as usize).wrapping_sub(base);
+        let end = start.saturating_add(key.len());
+        keys.push(if end <= frame.len() {
+            frame.slice(start..end)
+        } else {
+            Bytes::copy_from_slice(key)
+        });
+        ControlFlow::Continue(())
+    });
+    (!keys.is_empty()).then(|| Box::new(Sample::new(generation, keys)))
 }
 
 fn is_client_reply(req: &Request) -> bool {

@@ -33,6 +33,7 @@ use tokio::sync::mpsc;
 use crate::client::{Client, Pending, PushSink, ReplyMode};
 use crate::node::forward::error_reply;
 use crate::observe::clients::{ClientAddr, Closer, Identity, Signal};
+use crate::observe::hotkeys::Sample;
 use crate::observe::stats::WorkerStats;
 use crate::route::kind::Family;
 use crate::worker::WorkerCtx;
@@ -88,6 +89,8 @@ struct Stamp {
     ran: bool,
     /// Its number in INFO commandstats.
     stat: Option<u16>,
+    /// Its keys, when a HOTKEYS session sampled it.
+    hot: Option<Box<Sample>>,
 }
 
 /// One request's place in the reply queue.
@@ -527,6 +530,7 @@ impl<S: Stream> Session<S> {
                             frame: run.frame,
                             ran: run.ran,
                             stat: run.stat,
+                            hot: run.hot,
                         }),
                         bytes: 0,
                     };

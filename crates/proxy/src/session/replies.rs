@@ -39,7 +39,7 @@ impl<S: Stream> Session<S> {
             };
             let done = match &mut entry.pending {
                 Pending::Ready(reply) | Pending::Last(reply) => Done::local(std::mem::take(reply)),
-                Pending::Remote(remote) => match remote.poll_done(cx) {
+                Pending::Remote(remote) => match remote.poll_done(cx, self.ctx.pool.env().load()) {
                     Poll::Ready(Some(done)) => done,
                     Poll::Ready(None) => {
                         // A redirect or an error to look at: follow it.
@@ -130,6 +130,10 @@ impl<S: Stream> Session<S> {
             reply: &done.reply,
         };
         ctx.shared.commands_seen.record(ctx.index, &call);
+        if let Some(sample) = &stamp.hot {
+            let bytes = frame.len().saturating_add(done.reply.len());
+            ctx.shared.hotkeys.record(ctx.index, sample, bytes, backend);
+        }
         if !stamp.ran {
             return; // refused before it ran
         }
