@@ -125,17 +125,15 @@ impl Remote {
     /// reply is the client's as it is (no error to look at), `None` when
     /// it must go through [`resolve`] (a redirect, a retry, a failure),
     /// `Pending` until it arrives.
-    pub fn poll_done(&mut self, cx: &mut Context<'_>, load: &WorkerLoad) -> Poll<Option<Done>> {
+    pub fn poll_done(&mut self, cx: &mut Context<'_>) -> Poll<Option<Done>> {
         if self.early.is_none() {
             let reply = std::task::ready!(Pin::new(&mut self.rx).poll(cx));
             self.early = Some(reply.unwrap_or(Err(BackendError::Lost)));
         }
         match self.early.take() {
-            Some(Ok(delivered)) if delivered.frame.first() != Some(&b'-') => {
-                let took = self.backend + delivered.took;
-                self.count(load, &delivered.frame, took);
-                Poll::Ready(Some(Done::from_nodes(delivered.frame, took)))
-            }
+            Some(Ok(delivered)) if delivered.frame.first() != Some(&b'-') => Poll::Ready(Some(
+                Done::from_nodes(delivered.frame, self.backend + delivered.took),
+            )),
             other => {
                 self.early = other;
                 Poll::Ready(None)
@@ -143,8 +141,9 @@ impl Remote {
         }
     }
 
-    /// Counts the request, done, in its slot's load.
-    fn count(&self, load: &WorkerLoad, reply: &Bytes, took: Duration) {
+    /// Counts the request, answered with `reply` after `took` at nodes,
+    /// in its slot's load.
+    pub fn count(&self, load: &WorkerLoad, reply: &Bytes, took: Duration) {
         if let Target::Slot(slot) = self.target {
             load.add(slot, self.frame.len().saturating_add(reply.len()), took);
         }

@@ -1,21 +1,21 @@
 //! The HOTKEYS session: one per process, fed by every worker.
 //!
 //! The request path reads one atomic, the session's generation (0 while
-//! none collects). While one does, a worker draws 1 in `SAMPLE` keyed
-//! requests (a thread-local xorshift) and, when the reply is taken, adds
-//! each key's share of the bytes and of the time at the node to its own
-//! [`TopK`] summaries. Those sit behind a per-worker mutex that only that
+//! none collects). While one does, a worker samples 1 in `SAMPLE` keyed
+//! requests (random gaps from a thread-local xorshift) and, when the reply
+//! is taken, adds each key's share of the bytes and of the time at the
+//! node to its own [`TopK`] summaries. Those sit behind a per-worker mutex that only that
 //! worker and `HOTKEYS GET` take, with `try_lock` on the request path: a
 //! worker never waits (a sample that meets GET reading is dropped).
 //! Totals for every command come from the per-slot load counters
 //! (`observe::load`), read at START and at GET.
 
 use std::cell::Cell;
+use std::num::NonZeroU32;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use bytes::Bytes;
 use orthrus_cluster::{SLOT_COUNT, Slot};
 
 use super::load::{Counts, SlotLoad};
@@ -27,9 +27,11 @@ pub const MAX_COUNT: usize = 64;
 /// Every session's state.
 pub struct HotKeys {
     /// The collecting session's number; 0 when none collects.
-    generation: AtomicU64,
+    generation: AtomicU32,
     /// 1 in this many keyed requests is sampled.
     sample: AtomicU32,
+    /// Sessions started so far: the next one's number.
+    starts: AtomicU32,
     session: Mutex<Option<Session>>,
     workers: Box<[Mutex<WorkerTops>]>,
 }
@@ -46,11 +48,18 @@ pub struct Options {
     pub slots: Option<Vec<u16>>,
 }
 
-/// A sampled request's keys, carried until its reply is taken.
+/// A sampled request's keys, as places in its frame, carried until its
+/// reply is taken (no copy, no allocation for a one-key request).
 #[derive(Debug)]
 pub struct Sample {
-    generation: u64,
-    keys: Vec<Bytes>,
+    generation: NonZeroU32,
+    keys: KeyRanges,
+}
+
+#[derive(Debug)]
+enum KeyRanges {
+    One((u32, u32)),
+    Many(Box<[(u32, u32)]>),
 }
 
 /// What `HOTKEYS GET` reports.
@@ -80,7 +89,7 @@ pub struct AlreadyRunning;
 
 struct Session {
     options: Options,
-    generation: u64,
+    generation: u32,
     /// `None` once stopped.
     running_since: Option<Instant>,
     duration: Duration,
@@ -95,7 +104,7 @@ struct Session {
 
 #[derive(Default)]
 struct WorkerTops {
-    generation: u64,
+    generation: u32,
     slots: Option<Box<[u64]>>,
     cpu: Option<TopK>,
     net: Option<TopK>,
@@ -105,6 +114,9 @@ struct WorkerTops {
 
 thread_local! {
     static RNG: Cell<u64> = Cell::new(seed());
+    /// The session, and how many requests this worker lets pass before
+    /// it samples one for it.
+    static SKIP: Cell<(u32, u32)> = const { Cell::new((0, 0)) };
 }
 
 fn seed() -> u64 {
@@ -115,14 +127,18 @@ fn seed() -> u64 {
     (u64::from(nanos) ^ (here as u64).rotate_left(32)) | 1
 }
 
-fn draw() -> u64 {
+/// How many requests to let pass before the next sample: uniform in
+/// `0..2 * ratio - 1`, so 1 in `ratio` on average, drawn once per sample
+/// (a request that is not sampled pays a decrement).
+fn gap(ratio: u32) -> u32 {
     RNG.with(|rng| {
         let mut x = rng.get();
         x ^= x << 13;
         x ^= x >> 7;
         x ^= x << 17;
         rng.set(x);
-        x
+        let span = u64::from(ratio).saturating_mul(2).saturating_sub(1).max(1);
+        u32::try_from(x % span).unwrap_or(0)
     })
 }
 
@@ -161,12 +177,10 @@ fn slot_set(slots: &[u16]) -> Box<[u64]> {
     set
 }
 
-fn in_set(set: Option<&[u64]>, slot: Slot) -> bool {
-    set.is_none_or(|set| {
-        let s = slot.get();
-        set.get(usize::from(s / 64))
-            .is_some_and(|word| word & (1 << (s % 64)) != 0)
-    })
+fn in_set(set: &[u64], slot: Slot) -> bool {
+    let s = slot.get();
+    set.get(usize::from(s / 64))
+        .is_some_and(|word| word & (1 << (s % 64)) != 0)
 }
 
 fn sum(totals: &[Counts], slots: Option<&[u16]>) -> Counts {
@@ -195,8 +209,29 @@ fn minus(a: Counts, b: Counts) -> Counts {
 // === impl Sample ===
 
 impl Sample {
-    pub fn new(generation: u64, keys: Vec<Bytes>) -> Sample {
-        Sample { generation, keys }
+    /// The keys at `ranges` (start, end) of the request's frame; `None`
+    /// without keys.
+    pub fn new(
+        generation: u32,
+        ranges: impl IntoIterator<Item = (usize, usize)>,
+    ) -> Option<Sample> {
+        let generation = NonZeroU32::new(generation)?;
+        let narrow =
+            |(a, b): (usize, usize)| Some((u32::try_from(a).ok()?, u32::try_from(b).ok()?));
+        let mut ranges = ranges.into_iter().filter_map(narrow);
+        let first = ranges.next()?;
+        let keys = match ranges.next() {
+            None => KeyRanges::One(first),
+            Some(second) => KeyRanges::Many([first, second].into_iter().chain(ranges).collect()),
+        };
+        Some(Sample { generation, keys })
+    }
+
+    fn ranges(&self) -> &[(u32, u32)] {
+        match &self.keys {
+            KeyRanges::One(pair) => std::slice::from_ref(pair),
+            KeyRanges::Many(all) => all,
+        }
     }
 }
 
@@ -205,8 +240,9 @@ impl Sample {
 impl HotKeys {
     pub fn new(workers: usize) -> HotKeys {
         HotKeys {
-            generation: AtomicU64::new(0),
+            generation: AtomicU32::new(0),
             sample: AtomicU32::new(1),
+            starts: AtomicU32::new(0),
             session: Mutex::new(None),
             workers: (0..workers.max(1))
                 .map(|_| Mutex::new(WorkerTops::default()))
@@ -217,18 +253,33 @@ impl HotKeys {
     /// On the request path: the collecting session's number if this keyed
     /// request is to be sampled.
     #[inline]
-    pub fn sampled(&self) -> Option<u64> {
+    pub fn sampled(&self) -> Option<u32> {
         let generation = self.generation.load(Ordering::Acquire);
         if generation == 0 {
             return None;
         }
-        let ratio = u64::from(self.sample.load(Ordering::Relaxed).max(1));
-        (ratio == 1 || draw() % ratio == 0).then_some(generation)
+        SKIP.with(|skip| match skip.get() {
+            (of, n) if of == generation && n > 0 => {
+                skip.set((of, n - 1));
+                None
+            }
+            _ => {
+                skip.set((generation, gap(self.sample.load(Ordering::Relaxed))));
+                Some(generation)
+            }
+        })
     }
 
-    /// Adds a sampled request's reply: each key gets an equal share of the
-    /// request and reply bytes and of the time at the node.
-    pub fn record(&self, worker: usize, sample: &Sample, bytes: usize, took: Option<Duration>) {
+    /// Adds a sampled request's reply: each key (a range of `frame`) gets
+    /// an equal share of the request and reply bytes and of the time at
+    /// the node.
+    pub fn record(
+        &self,
+        worker: usize,
+        (sample, frame): (&Sample, &[u8]),
+        bytes: usize,
+        took: Option<Duration>,
+    ) {
         let n = self.workers.len();
         let Some(tops) = self.workers.get(worker % n) else {
             return;
@@ -236,24 +287,31 @@ impl HotKeys {
         let Ok(mut tops) = tops.try_lock() else {
             return; // GET is reading: never wait on the request path
         };
-        if tops.generation != sample.generation || sample.keys.is_empty() {
+        if tops.generation != sample.generation.get() {
             return;
         }
-        let keys = u64::try_from(sample.keys.len()).unwrap_or(u64::MAX);
-        let bytes = u64::try_from(bytes).unwrap_or(u64::MAX);
-        let micros = took.map_or(0, |t| u64::try_from(t.as_micros()).unwrap_or(u64::MAX));
+        let ranges = sample.ranges();
+        let keys = u64::try_from(ranges.len()).unwrap_or(u64::MAX).max(1);
+        let bytes = u64::try_from(bytes).unwrap_or(u64::MAX) / keys;
+        let micros = took.map_or(0, |t| u64::try_from(t.as_micros()).unwrap_or(u64::MAX)) / keys;
         let tops = &mut *tops;
-        for key in &sample.keys {
-            if !in_set(tops.slots.as_deref(), Slot::for_key(key)) {
+        for &(start, end) in ranges {
+            let Some(key) = frame.get(start as usize..end as usize) else {
                 continue;
+            };
+            if let Some(set) = tops.slots.as_deref() {
+                if !in_set(set, Slot::for_key(key)) {
+                    continue;
+                }
             }
-            tops.sampled_bytes = tops.sampled_bytes.saturating_add(bytes / keys);
-            tops.sampled_micros = tops.sampled_micros.saturating_add(micros / keys);
+            tops.sampled_bytes = tops.sampled_bytes.saturating_add(bytes);
+            tops.sampled_micros = tops.sampled_micros.saturating_add(micros);
+            let hash = TopK::hash(key);
             if let Some(net) = &mut tops.net {
-                net.add(key, bytes / keys);
+                net.add(key, hash, bytes);
             }
             if let Some(cpu) = &mut tops.cpu {
-                cpu.add(key, micros / keys);
+                cpu.add(key, hash, micros);
             }
         }
     }
@@ -267,20 +325,23 @@ impl HotKeys {
         if session.as_ref().is_some_and(|s| s.running_since.is_some()) {
             return Err(AlreadyRunning);
         }
-        let generation = session
-            .as_ref()
-            .map_or(0, |s| s.generation)
+        let generation = self
+            .starts
+            .fetch_add(1, Ordering::Relaxed)
             .wrapping_add(1)
             .max(1);
+        // As Redis sizes its summaries: 10 keys kept and 100 counters a
+        // sketch row per key asked for.
         let capacity = options.count.saturating_mul(10);
+        let width = options.count.saturating_mul(100);
         let set = options.slots.as_deref().map(slot_set);
         for tops in self.workers.iter() {
             if let Ok(mut tops) = tops.lock() {
                 *tops = WorkerTops {
                     generation,
                     slots: set.clone(),
-                    cpu: options.cpu.then(|| TopK::new(capacity)),
-                    net: options.net.then(|| TopK::new(capacity)),
+                    cpu: options.cpu.then(|| TopK::new(capacity, width)),
+                    net: options.net.then(|| TopK::new(capacity, width)),
                     sampled_bytes: 0,
                     sampled_micros: 0,
                 };
@@ -407,7 +468,7 @@ impl HotKeys {
         })
     }
 
-    fn expire(session: &mut Option<Session>, generation: &AtomicU64, load: &SlotLoad) {
+    fn expire(session: &mut Option<Session>, generation: &AtomicU32, load: &SlotLoad) {
         if let Some(s) = session.as_mut() {
             let due = s
                 .running_since
@@ -420,7 +481,7 @@ impl HotKeys {
 
     /// Stops collecting. A session that ran its DURATION reports that
     /// duration; one stopped reports how long it ran.
-    fn end(s: &mut Session, generation: &AtomicU64, load: &SlotLoad, expired: bool) {
+    fn end(s: &mut Session, generation: &AtomicU32, load: &SlotLoad, expired: bool) {
         generation.store(0, Ordering::Release);
         if let Some(since) = s.running_since.take() {
             if !expired {

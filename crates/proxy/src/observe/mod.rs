@@ -13,7 +13,8 @@
 //! - [`load`] — requests, bytes and node time per slot (per-worker
 //!   tables summed when read), with a ring of recent intervals.
 //! - [`hotkeys`] — the HOTKEYS session, fed by sampled requests into
-//!   per-worker [`topk`] summaries (Space-Saving), merged when read.
+//!   per-worker [`topk`] summaries (a count-min sketch and a heap),
+//!   merged when read.
 //! - [`throttle`] — at most one log line a second for events an outsider
 //!   can repeat (clients over the limit, wrong passwords).
 

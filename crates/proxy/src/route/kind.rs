@@ -354,7 +354,7 @@ pub const BUILTIN: &[(Family, &[Builtin])] = &[
         b("save", 1, "", N), b("bgsave", -1, "", N), b("bgrewriteaof", 1, "", N),
         b("replicaof", 3, "", N), b("slaveof", 3, "", N), b("failover", -1, "", N),
         b("acl", -2, "", N), b("slowlog", -2, "", N), b("latency", -2, "", N),
-        b("module", -2, "", N), b("hotkeys", -2, "", N), b("orthrus", -2, "r", N),
+        b("module", -2, "", N), b("hotkeys", -2, "ra", N), b("orthrus", -2, "r", N),
     ]),
     (Family::PubSub, &[
         b("publish", 3, "", N), b("pubsub", -2, "r", N), b("subscribe", -2, "", N),

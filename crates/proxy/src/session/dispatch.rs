@@ -40,8 +40,6 @@ pub struct Started {
     /// The request, for the SLOWLOG and INFO commandstats; `None` when
     /// `pending` is a [`Pending::Remote`], which holds it.
     pub frame: Option<Bytes>,
-    /// Its keys, when a HOTKEYS session sampled it.
-    pub hot: Option<Box<Sample>>,
 }
 
 /// What [`run`] decided: started (the request only borrowed), or to be
@@ -64,7 +62,6 @@ impl Started {
             ran: true,
             stat: None,
             frame: None,
-            hot: None,
         }
     }
 
@@ -75,17 +72,18 @@ impl Started {
             ran: false,
             stat: None,
             frame: None,
-            hot: None,
         }
     }
 }
 
-/// Decides what to do with one request and starts doing it.
+/// Decides what to do with one request and starts doing it; `hot` gets
+/// its keys when a HOTKEYS session samples it.
 pub fn dispatch(
     client: &mut Client,
     req: Request,
     sink: impl FnMut(Closer) -> PushSink,
     ctx: &Rc<WorkerCtx>,
+    hot: &mut Option<Sample>,
 ) -> Started {
     // CLIENT REPLY OFF/SKIP: the command runs, its reply is not sent
     // (CLIENT REPLY itself always answers).
@@ -99,10 +97,9 @@ pub fn dispatch(
     let ctx = own.as_ref().unwrap_or(ctx);
     let table = ctx.pool.env().commands();
     let (route, info) = table.route_info(&req);
-    let hot = match ctx.shared.hotkeys.sampled() {
-        Some(generation) if client.multi.is_none() => sample(generation, &req, &route, info),
-        _ => None,
-    };
+    if let Some(generation) = ctx.shared.hotkeys.sampled() {
+        *hot = sample(generation, client, &req, (&route, info));
+    }
     let mut started = match run(client, &req, (route, info), &table, sink, ctx) {
         Next::Started(started) => Started {
             frame: Some(req.into_frame()),
@@ -122,7 +119,6 @@ pub fn dispatch(
         },
     };
     started.stat = info.and_then(|info| info.stat);
-    started.hot = hot;
     if silent {
         keep_frame(&mut started.frame, &started.pending);
         Started {
@@ -143,31 +139,34 @@ pub(super) fn keep_frame(frame: &mut Option<Bytes>, pending: &Pending) {
     }
 }
 
-/// A keyed request's keys for the HOTKEYS session `generation`, as
-/// slices of its frame.
+/// The keys of a keyed request, as places in its frame, for the HOTKEYS
+/// session `generation` that sampled it.
+#[cold]
 fn sample(
-    generation: u64,
+    generation: u32,
+    client: &Client,
     req: &Request,
-    route: &Route,
-    info: Option<&Arc<CommandInfo>>,
-) -> Option<Box<Sample>> {
+    (route, info): (&Route, Option<&Arc<CommandInfo>>),
+) -> Option<Sample> {
+    if client.multi.is_some() {
+        return None; // queued: its reply is +QUEUED
+    }
     if !matches!(route, Route::Slot(_) | Route::Blocking(_) | Route::Split(_)) {
         return None;
     }
-    let frame = req.frame();
-    let base = frame.as_ptr() as usize;
-    let mut keys = Vec::new();
+    let base = req.frame().as_ptr() as usize;
+    let (mut first, mut more) = (None, Vec::new());
     let _ = info?.for_each_key(req, |key| {
+        // Every key is a slice of the frame.
         let start = (key.as_ptr() as usize).wrapping_sub(base);
-        let end = start.saturating_add(key.len());
-        keys.push(if end <= frame.len() {
-            frame.slice(start..end)
-        } else {
-            Bytes::copy_from_slice(key)
-        });
+        let range = (start, start.saturating_add(key.len()));
+        match first {
+            None => first = Some(range),
+            Some(_) => more.push(range),
+        }
         ControlFlow::Continue(())
     });
-    (!keys.is_empty()).then(|| Box::new(Sample::new(generation, keys)))
+    Sample::new(generation, first.into_iter().chain(more))
 }
 
 fn is_client_reply(req: &Request) -> bool {

@@ -33,7 +33,6 @@ use tokio::sync::mpsc;
 use crate::client::{Client, Pending, PushSink, ReplyMode};
 use crate::node::forward::error_reply;
 use crate::observe::clients::{ClientAddr, Closer, Identity, Signal};
-use crate::observe::hotkeys::Sample;
 use crate::observe::stats::WorkerStats;
 use crate::route::kind::Family;
 use crate::worker::WorkerCtx;
@@ -89,8 +88,9 @@ struct Stamp {
     ran: bool,
     /// Its number in INFO commandstats.
     stat: Option<u16>,
-    /// Its keys, when a HOTKEYS session sampled it.
-    hot: Option<Box<Sample>>,
+    /// A HOTKEYS session sampled it: its keys are in [`Work::samples`],
+    /// in request order (a flag here keeps every entry as small as before).
+    hot: bool,
 }
 
 /// One request's place in the reply queue.
@@ -521,7 +521,8 @@ impl<S: Stream> Session<S> {
                     let pushes = &mut self.pushes;
                     let limit = self.ctx.shared.settings.raw.client.max_push_bytes;
                     let sink = |closer: Closer| push_sink(pushes, limit, closer);
-                    let run = dispatch(&mut self.client, req, sink, &self.ctx);
+                    let mut hot = None;
+                    let run = dispatch(&mut self.client, req, sink, &self.ctx, &mut hot);
                     let mut entry = Entry {
                         pending: run.pending,
                         stamp: Some(Stamp {
@@ -530,11 +531,14 @@ impl<S: Stream> Session<S> {
                             frame: run.frame,
                             ran: run.ran,
                             stat: run.stat,
-                            hot: run.hot,
+                            hot: hot.is_some(),
                         }),
                         bytes: 0,
                     };
                     entry.bytes = entry.frame().map_or(0, Bytes::len);
+                    if let Some(sample) = hot {
+                        w.samples.push_back(sample);
+                    }
                     entry
                 }
                 Ok(None) => break,
