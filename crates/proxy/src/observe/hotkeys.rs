@@ -258,13 +258,17 @@ impl HotKeys {
         if generation == 0 {
             return None;
         }
+        let ratio = self.sample.load(Ordering::Relaxed);
+        if ratio <= 1 {
+            return Some(generation);
+        }
         SKIP.with(|skip| match skip.get() {
             (of, n) if of == generation && n > 0 => {
                 skip.set((of, n - 1));
                 None
             }
             _ => {
-                skip.set((generation, gap(self.sample.load(Ordering::Relaxed))));
+                skip.set((generation, gap(ratio)));
                 Some(generation)
             }
         })
