@@ -64,6 +64,8 @@ pub struct Env {
     slots: Local<SlotMap>,
     commands: Local<CommandTable>,
     live: Local<Config>,
+    /// This worker's per-slot load table.
+    load: Arc<WorkerLoad>,
 }
 
 /// After a failure, connecting to the node again waits until `retry_at`.
@@ -101,6 +103,7 @@ impl Env {
             slots: Local::new(&shared.slots),
             commands: Local::new(&shared.commands),
             live: Local::new(&shared.live),
+            load: shared.load.worker(worker),
             shared,
             worker,
             backoff: RefCell::new(HashMap::new()),
@@ -125,7 +128,7 @@ impl Env {
 
     /// This worker's per-slot load table.
     pub fn load(&self) -> &WorkerLoad {
-        self.shared.load.worker(self.worker)
+        &self.load
     }
 
     #[allow(

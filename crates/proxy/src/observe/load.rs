@@ -8,8 +8,8 @@
 //! add the totals up by the slot's current master.
 
 use std::collections::VecDeque;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use orthrus_cluster::{NodeAddr, SLOT_COUNT, Slot, SlotMap};
@@ -21,7 +21,7 @@ const RING: usize = 5;
 
 /// Every worker's table, and the recent intervals.
 pub struct SlotLoad {
-    workers: Box<[WorkerLoad]>,
+    workers: Box<[Arc<WorkerLoad>]>,
     window: Mutex<Window>,
 }
 
@@ -59,7 +59,7 @@ pub struct MasterLoad {
 struct SlotCounter {
     requests: AtomicU64,
     bytes: AtomicU64,
-    micros: AtomicU64,
+    nanos: AtomicU64,
 }
 
 /// Requests and bytes of one interval, per slot (saturating at `u32::MAX`).
@@ -91,10 +91,11 @@ impl WorkerLoad {
         if let Some(c) = self.slots.get(slot.index()) {
             bump(&c.requests, 1);
             bump(&c.bytes, u64::try_from(bytes).unwrap_or(u64::MAX));
-            bump(
-                &c.micros,
-                u64::try_from(took.as_micros()).unwrap_or(u64::MAX),
-            );
+            let nanos = took
+                .as_secs()
+                .wrapping_mul(1_000_000_000)
+                .wrapping_add(u64::from(took.subsec_nanos()));
+            bump(&c.nanos, nanos);
         }
     }
 }
@@ -124,7 +125,9 @@ impl Counts {
 impl SlotLoad {
     pub fn new(workers: usize) -> SlotLoad {
         SlotLoad {
-            workers: (0..workers.max(1)).map(|_| WorkerLoad::new()).collect(),
+            workers: (0..workers.max(1))
+                .map(|_| Arc::new(WorkerLoad::new()))
+                .collect(),
             window: Mutex::new(Window {
                 last: vec![Counts::default(); usize::from(SLOT_COUNT)],
                 last_at: Instant::now(),
@@ -133,14 +136,14 @@ impl SlotLoad {
         }
     }
 
-    /// The table of worker `index`.
-    pub fn worker(&self, index: usize) -> &WorkerLoad {
+    /// The table of worker `index`, for it to keep.
+    pub fn worker(&self, index: usize) -> Arc<WorkerLoad> {
         let n = self.workers.len();
         #[allow(
             clippy::indexing_slicing,
             reason = "`new` makes at least one table, and the index is taken modulo their number"
         )]
-        &self.workers[index % n]
+        self.workers[index % n].clone()
     }
 
     /// Every slot's counts so far, summed over the workers.
@@ -151,7 +154,7 @@ impl SlotLoad {
                 *total = total.plus(Counts {
                     requests: c.requests.load(Ordering::Relaxed),
                     bytes: c.bytes.load(Ordering::Relaxed),
-                    micros: c.micros.load(Ordering::Relaxed),
+                    micros: c.nanos.load(Ordering::Relaxed) / 1000,
                 });
             }
         }
