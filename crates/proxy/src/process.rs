@@ -16,7 +16,9 @@ use self::quota::NodeQuota;
 use crate::config::{Config, Settings, Tls};
 use crate::observe::clients::Registry;
 use crate::observe::commands::CommandStats;
+use crate::observe::hotkeys::HotKeys;
 use crate::observe::latency;
+use crate::observe::load::SlotLoad;
 use crate::observe::slowlog::SlowLog;
 use crate::observe::stats::{OpsMeter, WorkerStats};
 use crate::route::table::CommandTable;
@@ -78,6 +80,10 @@ pub struct Shared {
     /// Connections open to each node, within `backend.max_connections_per_node`.
     pub node_quota: NodeQuota,
     pub ops: OpsMeter,
+    /// Requests, bytes and node time per slot, one table per worker.
+    pub load: SlotLoad,
+    /// The HOTKEYS session.
+    pub hotkeys: HotKeys,
     pub slowlog: SlowLog,
     /// ACL LOG.
     pub acl_log: crate::observe::acl_log::AclLog,
@@ -115,6 +121,7 @@ impl Shared {
             settings.raw.slowlog.max_len,
         );
         let node_quota = NodeQuota::new(settings.raw.backend.max_connections_per_node);
+        let threads = settings.threads;
         Arc::new(Shared {
             live: Swapped::from_pointee(settings.raw.clone()),
             users: Swapped::from_pointee(settings.raw.client.parsed_users()),
@@ -129,6 +136,8 @@ impl Shared {
             node_latency: latency::Nodes::default(),
             node_quota,
             ops: OpsMeter::default(),
+            load: SlotLoad::new(threads),
+            hotkeys: HotKeys::new(threads),
             slowlog,
             acl_log: Default::default(),
             commands_seen,

@@ -32,6 +32,7 @@ const SECTIONS: &[(&str, bool, Section)] = &[
     ("commandstats", false, commandstats),
     ("errorstats", true, errorstats),
     ("cluster", true, cluster),
+    ("load", true, load),
     ("latency", false, latency),
 ];
 
@@ -298,6 +299,34 @@ fn latency(out: &mut String, ctx: &WorkerCtx) {
                 s.percentile(0.999),
             );
         }
+    }
+}
+
+/// Each master's keyed requests and bytes so far (by the slots it owns
+/// now), and its share of all of them, in percent.
+fn load(out: &mut String, ctx: &WorkerCtx) {
+    out.push_str("# Load\r\n");
+    let masters = ctx.shared.load.by_master(&ctx.shared.slots.load());
+    let requests: u64 = masters.iter().map(|m| m.counts.requests).sum();
+    let bytes: u64 = masters.iter().map(|m| m.counts.bytes).sum();
+    let share = |part: u64, all: u64| {
+        if all == 0 {
+            0.0
+        } else {
+            part as f64 * 100.0 / all as f64
+        }
+    };
+    for (i, m) in masters.iter().enumerate() {
+        let c = m.counts;
+        let _ = write!(
+            out,
+            "master{i}:addr={},requests={},bytes={},requests_share={:.2},bytes_share={:.2}\r\n",
+            m.addr,
+            c.requests,
+            c.bytes,
+            share(c.requests, requests),
+            share(c.bytes, bytes),
+        );
     }
 }
 

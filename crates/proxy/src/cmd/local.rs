@@ -88,6 +88,8 @@ pub fn execute(cmd: Local, req: &Request, client: &mut Client, ctx: &Rc<WorkerCt
         }
         Local::Acl => crate::cmd::acl::command(req, client, ctx),
         Local::SlowLog => crate::observe::slowlog::command(&ctx.shared.slowlog, req),
+        Local::HotKeys => crate::cmd::hotkeys::hotkeys(req, client.proto, ctx),
+        Local::Orthrus => crate::cmd::hotkeys::orthrus(req, client.proto, ctx),
     };
     if matches!(cmd, Local::Hello | Local::Client | Local::Reset) {
         ctx.shared.clients.update(client.entry(ctx.index));

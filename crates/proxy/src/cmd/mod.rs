@@ -6,6 +6,7 @@
 //! - [`local`] — commands answered by orthrus itself (the handshake, CLIENT,
 //!   SELECT, SLOWLOG, ...), with [`info`] (INFO) and [`cluster`] (CLUSTER as
 //!   a one-node cluster at orthrus's own address).
+//! - [`hotkeys`] — HOTKEYS over the whole cluster, and ORTHRUS HOTSLOTS.
 //! - [`admin`] — administrative commands sent to the nodes, when
 //!   `admin.passthrough` is on.
 //! - [`split`] — cross-slot multi-key commands split per slot and merged.
@@ -25,6 +26,7 @@ pub mod admin;
 pub mod blocking;
 pub mod cluster;
 pub mod fanout;
+pub mod hotkeys;
 pub mod info;
 pub mod local;
 pub mod pubsub;

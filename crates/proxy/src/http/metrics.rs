@@ -17,8 +17,32 @@ pub fn exposition(shared: &Shared) -> String {
     process_metrics(&mut m, shared);
     traffic_metrics(&mut m, &stats::totals(&shared.stats), shared.refreshes());
     cluster_metrics(&mut m, shared);
+    load_metrics(&mut m, shared);
     latency_metrics(&mut m, shared);
     m.out
+}
+
+/// Keyed requests and their bytes by the master that owns their slot now
+/// (one series per master; a slot that moves brings its counts along).
+fn load_metrics(m: &mut Exposition, shared: &Shared) {
+    let masters = shared.load.by_master(&shared.slots.load());
+    if masters.is_empty() {
+        return;
+    }
+    let name = "orthrus_master_requests_total";
+    let help = "Keyed requests answered, by the master that owns their slot.";
+    m.family(name, "counter", help);
+    for master in &masters {
+        let addr = master.addr.to_string();
+        m.sample(name, &[("master", &addr)], master.counts.requests);
+    }
+    let name = "orthrus_master_bytes_total";
+    let help = "Request and reply bytes of keyed requests, by the master that owns their slot.";
+    m.family(name, "counter", help);
+    for master in &masters {
+        let addr = master.addr.to_string();
+        m.sample(name, &[("master", &addr)], master.counts.bytes);
+    }
 }
 
 fn process_metrics(m: &mut Exposition, shared: &Shared) {

@@ -33,6 +33,7 @@ use super::conn::{BackendError, Job, Reply, ReplyRx};
 use super::pool::{Lane, Pool};
 use super::retry::{Next, Retry};
 use super::{Done, Env};
+use crate::observe::load::WorkerLoad;
 use crate::observe::stats::WorkerStats;
 
 /// Longest wait between two attempts of a request parked for a failover,
@@ -139,6 +140,14 @@ impl Remote {
             }
         }
     }
+
+    /// Counts the request, answered with `reply` after `took` at nodes,
+    /// in its slot's load.
+    pub fn count(&self, load: &WorkerLoad, reply: &Bytes, took: Duration) {
+        if let Target::Slot(slot) = self.target {
+            load.add(slot, self.frame.len().saturating_add(reply.len()), took);
+        }
+    }
 }
 
 /// Sends `frame` towards `target` on this worker's connections.
@@ -205,6 +214,7 @@ fn pick_replica<'a>(
 /// what the client gets, with the time spent waiting for nodes.
 pub async fn resolve(pool: &Pool, mut remote: Remote) -> Done {
     let reply = follow(pool, &mut remote).await;
+    remote.count(pool.env().load(), &reply, remote.backend);
     Done::from_nodes(reply, remote.backend)
 }
 

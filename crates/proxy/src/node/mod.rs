@@ -35,6 +35,7 @@ use orthrus_cluster::NodeAddr;
 use orthrus_cluster::SlotMap;
 
 use crate::config::Config;
+use crate::observe::load::WorkerLoad;
 use crate::observe::stats::WorkerStats;
 use crate::process::{Held, Local, Shared};
 use crate::route::table::CommandTable;
@@ -73,6 +74,8 @@ pub struct Env {
     slots: Local<SlotMap>,
     commands: Local<CommandTable>,
     live: Local<Config>,
+    /// This worker's per-slot load table.
+    load: Arc<WorkerLoad>,
 }
 
 /// After a failure, connecting to the node again waits until `retry_at`.
@@ -110,6 +113,7 @@ impl Env {
             slots: Local::new(&shared.slots),
             commands: Local::new(&shared.commands),
             live: Local::new(&shared.live),
+            load: shared.load.worker(worker),
             shared,
             worker,
             backoff: RefCell::new(HashMap::new()),
@@ -132,6 +136,11 @@ impl Env {
     /// The settings SIGHUP can change.
     pub fn live(&self) -> Held<Config> {
         self.live.get(&self.shared.live)
+    }
+
+    /// This worker's per-slot load table.
+    pub fn load(&self) -> &WorkerLoad {
+        &self.load
     }
 
     #[allow(

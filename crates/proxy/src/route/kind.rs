@@ -184,7 +184,11 @@ pub enum Local {
     Cluster,
     Echo,
     Hello,
+    /// HOTKEYS, for the whole cluster.
+    HotKeys,
     Info,
+    /// ORTHRUS HOTSLOTS.
+    Orthrus,
     Ping,
     Quit,
     ReadOnly,
@@ -274,6 +278,8 @@ fn listed(name: &str) -> Option<Kind> {
         "config|resetstat" => Kind::Local(ResetStat),
         "echo" => Kind::Local(Echo),
         "hello" => Kind::Local(Hello),
+        "hotkeys" => Kind::Local(HotKeys),
+        "orthrus" => Kind::Local(Orthrus),
         "info" => Kind::Local(Info),
         "ping" => Kind::Local(Ping),
         "quit" => Kind::Local(Quit),
@@ -348,7 +354,7 @@ pub const BUILTIN: &[(Family, &[Builtin])] = &[
         b("save", 1, "", N), b("bgsave", -1, "", N), b("bgrewriteaof", 1, "", N),
         b("replicaof", 3, "", N), b("slaveof", 3, "", N), b("failover", -1, "", N),
         b("acl", -2, "", N), b("slowlog", -2, "", N), b("latency", -2, "", N),
-        b("module", -2, "", N),
+        b("module", -2, "", N), b("hotkeys", -2, "ra", N), b("orthrus", -2, "r", N),
     ]),
     (Family::PubSub, &[
         b("publish", 3, "", N), b("pubsub", -2, "r", N), b("subscribe", -2, "", N),

@@ -522,6 +522,20 @@ impl CommandInfo {
         req: &Request,
         mut f: impl FnMut(&[u8], Access) -> ControlFlow<()>,
     ) -> ControlFlow<()> {
+        if let [
+            KeySpec {
+                begin: Begin::Index(at),
+                find: Find::Range { last_key: 0, .. },
+                access,
+            },
+        ] = self.key_specs.as_slice()
+        {
+            // One key at a fixed place, as in `slot`.
+            return match usize::try_from(*at).ok().and_then(|at| req.arg(at)) {
+                Some(key) => f(key, *access),
+                None => ControlFlow::Continue(()),
+            };
+        }
         let argc = req.arg_count();
         for spec in &self.key_specs {
             if let Some((first, last, step)) = spec.positions(req, argc) {

@@ -176,6 +176,7 @@ pub async fn run(
         tokio::spawn(memory::watch_limit(shared.clone()));
     }
     tokio::spawn(sample_ops(shared.clone()));
+    tokio::spawn(sample_load(shared.clone()));
     tokio::spawn(memory::give_back_when_clients_leave(shared.clone()));
     let reloading = shared.clone();
     tokio::spawn(async move {
@@ -264,5 +265,17 @@ async fn sample_ops(shared: Arc<Shared>) {
         shared
             .ops
             .sample(crate::observe::stats::totals(&shared.stats).commands);
+        // A HOTKEYS session past its DURATION stops collecting.
+        shared.hotkeys.tick(&shared.load);
+    }
+}
+
+/// Closes an interval of the per-slot load for `ORTHRUS HOTSLOTS`.
+async fn sample_load(shared: Arc<Shared>) {
+    let mut tick = tokio::time::interval(crate::observe::load::INTERVAL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        shared.load.tick();
     }
 }

@@ -22,6 +22,7 @@ use crate::node::Done;
 use crate::node::forward::{self, Access, Sent, Target, error_reply};
 use crate::observe::acl_log::Reason;
 use crate::observe::clients::Closer;
+use crate::observe::hotkeys::Sample;
 use crate::observe::stats::WorkerStats;
 use crate::route::kind::{Family, Local};
 use crate::route::table::{CommandInfo, CommandTable, Rejection, Route};
@@ -75,12 +76,14 @@ impl Started {
     }
 }
 
-/// Decides what to do with one request and starts doing it.
+/// Decides what to do with one request and starts doing it; `hot` gets
+/// its keys when a HOTKEYS session samples it.
 pub fn dispatch(
     client: &mut Client,
     req: Request,
     sink: impl FnMut(Closer) -> PushSink,
     ctx: &Rc<WorkerCtx>,
+    hot: &mut Option<Sample>,
 ) -> Started {
     // CLIENT REPLY OFF/SKIP: the command runs, its reply is not sent
     // (CLIENT REPLY itself always answers).
@@ -94,6 +97,9 @@ pub fn dispatch(
     let ctx = own.as_ref().unwrap_or(ctx);
     let table = ctx.commands();
     let (route, info) = table.route_info(&req);
+    if let Some(generation) = ctx.shared.hotkeys.sampled() {
+        *hot = sample(generation, client, &req, (&route, info));
+    }
     let mut started = match run(client, &req, (route, info), &table, sink, ctx) {
         Next::Started(started) => Started {
             frame: Some(req.into_frame()),
@@ -131,6 +137,36 @@ pub(super) fn keep_frame(frame: &mut Option<Bytes>, pending: &Pending) {
     if let (None, Pending::Remote(remote)) = (&frame, pending) {
         *frame = Some(remote.frame().clone());
     }
+}
+
+/// The keys of a keyed request, as places in its frame, for the HOTKEYS
+/// session `generation` that sampled it.
+#[cold]
+fn sample(
+    generation: u32,
+    client: &Client,
+    req: &Request,
+    (route, info): (&Route, Option<&Arc<CommandInfo>>),
+) -> Option<Sample> {
+    if client.multi.is_some() {
+        return None; // queued: its reply is +QUEUED
+    }
+    if !matches!(route, Route::Slot(_) | Route::Blocking(_) | Route::Split(_)) {
+        return None;
+    }
+    let base = req.frame().as_ptr() as usize;
+    let (mut first, mut more) = (None, Vec::new());
+    let _ = info?.for_each_key(req, |key, _| {
+        // Every key is a slice of the frame.
+        let start = (key.as_ptr() as usize).wrapping_sub(base);
+        let range = (start, start.saturating_add(key.len()));
+        match first {
+            None => first = Some(range),
+            Some(_) => more.push(range),
+        }
+        ControlFlow::Continue(())
+    });
+    Sample::new(generation, first.into_iter().chain(more))
 }
 
 fn is_client_reply(req: &Request) -> bool {

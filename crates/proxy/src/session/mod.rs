@@ -88,6 +88,9 @@ struct Stamp {
     ran: bool,
     /// Its number in INFO commandstats.
     stat: Option<u16>,
+    /// A HOTKEYS session sampled it: its keys are in [`Work::samples`],
+    /// in request order (a flag here keeps every entry as small as before).
+    hot: bool,
 }
 
 /// One request's place in the reply queue.
@@ -535,7 +538,8 @@ impl<S: Stream> Session<S> {
                     // once by an idle node connection.
                     let env = self.ctx.pool.env();
                     env.set_last_request(w.input.is_empty() && !env.others_waiting(self.waiting));
-                    let run = dispatch(&mut self.client, req, sink, &self.ctx);
+                    let mut hot = None;
+                    let run = dispatch(&mut self.client, req, sink, &self.ctx, &mut hot);
                     env.set_last_request(false);
                     let mut entry = Entry {
                         pending: run.pending,
@@ -545,10 +549,14 @@ impl<S: Stream> Session<S> {
                             frame: run.frame,
                             ran: run.ran,
                             stat: run.stat,
+                            hot: hot.is_some(),
                         }),
                         bytes: 0,
                     };
                     entry.bytes = entry.frame().map_or(0, Bytes::len);
+                    if let Some(sample) = hot {
+                        w.samples.push_back(sample);
+                    }
                     entry
                 }
                 Ok(None) => break,

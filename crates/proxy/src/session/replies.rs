@@ -15,6 +15,7 @@ use crate::client::Pending;
 use crate::node::Done;
 use crate::node::forward;
 use crate::observe::commands::Call;
+use crate::observe::hotkeys::Sample;
 use crate::observe::slowlog::Finished;
 use crate::route::kind::Family;
 
@@ -40,7 +41,11 @@ impl<S: Stream> Session<S> {
             let done = match &mut entry.pending {
                 Pending::Ready(reply) | Pending::Last(reply) => Done::local(std::mem::take(reply)),
                 Pending::Remote(remote) => match remote.poll_done(cx) {
-                    Poll::Ready(Some(done)) => done,
+                    Poll::Ready(Some(done)) => {
+                        let took = done.backend.unwrap_or_default();
+                        remote.count(self.ctx.pool.env().load(), &done.reply, took);
+                        done
+                    }
                     Poll::Ready(None) => {
                         // A redirect or an error to look at: follow it.
                         let ctx = match &self.client.tracking {
@@ -91,7 +96,13 @@ impl<S: Stream> Session<S> {
                 if let Some(stamp) = &entry.stamp {
                     let now = *now.get_or_insert_with(Instant::now);
                     let none = Bytes::new();
-                    self.account(stamp, entry.frame().unwrap_or(&none), now, &done);
+                    let frame = entry.frame().unwrap_or(&none);
+                    self.account(stamp, frame, now, &done);
+                    if stamp.hot {
+                        if let Some(sample) = w.samples.pop_front() {
+                            self.record_sample(&sample, frame, &done);
+                        }
+                    }
                 }
             }
             // Up at once to a larger reply, an eighth of the way down to a smaller one.
@@ -113,6 +124,16 @@ impl<S: Stream> Session<S> {
             w.queue = VecDeque::new();
         }
         Ok(took)
+    }
+
+    /// Gives a sampled request's keys their share of its bytes and time.
+    #[cold]
+    fn record_sample(&self, sample: &Sample, frame: &Bytes, done: &Done) {
+        let bytes = frame.len().saturating_add(done.reply.len());
+        let ctx = &self.ctx;
+        ctx.shared
+            .hotkeys
+            .record(ctx.index, (sample, frame), bytes, done.backend);
     }
 
     /// Counts a request whose reply is ready in the latency figures and

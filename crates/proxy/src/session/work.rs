@@ -10,6 +10,7 @@ use orthrus_resp::RequestParser;
 
 use super::Entry;
 use super::output::Output;
+use crate::observe::hotkeys::Sample;
 
 thread_local! {
     /// What idle sessions gave up, for the next busy one: boxes, so that
@@ -38,6 +39,8 @@ pub(super) struct Work {
     /// without a buffer, between requests.
     pub input: BytesMut,
     pub queue: VecDeque<Entry>,
+    /// The keys of the entries a HOTKEYS session sampled, in queue order.
+    pub samples: VecDeque<Sample>,
     pub output: Output,
     /// When the requests being parsed were read: one clock read per read.
     pub read_at: Instant,
@@ -56,6 +59,7 @@ impl Work {
                 parser: None,
                 input: BytesMut::new(),
                 queue: VecDeque::new(),
+                samples: VecDeque::new(),
                 output: Output::default(),
                 read_at: Instant::now(),
                 request_bytes: 0,

@@ -1,0 +1,283 @@
+//! Load per slot: requests, bytes (request and reply) and time at the node
+//! for every one of the 16,384 slots, always on. Each worker owns one table
+//! and is its only writer, so a count is a relaxed load and store (no
+//! read-modify-write, no shared cache line); readers sum the workers.
+//!
+//! A timer keeps a ring of the last five 2-second intervals, so that
+//! `ORTHRUS HOTSLOTS` gives rates over the last 10 s; INFO and `/metrics`
+//! add the totals up by the slot's current master.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use orthrus_cluster::{NodeAddr, SLOT_COUNT, Slot, SlotMap};
+
+/// How often the ring takes an interval.
+pub const INTERVAL: Duration = Duration::from_secs(2);
+/// Intervals kept: the window is `INTERVAL * RING` long.
+const RING: usize = 5;
+
+/// Every worker's table, and the recent intervals.
+pub struct SlotLoad {
+    workers: Box<[Arc<WorkerLoad>]>,
+    window: Mutex<Window>,
+}
+
+/// One worker's counts, one entry per slot.
+pub struct WorkerLoad {
+    slots: Box<[SlotCounter]>,
+}
+
+/// What has been counted for one slot (or a set of them).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counts {
+    pub requests: u64,
+    /// Request and reply bytes.
+    pub bytes: u64,
+    /// Microseconds from a request written to its node to its reply read.
+    pub micros: u64,
+}
+
+/// One slot's rates over the recent window.
+#[derive(Clone, Copy, Debug)]
+pub struct SlotRate {
+    pub slot: Slot,
+    pub requests_per_sec: f64,
+    pub bytes_per_sec: f64,
+}
+
+/// A master's share of the counts so far.
+#[derive(Clone, Debug)]
+pub struct MasterLoad {
+    pub addr: NodeAddr,
+    pub counts: Counts,
+}
+
+#[derive(Default)]
+struct SlotCounter {
+    requests: AtomicU64,
+    bytes: AtomicU64,
+    nanos: AtomicU64,
+}
+
+/// Requests and bytes of one interval, per slot (saturating at `u32::MAX`).
+struct Interval {
+    started: Instant,
+    deltas: Box<[(u32, u32)]>,
+}
+
+struct Window {
+    /// Totals when the newest interval ended.
+    last: Vec<Counts>,
+    last_at: Instant,
+    ring: VecDeque<Interval>,
+}
+
+// === impl WorkerLoad ===
+
+impl WorkerLoad {
+    fn new() -> WorkerLoad {
+        WorkerLoad {
+            slots: (0..SLOT_COUNT).map(|_| SlotCounter::default()).collect(),
+        }
+    }
+
+    /// Counts one request to `slot` whose request and reply together were
+    /// `bytes` long and which spent `took` at its node. Only the owning
+    /// worker calls it.
+    pub fn add(&self, slot: Slot, bytes: usize, took: Duration) {
+        if let Some(c) = self.slots.get(slot.index()) {
+            bump(&c.requests, 1);
+            bump(&c.bytes, u64::try_from(bytes).unwrap_or(u64::MAX));
+            let nanos = took
+                .as_secs()
+                .wrapping_mul(1_000_000_000)
+                .wrapping_add(u64::from(took.subsec_nanos()));
+            bump(&c.nanos, nanos);
+        }
+    }
+}
+
+/// The single writer's increment: no atomic read-modify-write needed.
+fn bump(counter: &AtomicU64, n: u64) {
+    counter.store(
+        counter.load(Ordering::Relaxed).wrapping_add(n),
+        Ordering::Relaxed,
+    );
+}
+
+// === impl Counts ===
+
+impl Counts {
+    fn plus(self, other: Counts) -> Counts {
+        Counts {
+            requests: self.requests.wrapping_add(other.requests),
+            bytes: self.bytes.wrapping_add(other.bytes),
+            micros: self.micros.wrapping_add(other.micros),
+        }
+    }
+}
+
+// === impl SlotLoad ===
+
+impl SlotLoad {
+    pub fn new(workers: usize) -> SlotLoad {
+        SlotLoad {
+            workers: (0..workers.max(1))
+                .map(|_| Arc::new(WorkerLoad::new()))
+                .collect(),
+            window: Mutex::new(Window {
+                last: vec![Counts::default(); usize::from(SLOT_COUNT)],
+                last_at: Instant::now(),
+                ring: VecDeque::new(),
+            }),
+        }
+    }
+
+    /// The table of worker `index`, for it to keep.
+    pub fn worker(&self, index: usize) -> Arc<WorkerLoad> {
+        let n = self.workers.len();
+        #[allow(
+            clippy::indexing_slicing,
+            reason = "`new` makes at least one table, and the index is taken modulo their number"
+        )]
+        self.workers[index % n].clone()
+    }
+
+    /// Every slot's counts so far, summed over the workers.
+    pub fn totals(&self) -> Vec<Counts> {
+        let mut totals = vec![Counts::default(); usize::from(SLOT_COUNT)];
+        for worker in self.workers.iter() {
+            for (total, c) in totals.iter_mut().zip(worker.slots.iter()) {
+                *total = total.plus(Counts {
+                    requests: c.requests.load(Ordering::Relaxed),
+                    bytes: c.bytes.load(Ordering::Relaxed),
+                    micros: c.nanos.load(Ordering::Relaxed) / 1000,
+                });
+            }
+        }
+        totals
+    }
+
+    /// Closes the current interval (from a timer every [`INTERVAL`]).
+    pub fn tick(&self) {
+        let totals = self.totals();
+        let now = Instant::now();
+        let Ok(mut window) = self.window.lock() else {
+            return;
+        };
+        let deltas = totals
+            .iter()
+            .zip(window.last.iter())
+            .map(|(now, before)| {
+                let d = |a: u64, b: u64| u32::try_from(a.wrapping_sub(b)).unwrap_or(u32::MAX);
+                (d(now.requests, before.requests), d(now.bytes, before.bytes))
+            })
+            .collect();
+        let started = window.last_at;
+        window.ring.push_back(Interval { started, deltas });
+        while window.ring.len() > RING {
+            window.ring.pop_front();
+        }
+        window.last = totals;
+        window.last_at = now;
+    }
+
+    /// The `n` slots with the most requests per second over the recent
+    /// window (the ring's intervals and what came since), busiest first;
+    /// slots without requests are left out.
+    pub fn hottest(&self, n: usize) -> Vec<SlotRate> {
+        let totals = self.totals();
+        let now = Instant::now();
+        let Ok(window) = self.window.lock() else {
+            return Vec::new();
+        };
+        let since = window.ring.front().map_or(window.last_at, |i| i.started);
+        let secs = now.saturating_duration_since(since).as_secs_f64().max(1e-3);
+        let mut rates: Vec<SlotRate> = Slot::all()
+            .filter_map(|slot| {
+                let i = slot.index();
+                let live = totals.get(i)?;
+                let last = window.last.get(i)?;
+                let mut requests = live.requests.wrapping_sub(last.requests);
+                let mut bytes = live.bytes.wrapping_sub(last.bytes);
+                for interval in &window.ring {
+                    let (r, b) = interval.deltas.get(i).copied().unwrap_or_default();
+                    requests = requests.saturating_add(u64::from(r));
+                    bytes = bytes.saturating_add(u64::from(b));
+                }
+                (requests > 0).then(|| SlotRate {
+                    slot,
+                    requests_per_sec: requests as f64 / secs,
+                    bytes_per_sec: bytes as f64 / secs,
+                })
+            })
+            .collect();
+        rates.sort_by(|a, b| {
+            b.requests_per_sec
+                .total_cmp(&a.requests_per_sec)
+                .then(b.bytes_per_sec.total_cmp(&a.bytes_per_sec))
+        });
+        rates.truncate(n);
+        rates
+    }
+
+    /// The counts so far added up by each slot's master in `map`, in the
+    /// order of `map.masters()`. A slot that changed masters brings its
+    /// past counts to its new one.
+    pub fn by_master(&self, map: &SlotMap) -> Vec<MasterLoad> {
+        let totals = self.totals();
+        let mut masters: Vec<MasterLoad> = map
+            .masters()
+            .into_iter()
+            .map(|addr| MasterLoad {
+                addr,
+                counts: Counts::default(),
+            })
+            .collect();
+        for (slot, counts) in Slot::all().zip(totals) {
+            let Some(owner) = map.master(slot) else {
+                continue;
+            };
+            if let Some(m) = masters.iter_mut().find(|m| &m.addr == owner) {
+                m.counts = m.counts.plus(counts);
+            }
+        }
+        masters
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_sum_over_workers_and_rates_rank_the_busiest_slot_first() {
+        let load = SlotLoad::new(2);
+        let (hot, cold) = (Slot::for_key(b"hot"), Slot::for_key(b"cold"));
+        for _ in 0..10 {
+            load.worker(0).add(hot, 100, Duration::from_micros(5));
+            load.worker(1).add(hot, 100, Duration::from_micros(5));
+        }
+        load.worker(1).add(cold, 10, Duration::ZERO);
+        let totals = load.totals();
+        assert_eq!(
+            totals[hot.index()],
+            Counts {
+                requests: 20,
+                bytes: 2000,
+                micros: 100
+            }
+        );
+        load.tick();
+        load.worker(0).add(hot, 100, Duration::ZERO);
+        let rates = load.hottest(5);
+        assert_eq!(rates.len(), 2);
+        assert_eq!(rates[0].slot, hot);
+        assert_eq!(rates[1].slot, cold);
+        assert!(rates[0].requests_per_sec > rates[1].requests_per_sec);
+        assert_eq!(load.hottest(1).len(), 1);
+    }
+}
