@@ -194,14 +194,13 @@ impl Shared {
         }
         self.tls.store(Arc::new(tls));
         let old = self.live.load_full();
-        // A user changed or removed is logged out: its clients are closed,
-        // as Redis's ACL SETUSER/DELUSER do.
-        for (name, before) in &old.client.users {
-            if new.client.users.get(name) != Some(before) {
-                let closed = self.clients.close_user(name.as_bytes());
-                tracing::info!(user = %name, closed, "user changed or removed: its clients closed");
-            }
-        }
+        let logged_out: Vec<&String> = old
+            .client
+            .users
+            .iter()
+            .filter(|(name, before)| new.client.users.get(*name) != Some(before))
+            .map(|(name, _)| name)
+            .collect();
         let (changed, restart) = differences(&old, &new)
             .into_iter()
             .partition(|name| LIVE.contains(&name.as_str()));
@@ -209,6 +208,13 @@ impl Shared {
             .configure(new.slowlog.log_slower_than_us, new.slowlog.max_len);
         self.users.store(Arc::new(new.client.parsed_users()));
         self.live.store(Arc::new(new));
+        // A user changed or removed is logged out: its clients are closed,
+        // as Redis's ACL SETUSER/DELUSER do, once the new users are in
+        // place (a client closed then logs in with the new rules).
+        for name in logged_out {
+            let closed = self.clients.close_user(name.as_bytes());
+            tracing::info!(user = %name, closed, "user changed or removed: its clients closed");
+        }
         (changed, restart)
     }
 
