@@ -20,6 +20,9 @@
 //!    is serialised in the order of that node's table.
 //! 6. EXEC's array is compared element by element under the rule of the
 //!    command queued there.
+//! 7. The messages one PUBLISH brings a connection subscribed to several
+//!    matching patterns are compared in any order (a node keeps patterns
+//!    in a hash table).
 
 use orthrus_cluster::Slot;
 
@@ -37,6 +40,9 @@ pub fn differ(single: &Obs, proxy: &Obs) -> Option<String> {
     };
     if s == p || single.kind != proxy.kind {
         return (s != p).then(|| "replies differ".into());
+    }
+    if single.kind == Kind::Message {
+        return (sorted(s, 1) != sorted(p, 1)).then(|| "messages differ".into());
     }
     if single.kind != Kind::Reply {
         return Some("replies differ".into());

@@ -5,12 +5,14 @@
 
 use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use orthrus_devcluster::{Cluster, ClusterSpec, NodeOptions, RedisNode, free_port};
+use orthrus_devcluster::{
+    Cluster, ClusterSpec, NodeOptions, RedisNode, free_port, spawn_tied, tied_command,
+};
 
 use crate::diff::{Targets, reset};
 
@@ -59,16 +61,16 @@ pub fn start() -> Result<Started> {
     let port = free_port()?;
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
     let seeds: Vec<String> = cluster.seeds().iter().map(SocketAddr::to_string).collect();
-    let proxy = Command::new(&binary)
-        .arg("--listen")
+    let mut cmd = tied_command(&binary);
+    cmd.arg("--listen")
         .arg(addr.to_string())
         .arg("--seeds")
         .arg(seeds.join(","))
         .stdin(Stdio::null())
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .with_context(|| format!("starting {}", binary.display()))?;
+        .stderr(Stdio::null());
+    // Tied to this process: it dies with it, also when it is killed.
+    let proxy = spawn_tied(cmd).with_context(|| format!("starting {}", binary.display()))?;
     let mut started = Started {
         targets: Targets {
             single: single.addr(),
