@@ -1,0 +1,74 @@
+//! Sequences `orthrus-difffuzz` found differing between one redis-server
+//! and orthrus, shrunk, and kept here once fixed: each runs on both (a
+//! 3-master cluster behind orthrus; both flushed first) and must answer
+//! alike under the fuzzer's own normalisation.
+//!
+//! The text form is orthrus-difffuzz's (`crates/difffuzz/src/sequence.rs`):
+//! `conn N resp2|resp3` declares a connection, `N> ARGS` sends a command on
+//! connection N and reads its replies. Shard channels `ch1` (slot 9930) and
+//! `c71` (slot 14411) live on different masters.
+
+mod common;
+
+use common::Proxy;
+use orthrus_devcluster::{Cluster, ClusterSpec, NodeOptions, RedisNode};
+use orthrus_difffuzz::{Sequence, Targets, check};
+
+const CASES: &[(&str, &str)] = &[
+    (
+        // SUNSUBSCRIBE without arguments took the node's confirmations for
+        // channels the node had dropped, subscribed again, and never
+        // answered.
+        "sunsubscribe_everything",
+        "conn 0 resp2\n0> SSUBSCRIBE c71\n0> SUNSUBSCRIBE\n0> PING\n",
+    ),
+    (
+        "sunsubscribe_everything_resp3",
+        "conn 0 resp3\n0> SSUBSCRIBE c71\n0> SUNSUBSCRIBE\n0> GET k1\n",
+    ),
+    (
+        // The count in an SSUBSCRIBE confirmation was the node's, not the
+        // client's: 1 for a second channel on another master.
+        "ssubscribe_counts_every_master",
+        "conn 0 resp2\n0> SSUBSCRIBE c71\n0> SSUBSCRIBE ch1\n",
+    ),
+    (
+        "shard_counts_down_across_masters",
+        "conn 0 resp3\n0> SSUBSCRIBE c71\n0> SSUBSCRIBE ch1\n0> SSUBSCRIBE ch2\n\
+         0> SUNSUBSCRIBE ch1\n0> SUNSUBSCRIBE\n0> SUNSUBSCRIBE\n",
+    ),
+    (
+        // PUBSUB NUMPAT and NUMSUB were summed over every master, counting
+        // again the copies orthrus makes on the other masters of the
+        // subscriptions that can match keyspace notifications.
+        "numpat_counts_a_pattern_once",
+        "conn 0 resp2\nconn 1 resp2\n0> PSUBSCRIBE *\n0> PSUBSCRIBE c?1\n1> PUBSUB NUMPAT\n",
+    ),
+    (
+        "numsub_counts_a_keyspace_channel_once",
+        "conn 0 resp3\nconn 1 resp2\n0> SUBSCRIBE __keyspace@0__:k1 ch1\n\
+         1> PUBSUB NUMSUB __keyspace@0__:k1 ch1\n1> PUBLISH ch1 hello\n",
+    ),
+];
+
+#[test]
+fn shrunk_sequences_answer_alike() {
+    let single = RedisNode::start(NodeOptions::default()).expect("start the single redis-server");
+    let node = NodeOptions::cluster().with_config("cluster-node-timeout", "30000");
+    let cluster = Cluster::start(ClusterSpec::new(3, 0).with_node(node)).expect("start cluster");
+    let proxy = Proxy::start(&cluster.seeds(), &[]);
+    let targets = Targets {
+        single: single.addr(),
+        proxy: proxy.addr,
+    };
+    let mut failures = Vec::new();
+    for (name, text) in CASES {
+        let seq = Sequence::parse(text).unwrap_or_else(|e| panic!("{name}: {e}"));
+        match check(targets, &seq) {
+            Ok(None) => {}
+            Ok(Some(d)) => failures.push(format!("{name}: {d}")),
+            Err(e) => failures.push(format!("{name}: {e}")),
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
