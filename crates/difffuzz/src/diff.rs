@@ -63,8 +63,21 @@ pub fn first_difference(single: &[Obs], proxy: &[Obs]) -> Option<Difference> {
     None
 }
 
-/// FLUSHALL and SCRIPT FLUSH on a target, over a connection of its own.
+/// FLUSHALL and SCRIPT FLUSH on a target, over a connection of its own;
+/// tried three times a second apart (a busy machine may stall a target).
 pub fn reset(addr: SocketAddr) -> Result<(), String> {
+    let mut last = String::new();
+    for _ in 0..3 {
+        match reset_once(addr) {
+            Ok(()) => return Ok(()),
+            Err(e) => last = e,
+        }
+        std::thread::sleep(std::time::Duration::from_secs(1));
+    }
+    Err(format!("flushing before a sequence: {last}"))
+}
+
+fn reset_once(addr: SocketAddr) -> Result<(), String> {
     let seq = Sequence::parse("conn 0 resp2\n0> FLUSHALL\n0> SCRIPT FLUSH\n")?;
     for obs in run::run(addr, &seq) {
         match obs.reply {

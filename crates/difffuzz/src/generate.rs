@@ -377,9 +377,12 @@ impl Fill for Keys {
                 }
                 Some(out)
             }
-            "lua" => {
-                let (body, nkeys) = *rng.pick(SCRIPTS);
-                let mut out = vec![body.as_bytes().to_vec(), nkeys.to_string().into_bytes()];
+            "luabody" => one(rng.pick(SCRIPTS).0.to_string()),
+            "shaonly" => one(rng.pick(SCRIPTS).2.to_string()),
+            "lua" | "sha" => {
+                let (body, nkeys, sha) = *rng.pick(SCRIPTS);
+                let head = if word == "lua" { body } else { sha };
+                let mut out = vec![head.as_bytes().to_vec(), nkeys.to_string().into_bytes()];
                 for i in 0..nkeys {
                     let k = if i == 0 {
                         self.key(rng)

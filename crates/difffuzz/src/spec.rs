@@ -15,6 +15,7 @@
 //!   ahead), `mem`, `fld`, `score`, `bound` (a score bound), `lex`, `sid`
 //!   (a stream ID), `grp`, `cons`, `bit`, `off`, `pat` (a key pattern),
 //!   `chan`, `cpat`, `name`, `lon`, `lat`, `lua` (a script with its keys),
+//!   `sha` (the same by its SHA1), `luabody`, `shaonly`,
 //!   `typ`, `tmo` (seconds of a short block), `tmoms`.
 //!
 //! A spec that starts with `!` is never queued inside MULTI: orthrus answers
@@ -190,6 +191,9 @@ pub const COMMANDS: &[(u32, &str)] = &[
     // scripts
     (2, "EVAL lua"),
     (1, "EVAL_RO \"return redis.call('GET', KEYS[1])\" 1 key"),
+    (2, "EVALSHA sha"),
+    (1, "SCRIPT LOAD luabody"),
+    (1, "SCRIPT EXISTS shaonly {shaonly}"),
     // answered by orthrus, fanned out, any master
     (2, "PING [val]"),
     (1, "ECHO val"),
@@ -224,17 +228,43 @@ pub const VALUES: &[&str] = &[
     "99999",
 ];
 
-/// Scripts for `lua`, with how many keys each takes.
-pub const SCRIPTS: &[(&str, usize)] = &[
-    ("return redis.call('GET', KEYS[1])", 1),
-    ("return redis.call('INCR', KEYS[1])", 1),
+/// Scripts for `lua` and `sha` (EVALSHA: only SHA1s of these), with the
+/// number of keys each takes and its SHA1 (what SCRIPT LOAD answers).
+pub const SCRIPTS: &[(&str, usize, &str)] = &[
+    (
+        "return redis.call('GET', KEYS[1])",
+        1,
+        "d3c21d0c2b9ca22f82737626a27bcaf5d288f99f",
+    ),
+    (
+        "return redis.call('INCR', KEYS[1])",
+        1,
+        "61636018f4e6b5817b89791bbed242f93fa089e3",
+    ),
+    (
+        "return {KEYS[1], KEYS[2], ARGV[1]}",
+        2,
+        "37d0fd1dfec5bfcc353ff499fad03ca9ce598fb5",
+    ),
+    (
+        "return redis.call('TYPE', KEYS[1])",
+        1,
+        "5afb84be81de8a6b369cec37597ef66bc9f128e1",
+    ),
+    (
+        "return redis.call('LPUSH', KEYS[1], ARGV[1])",
+        1,
+        "f53bb015f589d5503bcd8963563f2f5cf8783350",
+    ),
     (
         "redis.call('SET', KEYS[1], ARGV[1]); return redis.call('GET', KEYS[1])",
         1,
+        "18d788194860a281b19910d462b1e96dabf3c984",
     ),
-    ("return {KEYS[1], KEYS[2], ARGV[1]}", 2),
-    ("return redis.call('TYPE', KEYS[1])", 1),
-    ("return redis.call('LPUSH', KEYS[1], ARGV[1])", 1),
-    ("return 1", 0),
-    ("return redis.pcall('INCR', KEYS[1])", 1),
+    ("return 1", 0, "e0e1f9fabfc9d4800c877a703b823ac0578ff8db"),
+    (
+        "return redis.pcall('INCR', KEYS[1])",
+        1,
+        "a89d6d897bdbddf3eb8ebdd32aefe405cbf980d6",
+    ),
 ];
