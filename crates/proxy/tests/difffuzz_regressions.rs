@@ -49,6 +49,21 @@ const CASES: &[(&str, &str)] = &[
         "conn 0 resp3\nconn 1 resp2\n0> SUBSCRIBE __keyspace@0__:k1 ch1\n\
          1> PUBSUB NUMSUB __keyspace@0__:k1 ch1\n1> PUBLISH ch1 hello\n",
     ),
+    (
+        // SCRIPT EXISTS queued in MULTI was merged without the bodies
+        // orthrus keeps: 0 for a script EVAL ran on one master only.
+        "script_exists_in_multi_counts_kept_bodies",
+        "conn 0 resp2\n0> EVAL \"return {KEYS[1], KEYS[2], ARGV[1]}\" 2 {c}2 {c}1 0\n0> MULTI\n\
+         0> SCRIPT EXISTS 37d0fd1dfec5bfcc353ff499fad03ca9ce598fb5 a89d6d897bdbddf3eb8ebdd32aefe405cbf980d6\n\
+         0> EXEC\n",
+    ),
+    (
+        // An EVAL queued in MULTI was not kept: SCRIPT EXISTS said 0 after.
+        "eval_in_multi_is_kept",
+        "conn 0 resp3\n0> MULTI\n0> EVAL \"return {KEYS[1], KEYS[2], ARGV[1]}\" 2 {a}1 {a}2 a\n0> EXEC\n\
+         0> SCRIPT EXISTS 61636018f4e6b5817b89791bbed242f93fa089e3 37d0fd1dfec5bfcc353ff499fad03ca9ce598fb5\n\
+         0> EVALSHA 37d0fd1dfec5bfcc353ff499fad03ca9ce598fb5 2 {b}1 {b}2 x\n",
+    ),
 ];
 
 #[test]

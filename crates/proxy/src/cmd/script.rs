@@ -21,10 +21,39 @@ use crate::node::Done;
 use crate::node::dedicated::DedicatedPool;
 use crate::node::forward::{self, Access, Sent, Target, no_owner};
 use crate::route::table::Route;
+use crate::scripts::Scripts;
 use crate::worker::WorkerCtx;
 
+/// Notes what a scripting command tells orthrus about the bodies it
+/// keeps: EVAL's and SCRIPT LOAD's body, SCRIPT FLUSH forgets them all,
+/// FUNCTION LOAD's library, FUNCTION DELETE/FLUSH/RESTORE forget those.
+/// Called where the command runs: at once, or at EXEC inside MULTI.
+pub fn note(scripts: &Scripts, req: &Request) {
+    let Some(name) = req.arg(0) else { return };
+    let is = |n: &[u8]| name.eq_ignore_ascii_case(n);
+    let sub = req.arg(1).unwrap_or_default();
+    let sub_is = |n: &[u8]| sub.eq_ignore_ascii_case(n);
+    if is(b"eval") || is(b"eval_ro") {
+        if let Some(body) = req.arg_bytes(1) {
+            scripts.keep(&body);
+        }
+    } else if is(b"script") && sub_is(b"load") {
+        if let Some(body) = req.arg_bytes(2) {
+            scripts.keep(&body);
+        }
+    } else if is(b"script") && sub_is(b"flush") {
+        scripts.clear();
+    } else if is(b"function") && sub_is(b"load") {
+        if let Some(body) = req.arg_count().checked_sub(1).and_then(|i| req.arg(i)) {
+            scripts.keep_library(body);
+        }
+    } else if is(b"function") && (sub_is(b"delete") || sub_is(b"flush") || sub_is(b"restore")) {
+        scripts.forget_functions();
+    }
+}
+
 /// Runs a scripting command that needs orthrus's script bodies; `None`
-/// lets it take its usual route. EVAL and SCRIPT LOAD are only noted.
+/// lets it take its usual route. Every one is [`note`]d first.
 pub fn intercept(
     ctx: &Rc<WorkerCtx>,
     req: &Request,
@@ -35,6 +64,7 @@ pub fn intercept(
     let name = req.arg(0)?;
     let is = |n: &[u8]| name.eq_ignore_ascii_case(n);
     let scripts = &ctx.shared.scripts;
+    note(scripts, req);
     let target = match route {
         Route::Slot(slot) => Some(Target::Slot(*slot)),
         Route::AnyNode => Some(Target::Any),
@@ -44,9 +74,6 @@ pub fn intercept(
     let by_sha = is(b"evalsha") || is(b"evalsha_ro");
     let fcall = is(b"fcall") || is(b"fcall_ro");
     if eval || by_sha || fcall {
-        if eval {
-            scripts.keep(&req.arg_bytes(1)?);
-        }
         let frame = req.frame().clone();
         // An EVALSHA whose body orthrus holds can be loaded where it is
         // missing; every other script or function is sent on as usual.
@@ -73,25 +100,7 @@ pub fn intercept(
     if is(b"function") && sub.eq_ignore_ascii_case(b"stats") && req.arg_count() == 2 {
         return Some(function_stats(ctx, req.frame().clone(), proto));
     }
-    if is(b"function") {
-        if sub.eq_ignore_ascii_case(b"load") {
-            let body = req.arg(req.arg_count().checked_sub(1)?)?;
-            scripts.keep_library(body);
-        } else if [&b"delete"[..], b"flush", b"restore"]
-            .iter()
-            .any(|s| sub.eq_ignore_ascii_case(s))
-        {
-            scripts.forget_functions();
-        }
-    }
-    if !is(b"script") {
-        return None;
-    }
-    if sub.eq_ignore_ascii_case(b"load") {
-        scripts.keep(&req.arg_bytes(2)?);
-    } else if sub.eq_ignore_ascii_case(b"flush") {
-        scripts.clear();
-    } else if sub.eq_ignore_ascii_case(b"exists") && req.arg_count() > 2 {
+    if is(b"script") && sub.eq_ignore_ascii_case(b"exists") && req.arg_count() > 2 {
         return Some(exists(ctx, req, proto));
     }
     None
@@ -273,7 +282,7 @@ async fn futures_join_all<F: std::future::Future>(
 
 /// SCRIPT EXISTS: 1 where every master has the script, or orthrus holds
 /// its body (an EVALSHA of it runs).
-fn exists(ctx: &Rc<WorkerCtx>, req: &Request, proto: Protocol) -> Pending {
+pub fn exists(ctx: &Rc<WorkerCtx>, req: &Request, proto: Protocol) -> Pending {
     let held: Vec<bool> = (2..req.arg_count())
         .map(|i| {
             req.arg(i)

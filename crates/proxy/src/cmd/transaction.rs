@@ -132,7 +132,14 @@ pub fn queue_in_multi(
     }
     let passthrough = ctx.shared.live.load().admin.passthrough;
     multi.writes |= ctx.shared.scripts.may_write(table, req);
-    Pending::Ready(queue(multi, req, table, passthrough))
+    let reply = queue(multi, req, table, passthrough);
+    // A queued EVAL's body is kept as one run at once is (orthrus's side
+    // commands, SCRIPT LOAD and the like, are noted when they run).
+    let queued = multi.queued.last().is_some_and(|f| f == req.frame());
+    if queued {
+        crate::cmd::script::note(&ctx.shared.scripts, req);
+    }
+    Pending::Ready(reply)
 }
 
 /// Counts `req` into the transaction's bytes; past `limit`, the error
@@ -447,7 +454,16 @@ async fn run_side(ctx: &Rc<WorkerCtx>, req: Request, proto: Protocol) -> Bytes {
     let table = ctx.shared.commands.load();
     let (route, info) = table.route_info(&req);
     let readonly = info.is_some_and(|i| i.readonly);
+    crate::cmd::script::note(&ctx.shared.scripts, &req);
+    let script_exists = req
+        .arg(0)
+        .is_some_and(|n| n.eq_ignore_ascii_case(b"script"))
+        && req
+            .arg(1)
+            .is_some_and(|s| s.eq_ignore_ascii_case(b"exists"))
+        && req.arg_count() > 2;
     let pending = match route {
+        Route::FanOut(_) if script_exists => crate::cmd::script::exists(ctx, &req, proto),
         Route::FanOut(how) => crate::cmd::fanout::dispatch(ctx, &req, how, proto, readonly),
         Route::Local(Local::SlowLog) => {
             Pending::Ready(crate::observe::slowlog::command(&ctx.shared.slowlog, &req))
