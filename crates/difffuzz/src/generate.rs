@@ -170,7 +170,8 @@ fn next_steps(rng: &mut Rng, models: &mut [ConnModel], c: usize, out: &mut Vec<S
     }
 }
 
-/// A blocking command on one connection, woken by a push on another.
+/// A blocking command on one connection, woken by a push on another (it
+/// blocks for 2 s at most, so a busy machine does not make it time out).
 fn wake_up(rng: &mut Rng, models: &[ConnModel], c: usize, out: &mut Vec<Step>) {
     let others: Vec<usize> = (0..models.len())
         .filter(|&d| d != c && models[d].multi.is_none() && !models[d].reply_off)
@@ -182,11 +183,11 @@ fn wake_up(rng: &mut Rng, models: &[ConnModel], c: usize, out: &mut Vec<Step>) {
     let d = *rng.pick(&others);
     let key = any_key(rng);
     let (block, wake): (&[&str], &[&str]) = match rng.below(4) {
-        0 => (&["BLPOP", &key, "1"], &["RPUSH", &key, "v"]),
-        1 => (&["BZPOPMIN", &key, "1"], &["ZADD", &key, "1", "m1"]),
-        2 => (&["BRPOP", &key, "1"], &["LPUSH", &key, "w"]),
+        0 => (&["BLPOP", &key, "2"], &["RPUSH", &key, "v"]),
+        1 => (&["BZPOPMIN", &key, "2"], &["ZADD", &key, "1", "m1"]),
+        2 => (&["BRPOP", &key, "2"], &["LPUSH", &key, "w"]),
         _ => (
-            &["XREAD", "BLOCK", "1000", "STREAMS", &key, "$"],
+            &["XREAD", "BLOCK", "2000", "STREAMS", &key, "$"],
             &["XADD", &key, "9-9", "f", "v"],
         ),
     };

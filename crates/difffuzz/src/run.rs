@@ -18,8 +18,8 @@ use orthrus_resp::{Limits, scan_reply};
 
 use crate::sequence::{Action, Args, Proto, Sequence};
 
-/// How long one frame may take: blocking commands block at most 1 s.
-pub const READ_TIMEOUT: Duration = Duration::from_secs(3);
+/// How long one frame may take: blocking commands block at most 2 s.
+pub const READ_TIMEOUT: Duration = Duration::from_secs(5);
 /// Time given to a target to block a `Send`'s command before the next step.
 pub const BLOCK_SETTLE: Duration = Duration::from_millis(20);
 /// Time given to a target to carry out commands it does not answer
@@ -495,7 +495,7 @@ impl Io {
                     if e.kind() == std::io::ErrorKind::WouldBlock
                         || e.kind() == std::io::ErrorKind::TimedOut =>
                 {
-                    return Err("no reply within 3 s".into());
+                    return Err(format!("no reply within {READ_TIMEOUT:?}"));
                 }
                 Err(e) => return Err(format!("read: {e}")),
             }

@@ -64,6 +64,13 @@ const CASES: &[(&str, &str)] = &[
          0> SCRIPT EXISTS 61636018f4e6b5817b89791bbed242f93fa089e3 37d0fd1dfec5bfcc353ff499fad03ca9ce598fb5\n\
          0> EVALSHA 37d0fd1dfec5bfcc353ff499fad03ca9ce598fb5 2 {b}1 {b}2 x\n",
     ),
+    (
+        // An EVALSHA queued in MULTI got NOSCRIPT from a master that had
+        // not run the script (EVAL_RO had, on another master).
+        "evalsha_in_multi_of_a_kept_body",
+        "conn 0 resp2\nconn 1 resp3\n0> EVAL_RO \"return redis.call('GET', KEYS[1])\" 1 {a}1\n\
+         1> MULTI\n1> SET {c}2 v\n1> EVALSHA d3c21d0c2b9ca22f82737626a27bcaf5d288f99f 1 {c}2\n1> EXEC\n",
+    ),
 ];
 
 #[test]

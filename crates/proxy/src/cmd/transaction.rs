@@ -126,6 +126,11 @@ pub fn queue_in_multi(
     let Some(multi) = client.multi.as_mut() else {
         return Pending::Ready(error_reply("ERR orthrus: not inside MULTI"));
     };
+    // An EVALSHA of a body orthrus keeps is queued as the EVAL of it: the
+    // master that runs the transaction may lack the script (it ran with
+    // EVAL on another), and a NOSCRIPT inside EXEC cannot be followed.
+    let as_eval = held_evalsha(&ctx.shared.scripts, req);
+    let req = as_eval.as_ref().unwrap_or(req);
     let limit = ctx.shared.settings.raw.client.query_buffer_limit;
     if let Some(error) = over_limit(multi, req, limit) {
         return Pending::Ready(error);
@@ -140,6 +145,23 @@ pub fn queue_in_multi(
         crate::cmd::script::note(&ctx.shared.scripts, req);
     }
     Pending::Ready(reply)
+}
+
+/// `EVAL body ...` for an `EVALSHA sha ...` whose body orthrus keeps
+/// (`EVAL_RO` for `EVALSHA_RO`).
+fn held_evalsha(scripts: &crate::scripts::Scripts, req: &Request) -> Option<Request> {
+    let name = req.arg(0)?;
+    let eval: &[u8] = if name.eq_ignore_ascii_case(b"evalsha") {
+        b"EVAL"
+    } else if name.eq_ignore_ascii_case(b"evalsha_ro") {
+        b"EVAL_RO"
+    } else {
+        return None;
+    };
+    let body = scripts.body(req.arg(1)?)?;
+    let mut args: Vec<&[u8]> = vec![eval, &body];
+    args.extend((2..req.arg_count()).filter_map(|i| req.arg(i)));
+    Some(Request::from_args(&args))
 }
 
 /// Counts `req` into the transaction's bytes; past `limit`, the error
