@@ -63,7 +63,7 @@ pub fn first_difference(single: &[Obs], proxy: &[Obs]) -> Option<Difference> {
     None
 }
 
-/// FLUSHALL and SCRIPT FLUSH on a target, over a connection of its own;
+/// FLUSHALL, SCRIPT FLUSH and FUNCTION FLUSH on a target, over a connection of its own;
 /// tried three times a second apart (a busy machine may stall a target).
 pub fn reset(addr: SocketAddr) -> Result<(), String> {
     let mut last = String::new();
@@ -78,7 +78,7 @@ pub fn reset(addr: SocketAddr) -> Result<(), String> {
 }
 
 fn reset_once(addr: SocketAddr) -> Result<(), String> {
-    let seq = Sequence::parse("conn 0 resp2\n0> FLUSHALL\n0> SCRIPT FLUSH\n")?;
+    let seq = Sequence::parse("conn 0 resp2\n0> FLUSHALL\n0> SCRIPT FLUSH\n0> FUNCTION FLUSH\n")?;
     for obs in run::run(addr, &seq) {
         match obs.reply {
             Ok(r) if r.starts_with(b"+OK") => {}

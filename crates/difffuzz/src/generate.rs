@@ -14,7 +14,7 @@ use std::sync::OnceLock;
 use crate::grammar::{self, Entry, Fill};
 use crate::rng::Rng;
 use crate::sequence::{Action, Args, Proto, Sequence, Step};
-use crate::spec::{COMMANDS, SCRIPTS, VALUES};
+use crate::spec::{COMMANDS, LIBRARY, SCRIPTS, VALUES};
 
 const TAGS: &[&str] = &["a", "b", "c"];
 const PLAIN_KEYS: &[&str] = &["k1", "k2", "k3", "k4", "k5"];
@@ -126,13 +126,22 @@ fn next_steps(rng: &mut Rng, models: &mut [ConnModel], c: usize, out: &mut Vec<S
     match rng.below(100) {
         0..=2 if free => {
             let tag = *rng.pick(TAGS);
-            if rng.chance(40) {
+            let watched = rng.chance(40);
+            if watched {
                 let mut args = words(&["WATCH"]);
                 args.push(tag_key(rng, tag).into_bytes());
                 out.push(step(Action::Call(args)));
             }
             m.multi = Some(tag);
             out.push(step(Action::Call(words(&["MULTI"]))));
+            if watched && let Some(d) = writer(rng, models, c) {
+                // Another client touches the watched key (or one beside it).
+                let args = words(&["SET", &tag_key(rng, tag), "w"]);
+                out.push(Step {
+                    conn: d,
+                    action: Action::Call(args),
+                });
+            }
         }
         3..=5 => out.push(step(Action::Call(subscriber_command(rng, m)))),
         6 if free => {
@@ -170,17 +179,21 @@ fn next_steps(rng: &mut Rng, models: &mut [ConnModel], c: usize, out: &mut Vec<S
     }
 }
 
-/// A blocking command on one connection, woken by a push on another (it
-/// blocks for 2 s at most, so a busy machine does not make it time out).
-fn wake_up(rng: &mut Rng, models: &[ConnModel], c: usize, out: &mut Vec<Step>) {
+/// Another connection that can run a plain command now, if there is one.
+fn writer(rng: &mut Rng, models: &[ConnModel], c: usize) -> Option<usize> {
     let others: Vec<usize> = (0..models.len())
         .filter(|&d| d != c && models[d].multi.is_none() && !models[d].reply_off)
         .filter(|&d| !models[d].subscribed())
         .collect();
-    if others.is_empty() {
+    (!others.is_empty()).then(|| *rng.pick(&others))
+}
+
+/// A blocking command on one connection, woken by a push on another (it
+/// blocks for 2 s at most, so a busy machine does not make it time out).
+fn wake_up(rng: &mut Rng, models: &[ConnModel], c: usize, out: &mut Vec<Step>) {
+    let Some(d) = writer(rng, models, c) else {
         return;
-    }
-    let d = *rng.pick(&others);
+    };
     let key = any_key(rng);
     let (block, wake): (&[&str], &[&str]) = match rng.below(4) {
         0 => (&["BLPOP", &key, "2"], &["RPUSH", &key, "v"]),
@@ -378,6 +391,7 @@ impl Fill for Keys {
                 }
                 Some(out)
             }
+            "library" => one(LIBRARY.to_string()),
             "luabody" => one(rng.pick(SCRIPTS).0.to_string()),
             "shaonly" => one(rng.pick(SCRIPTS).2.to_string()),
             "lua" | "sha" => {

@@ -14,7 +14,10 @@ pub fn redis_cli_script(seq: &Sequence, header: &[String]) -> String {
     }
     out.push_str(
         "# Usage: bash repro.sh HOST PORT   (once against redis-server, once against orthrus)\n\
-         h=${1:-127.0.0.1}; p=${2:-6379}\n",
+         h=${1:-127.0.0.1}; p=${2:-6379}\n\
+         # Flushed first, as the fuzzer does.\n\
+         redis-cli -h \"$h\" -p \"$p\" FLUSHALL >/dev/null; redis-cli -h \"$h\" -p \"$p\" SCRIPT FLUSH >/dev/null\n\
+         redis-cli -h \"$h\" -p \"$p\" FUNCTION FLUSH >/dev/null\n",
     );
     for (i, proto) in seq.conns.iter().enumerate() {
         let resp3 = if *proto == Proto::Resp3 { " -3" } else { "" };

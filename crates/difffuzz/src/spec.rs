@@ -15,7 +15,8 @@
 //!   ahead), `mem`, `fld`, `score`, `bound` (a score bound), `lex`, `sid`
 //!   (a stream ID), `grp`, `cons`, `bit`, `off`, `pat` (a key pattern),
 //!   `chan`, `cpat`, `name`, `lon`, `lat`, `lua` (a script with its keys),
-//!   `sha` (the same by its SHA1), `luabody`, `shaonly`,
+//!   `sha` (the same by its SHA1), `luabody`, `shaonly`, `library` (a
+//!   function library, [`LIBRARY`]),
 //!   `typ`, `tmo` (seconds of a short block), `tmoms`.
 //!
 //! A spec that starts with `!` is never queued inside MULTI: orthrus answers
@@ -194,6 +195,9 @@ pub const COMMANDS: &[(u32, &str)] = &[
     (2, "EVALSHA sha"),
     (1, "SCRIPT LOAD luabody"),
     (1, "SCRIPT EXISTS shaonly {shaonly}"),
+    (1, "FUNCTION LOAD REPLACE library"),
+    (2, "(FCALL|FCALL_RO) (fget|fget_ro|fincr) 1 key"),
+    (1, "FUNCTION DELETE dfz"),
     // answered by orthrus, fanned out, any master
     (2, "PING [val]"),
     (1, "ECHO val"),
@@ -268,3 +272,11 @@ pub const SCRIPTS: &[(&str, usize, &str)] = &[
         "a89d6d897bdbddf3eb8ebdd32aefe405cbf980d6",
     ),
 ];
+
+/// The function library `library` loads: one read-only and one writing
+/// function, by the names FCALL uses.
+pub const LIBRARY: &str = "#!lua name=dfz
+redis.register_function('fincr', function(keys, args) return redis.call('INCR', keys[1]) end)
+redis.register_function('fget', function(keys, args) return redis.call('GET', keys[1]) end)
+redis.register_function{function_name='fget_ro', callback=function(keys, args) return redis.call('GET', keys[1]) end, flags={'no-writes'}}
+";
