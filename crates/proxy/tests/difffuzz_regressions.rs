@@ -71,6 +71,31 @@ const CASES: &[(&str, &str)] = &[
         "conn 0 resp2\nconn 1 resp3\n0> EVAL_RO \"return redis.call('GET', KEYS[1])\" 1 {a}1\n\
          1> MULTI\n1> SET {c}2 v\n1> EVALSHA d3c21d0c2b9ca22f82737626a27bcaf5d288f99f 1 {c}2\n1> EXEC\n",
     ),
+    (
+        // An EVAL queued in MULTI counted as kept before EXEC: another
+        // client's EVALSHA of it ran instead of getting NOSCRIPT.
+        "eval_queued_in_multi_is_kept_only_once_it_ran",
+        "conn 0 resp3\nconn 1 resp3\n0> MULTI\n0> EVAL \"return redis.pcall('INCR', KEYS[1])\" 1 {b}2 -3\n1> EVALSHA a89d6d897bdbddf3eb8ebdd32aefe405cbf980d6 1 {a}2 -3\n",
+    ),
+    (
+        // An EVALSHA queued in MULTI was decided at queue time: a script
+        // another client ran with EVAL before the EXEC got NOSCRIPT.
+        "evalsha_in_multi_sees_scripts_loaded_before_exec",
+        "conn 0 resp3\nconn 1 resp2\nconn 2 resp2\n0> MULTI\n0> DEL {b}2 {b}1\n0> DEL {b}1 {b}2 {b}1\n0> SCRIPT EXISTS 37d0fd1dfec5bfcc353ff499fad03ca9ce598fb5 37d0fd1dfec5bfcc353ff499fad03ca9ce598fb5\n0> PING\n0> EVALSHA e0e1f9fabfc9d4800c877a703b823ac0578ff8db 0 \"x y\"\n2> EVAL \"return 1\" 0 1\n0> EXEC\n",
+    ),
+    (
+        // SCRIPT EXISTS queued before an EVAL of the same transaction saw
+        // the script already.
+        "script_exists_before_eval_in_the_same_multi",
+        "conn 0 resp2\n0> MULTI\n0> XRANGE {c}1 - +\n0> SCRIPT EXISTS f53bb015f589d5503bcd8963563f2f5cf8783350 37d0fd1dfec5bfcc353ff499fad03ca9ce598fb5\n0> EVAL \"return {KEYS[1], KEYS[2], ARGV[1]}\" 2 {c}2 {c}1 1\n0> EXEC\n",
+    ),
+    (
+        // A pipelined EVALSHA of a script run with EVAL on another master
+        // got NOSCRIPT, was loaded and sent again, and ran after the GET
+        // pipelined behind it.
+        "pipelined_evalsha_keeps_its_place",
+        "conn 0 resp3\n0> EVAL \"redis.call('SET', KEYS[1], ARGV[1]); return redis.call('GET', KEYS[1])\" 1 {b}3 3.5\n0| EVALSHA 18d788194860a281b19910d462b1e96dabf3c984 1 k5 \"x y\"\n0| GET k5\n",
+    ),
 ];
 
 #[test]

@@ -2,19 +2,24 @@
 //! SCRIPT LOAD), bounded, so that EVALSHA works wherever its key lives.
 //!
 //! A script that ran with EVAL is cached by the one master that ran it; an
-//! EVALSHA of it for a key on another master gets `NOSCRIPT` there. When
-//! orthrus holds the body of that SHA1 it loads it on every master (SCRIPT
-//! LOAD) and sends the EVALSHA again, so the client sees the script's
-//! reply. SCRIPT EXISTS answers 1 for a script orthrus holds (EVALSHA of
-//! it will run), and SCRIPT FLUSH forgets them all, as it makes the nodes
-//! forget theirs.
+//! EVALSHA of it for a key on another master would get `NOSCRIPT` there,
+//! so orthrus sends it as the EVAL of the body it holds, in its place among
+//! the client's requests. A script loaded with SCRIPT LOAD (sent to every
+//! master) is called by its SHA1; a `NOSCRIPT` for it (a master restarted
+//! since) loads it on every master again and sends the EVALSHA again, so
+//! the client sees the script's reply. Inside MULTI the same is decided at
+//! EXEC, and the bodies queued are noted once they ran. SCRIPT EXISTS
+//! answers 1 for a script orthrus holds (EVALSHA of it will run), and
+//! SCRIPT FLUSH forgets them all, as it makes the nodes forget theirs.
 
+use std::ops::Range;
 use std::rc::Rc;
 
 use bytes::{Bytes, BytesMut};
 use orthrus_resp::{Protocol, Request, encode};
 
 use crate::client::Pending;
+use crate::client::transaction::Multi;
 use crate::cmd::fanout::send_to_each;
 use crate::cmd::reply::{array_elements, integer};
 use crate::node::Done;
@@ -39,7 +44,7 @@ pub fn note(scripts: &Scripts, req: &Request) {
         }
     } else if is(b"script") && sub_is(b"load") {
         if let Some(body) = req.arg_bytes(2) {
-            scripts.keep(&body);
+            scripts.keep_everywhere(&body);
         }
     } else if is(b"script") && sub_is(b"flush") {
         scripts.clear();
@@ -49,6 +54,59 @@ pub fn note(scripts: &Scripts, req: &Request) {
         }
     } else if is(b"function") && (sub_is(b"delete") || sub_is(b"flush") || sub_is(b"restore")) {
         scripts.forget_functions();
+    }
+}
+
+/// Remembers a scripting command just queued in MULTI (the last of
+/// `multi.queued`), for [`at_exec`] and [`ran_in_multi`].
+pub fn queued_in_multi(multi: &mut Multi, req: &Request) {
+    let name = req.arg(0).unwrap_or_default();
+    let scripted = [&b"eval"[..], b"eval_ro", b"evalsha", b"evalsha_ro"]
+        .iter()
+        .any(|n| name.eq_ignore_ascii_case(n));
+    if let (true, Some(at)) = (scripted, multi.queued.len().checked_sub(1)) {
+        multi.scripts.push((at, req.clone()));
+    }
+}
+
+/// At EXEC: a queued EVALSHA of a body orthrus keeps is sent as the EVAL
+/// of it (same reply): the master that runs the transaction may lack the
+/// script (it ran with EVAL on another), and a NOSCRIPT inside EXEC cannot
+/// be followed. Decided at EXEC, as the node looks the script up then.
+pub fn at_exec(multi: &mut Multi, scripts: &Scripts) {
+    for (at, req) in &multi.scripts {
+        let name = req.arg(0).unwrap_or_default();
+        if !(name.eq_ignore_ascii_case(b"evalsha") || name.eq_ignore_ascii_case(b"evalsha_ro")) {
+            continue;
+        }
+        let Some(body) = req.arg(1).and_then(|sha| scripts.body(sha)) else {
+            continue;
+        };
+        if let (Some(queued), Some(frame)) = (multi.queued.get_mut(*at), as_eval(req, &body)) {
+            *queued = frame;
+        }
+    }
+}
+
+/// `EVAL body ...` for `EVALSHA sha ...` (`EVAL_RO` for `EVALSHA_RO`).
+fn as_eval(req: &Request, body: &[u8]) -> Option<Bytes> {
+    let name = req.arg(0)?;
+    let eval: &[u8] = if name.eq_ignore_ascii_case(b"evalsha_ro") {
+        b"EVAL_RO"
+    } else {
+        b"EVAL"
+    };
+    let mut args: Vec<&[u8]> = vec![eval, body];
+    args.extend((2..req.arg_count()).filter_map(|i| req.arg(i)));
+    Some(Request::from_args(&args).into_frame())
+}
+
+/// Notes the scripts of a MULTI whose places in the queue are in `range`,
+/// once they ran: a SCRIPT EXISTS before them in the same transaction, or
+/// from another client meanwhile, does not see them yet, as with Redis.
+pub fn ran_in_multi(scripts: &Scripts, queued: &[(usize, Request)], range: Range<usize>) {
+    for (_, req) in queued.iter().filter(|(at, _)| range.contains(at)) {
+        note(scripts, req);
     }
 }
 
@@ -83,7 +141,18 @@ pub fn intercept(
             None
         };
         return Some(match held {
-            Some(body) => evalsha(ctx, frame, body, target?, proto, access),
+            // Loaded everywhere: sent as it is, NOSCRIPT (a node restarted
+            // since) followed by loading it again.
+            Some(body) if scripts.everywhere(req.arg(1)?) => {
+                evalsha(ctx, frame, body, target?, proto, access)
+            }
+            // Run with EVAL on one master only: sent as the EVAL of it, in
+            // its place among the client's requests (following a NOSCRIPT
+            // would run it after requests pipelined behind it).
+            Some(body) => {
+                let as_eval = as_eval(req, &body)?;
+                timed(ctx, as_eval, target?, proto, access, false)
+            }
             None => timed(ctx, frame, target?, proto, access, fcall),
         });
     }
@@ -157,6 +226,7 @@ fn evalsha(
         if let Some(err) = replies.into_iter().find(|r| r.starts_with(b"-")) {
             return Done::from_nodes(err, std::time::Duration::ZERO);
         }
+        ctx.shared.scripts.keep_everywhere(&body);
         let again = forward::forward(&ctx.pool, frame, target, proto, access);
         resolve(&ctx, again).await
     }))

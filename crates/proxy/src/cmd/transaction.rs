@@ -23,6 +23,7 @@ use orthrus_resp::{Protocol, ReplyClass, Request, classify};
 use crate::client::transaction::{Multi, Watch};
 use crate::client::{Client, Pending};
 use crate::cmd::reply::{array_elements, simple};
+use crate::cmd::script;
 use crate::node::Done;
 use crate::node::conn::BackendError;
 use crate::node::dedicated::{DedicatedPool, Holding, Lease};
@@ -126,42 +127,18 @@ pub fn queue_in_multi(
     let Some(multi) = client.multi.as_mut() else {
         return Pending::Ready(error_reply("ERR orthrus: not inside MULTI"));
     };
-    // An EVALSHA of a body orthrus keeps is queued as the EVAL of it: the
-    // master that runs the transaction may lack the script (it ran with
-    // EVAL on another), and a NOSCRIPT inside EXEC cannot be followed.
-    let as_eval = held_evalsha(&ctx.shared.scripts, req);
-    let req = as_eval.as_ref().unwrap_or(req);
     let limit = ctx.shared.settings.raw.client.query_buffer_limit;
     if let Some(error) = over_limit(multi, req, limit) {
         return Pending::Ready(error);
     }
     let passthrough = ctx.shared.live.load().admin.passthrough;
     multi.writes |= ctx.shared.scripts.may_write(table, req);
+    let before = multi.queued.len();
     let reply = queue(multi, req, table, passthrough);
-    // A queued EVAL's body is kept as one run at once is (orthrus's side
-    // commands, SCRIPT LOAD and the like, are noted when they run).
-    let queued = multi.queued.last().is_some_and(|f| f == req.frame());
-    if queued {
-        crate::cmd::script::note(&ctx.shared.scripts, req);
+    if multi.queued.len() > before {
+        script::queued_in_multi(multi, req);
     }
     Pending::Ready(reply)
-}
-
-/// `EVAL body ...` for an `EVALSHA sha ...` whose body orthrus keeps
-/// (`EVAL_RO` for `EVALSHA_RO`).
-fn held_evalsha(scripts: &crate::scripts::Scripts, req: &Request) -> Option<Request> {
-    let name = req.arg(0)?;
-    let eval: &[u8] = if name.eq_ignore_ascii_case(b"evalsha") {
-        b"EVAL"
-    } else if name.eq_ignore_ascii_case(b"evalsha_ro") {
-        b"EVAL_RO"
-    } else {
-        return None;
-    };
-    let body = scripts.body(req.arg(1)?)?;
-    let mut args: Vec<&[u8]> = vec![eval, &body];
-    args.extend((2..req.arg_count()).filter_map(|i| req.arg(i)));
-    Some(Request::from_args(&args))
 }
 
 /// Counts `req` into the transaction's bytes; past `limit`, the error
@@ -343,13 +320,14 @@ async fn watch_on_owner(
     }
 }
 
-fn exec(multi: Multi, watch: Option<Watch>, client: &Client, ctx: &Rc<WorkerCtx>) -> Pending {
+fn exec(mut multi: Multi, watch: Option<Watch>, client: &Client, ctx: &Rc<WorkerCtx>) -> Pending {
     if multi.aborted {
         if let Some(w) = watch {
             w.lease.borrow_mut().take();
         }
         return Pending::Ready(error_reply(EXECABORT));
     }
+    script::at_exec(&mut multi, &ctx.shared.scripts);
     if !multi.side.is_empty() {
         return exec_mixed(multi, watch, client.proto, ctx);
     }
@@ -364,6 +342,8 @@ fn exec(multi: Multi, watch: Option<Watch>, client: &Client, ctx: &Rc<WorkerCtx>
     let frame = frame.freeze();
     let proto = client.proto;
     let ctx = ctx.clone();
+    let scripts = std::mem::take(&mut multi.scripts);
+    let ran = move |ctx: &WorkerCtx| script::ran_in_multi(&ctx.shared.scripts, &scripts, 0..count);
     match watch {
         Some(w) => Pending::deferred(Box::pin(async move {
             let held = w.lease.borrow_mut().take();
@@ -383,6 +363,7 @@ fn exec(multi: Multi, watch: Option<Watch>, client: &Client, ctx: &Rc<WorkerCtx>
                     "ERR orthrus: connection lost during EXEC ({e}); the transaction may or may not have run"
                 )),
             };
+            ran(&ctx);
             Done::from_nodes(reply, started.elapsed())
         })),
         None if count == 0 => Pending::Ready(Bytes::from_static(b"*0\r\n")),
@@ -391,6 +372,7 @@ fn exec(multi: Multi, watch: Option<Watch>, client: &Client, ctx: &Rc<WorkerCtx>
             Pending::deferred(Box::pin(async move {
                 let waited = Cell::new(Duration::ZERO);
                 let reply = run(&ctx, frame, target, proto, count, &waited).await;
+                ran(&ctx);
                 Done::from_nodes(reply, waited.get())
             }))
         }
@@ -455,6 +437,7 @@ fn exec_mixed(multi: Multi, watch: Option<Watch>, proto: Protocol, ctx: &Rc<Work
                     &waited,
                 )
                 .await;
+                script::ran_in_multi(&ctx.shared.scripts, &multi.scripts, from..until);
                 match array_elements(&reply) {
                     Some(elements) => out.extend(elements),
                     None => return Done::from_nodes(reply, waited.get()),
@@ -476,7 +459,7 @@ async fn run_side(ctx: &Rc<WorkerCtx>, req: Request, proto: Protocol) -> Bytes {
     let table = ctx.shared.commands.load();
     let (route, info) = table.route_info(&req);
     let readonly = info.is_some_and(|i| i.readonly);
-    crate::cmd::script::note(&ctx.shared.scripts, &req);
+    script::note(&ctx.shared.scripts, &req);
     let script_exists = req
         .arg(0)
         .is_some_and(|n| n.eq_ignore_ascii_case(b"script"))
@@ -485,7 +468,7 @@ async fn run_side(ctx: &Rc<WorkerCtx>, req: Request, proto: Protocol) -> Bytes {
             .is_some_and(|s| s.eq_ignore_ascii_case(b"exists"))
         && req.arg_count() > 2;
     let pending = match route {
-        Route::FanOut(_) if script_exists => crate::cmd::script::exists(ctx, &req, proto),
+        Route::FanOut(_) if script_exists => script::exists(ctx, &req, proto),
         Route::FanOut(how) => crate::cmd::fanout::dispatch(ctx, &req, how, proto, readonly),
         Route::Local(Local::SlowLog) => {
             Pending::Ready(crate::observe::slowlog::command(&ctx.shared.slowlog, &req))
