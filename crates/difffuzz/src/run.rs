@@ -210,9 +210,10 @@ pub fn glob(pattern: &[u8], text: &[u8]) -> bool {
 // === impl Link ===
 
 impl Link {
-    fn open(addr: SocketAddr, proto: Proto) -> Link {
-        let io = Io::connect(addr);
-        let mut link = Link {
+    /// A connection in the state a new one (or RESET) has: RESP2, replies
+    /// on, no MULTI, no subscriptions.
+    fn fresh(io: Result<Io, String>) -> Link {
+        Link {
             io,
             proto: Proto::Resp2,
             mode: ReplyMode::On,
@@ -221,7 +222,11 @@ impl Link {
             patterns: BTreeSet::new(),
             shards: BTreeSet::new(),
             owed: Vec::new(),
-        };
+        }
+    }
+
+    fn open(addr: SocketAddr, proto: Proto) -> Link {
+        let mut link = Link::fresh(Io::connect(addr));
         if proto == Proto::Resp3 {
             let hello: Args = vec![b"HELLO".to_vec(), b"3".to_vec()];
             link.send(&[&hello]);
@@ -297,16 +302,7 @@ impl Link {
             ("EXEC", _) => queued = self.multi.take().unwrap_or_default(),
             ("DISCARD", _) => self.multi = None,
             ("RESET", _) => {
-                *self = Link {
-                    io: std::mem::replace(&mut self.io, Err(String::new())),
-                    proto: Proto::Resp2,
-                    mode: ReplyMode::On,
-                    multi: None,
-                    channels: BTreeSet::new(),
-                    patterns: BTreeSet::new(),
-                    shards: BTreeSet::new(),
-                    owed: Vec::new(),
-                };
+                *self = Link::fresh(std::mem::replace(&mut self.io, Err(String::new())));
                 return Plan { frames: 1, queued };
             }
             ("CLIENT", "REPLY") => {
