@@ -68,19 +68,21 @@ fn resolve(s: &str) -> Result<SocketAddr> {
 }
 
 fn fuzz(cli: Cli) -> Result<usize> {
-    let _started;
-    let targets = match (&cli.single, &cli.proxy) {
-        (Some(s), Some(p)) => Targets {
+    // Processes this run started, stopped when it returns.
+    let started = match (&cli.single, &cli.proxy) {
+        (Some(_), Some(_)) => None,
+        _ => {
+            eprintln!("starting a redis-server, a 3-master cluster and orthrus");
+            Some(targets::start()?)
+        }
+    };
+    let targets = match (&cli.single, &cli.proxy, &started) {
+        (Some(s), Some(p), _) => Targets {
             single: resolve(s)?,
             proxy: resolve(p)?,
         },
-        _ => {
-            eprintln!("starting a redis-server, a 3-master cluster and orthrus");
-            let started = targets::start()?;
-            let t = started.targets;
-            _started = started;
-            t
-        }
+        (_, _, Some(started)) => started.targets,
+        _ => anyhow::bail!("no targets"),
     };
     eprintln!(
         "single {}, orthrus {}, seed {}, {} s",
@@ -101,9 +103,9 @@ fn fuzz(cli: Cli) -> Result<usize> {
         );
         return Ok(usize::from(diff.is_some()));
     }
-    let started = Instant::now();
-    let deadline = started + Duration::from_secs(cli.seconds);
-    let mut last_report = started;
+    let begun = Instant::now();
+    let deadline = begun + Duration::from_secs(cli.seconds);
+    let mut last_report = begun;
     let (mut commands, mut sequences) = (0usize, 0u64);
     let mut found: BTreeMap<String, usize> = BTreeMap::new();
     let mut index = cli.only.unwrap_or(0);
@@ -125,7 +127,7 @@ fn fuzz(cli: Cli) -> Result<usize> {
             last_report = Instant::now();
             eprintln!(
                 "{:.0} s: {sequences} sequences, {commands} commands, {} differences",
-                started.elapsed().as_secs_f64(),
+                begun.elapsed().as_secs_f64(),
                 found.len()
             );
         }
@@ -136,7 +138,7 @@ fn fuzz(cli: Cli) -> Result<usize> {
     println!(
         "seed {}: {sequences} sequences in {:.1} s",
         cli.seed,
-        started.elapsed().as_secs_f64()
+        begun.elapsed().as_secs_f64()
     );
     println!("{commands} commands, {} differences", found.len());
     Ok(found.len())
@@ -176,7 +178,7 @@ fn examine(
             again
         }
     };
-    let header = vec![
+    let mut header = vec![
         format!("orthrus-difffuzz --seed {} --only {index}", cli.seed),
         format!(
             "{} commands, shrunk from {}",
@@ -184,7 +186,6 @@ fn examine(
             seq.command_count()
         ),
     ];
-    let mut header = header;
     header.extend(last.to_string().lines().map(str::to_string));
     println!("=== difference {sig}");
     println!("{}", redis_cli_script(&small, &header));
