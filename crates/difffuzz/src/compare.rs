@@ -14,8 +14,9 @@
 //!    cursor 0 and their elements sorted (the runner does that).
 //! 4. Replies that are random or clocks are compared by shape (types,
 //!    nullness, counts): SRANDMEMBER, HRANDFIELD, ZRANDMEMBER, RANDOMKEY,
-//!    TIME, LASTSAVE; a non-negative TTL, PTTL, EXPIRETIME or PEXPIRETIME
-//!    counts as "some time left"; INFO is not compared.
+//!    TIME, LASTSAVE, XINFO CONSUMERS; a non-negative TTL, PTTL,
+//!    EXPIRETIME or PEXPIRETIME counts as "some time left"; INFO is not
+//!    compared.
 //! 5. DUMP's payload is compared by shape: a set or hash in a hash table
 //!    is serialised in the order of that node's table.
 //! 6. EXEC's array is compared element by element under the rule of the
@@ -101,6 +102,8 @@ fn canonical(args: &[Vec<u8>], frame: &[u8]) -> Vec<u8> {
         },
         "SMEMBERS" | "SINTER" | "SUNION" | "SDIFF" | "KEYS" | "HKEYS" | "HVALS" => sorted(frame, 1),
         "PUBSUB" if sub == "CHANNELS" || sub == "SHARDCHANNELS" => sorted(frame, 1),
+        // A consumer's idle and inactive times are clocks.
+        "XINFO" if sub == "CONSUMERS" => shape(frame).into_bytes(),
         "HGETALL" => sorted(frame, 2),
         "UNSUBSCRIBE" | "PUNSUBSCRIBE" | "SUNSUBSCRIBE" if args.len() == 1 => unsubscribed(frame),
         _ => match frame.first() {

@@ -27,7 +27,10 @@
 /// are steps of their own, made by the generator).
 pub const COMMANDS: &[(u32, &str)] = &[
     // strings
-    (6, "SET key val [(NX|XX)] [GET] [(EX ttl|PX ttlms|KEEPTTL)]"),
+    (
+        6,
+        "SET key val [(NX|XX)] [GET] [(EX ttl|PX ttlms|EXAT abst|KEEPTTL)]",
+    ),
     (6, "GET key"),
     (2, "GETDEL key"),
     (2, "GETEX key [(EX ttl|PERSIST)]"),
@@ -171,6 +174,12 @@ pub const COMMANDS: &[(u32, &str)] = &[
     (1, "XREAD [COUNT cnt] STREAMS key (0|0-0)"),
     (1, "XGROUP DESTROY key grp"),
     (1, "XAUTOCLAIM key grp cons 0 0-0 [COUNT cnt]"),
+    (1, "XCLAIM key grp cons 0 sid {sid} JUSTID"),
+    (1, "XINFO (STREAM key|GROUPS key|CONSUMERS key grp)"),
+    (
+        1,
+        "XGROUP (CREATECONSUMER key grp cons|DELCONSUMER key grp cons|SETID key grp (0|$))",
+    ),
     // bitmaps, HyperLogLog, geo
     (2, "SETBIT key off bit"),
     (1, "GETBIT key off"),
