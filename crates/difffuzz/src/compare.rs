@@ -18,7 +18,8 @@
 //!    EXPIRETIME or PEXPIRETIME counts as "some time left"; INFO is not
 //!    compared.
 //! 5. DUMP's payload is compared by shape: a set or hash in a hash table
-//!    is serialised in the order of that node's table.
+//!    is serialised in the order of that node's table. So is HELLO's map
+//!    (the connection's id, the server's version).
 //! 6. EXEC's array is compared element by element under the rule of the
 //!    command queued there.
 //! 7. The messages one PUBLISH brings a connection subscribed to several
@@ -102,6 +103,8 @@ fn canonical(args: &[Vec<u8>], frame: &[u8]) -> Vec<u8> {
         },
         "SMEMBERS" | "SINTER" | "SUNION" | "SDIFF" | "KEYS" | "HKEYS" | "HVALS" => sorted(frame, 1),
         "PUBSUB" if sub == "CHANNELS" || sub == "SHARDCHANNELS" => sorted(frame, 1),
+        // The connection's id and the server's version are the target's.
+        "HELLO" => shape(frame).into_bytes(),
         // A consumer's idle and inactive times are clocks.
         "XINFO" if sub == "CONSUMERS" => shape(frame).into_bytes(),
         "HGETALL" => sorted(frame, 2),

@@ -173,6 +173,13 @@ fn next_steps(rng: &mut Rng, models: &mut [ConnModel], c: usize, out: &mut Vec<S
             *m = ConnModel::default();
             out.push(step(Action::Call(words(&["RESET"]))));
         }
+        // The protocol switched in the middle (not while subscribed: RESP2
+        // subscriber mode would refuse most of what follows).
+        15 if free && rng.chance(30) => {
+            m.resp3 = !m.resp3;
+            let to = if m.resp3 { "3" } else { "2" };
+            out.push(step(Action::Call(words(&["HELLO", to]))));
+        }
         // A subscriber (RESP3) sends no PUBLISH: the message to itself may
         // come before or after the reply, both correct.
         _ => out.push(step(Action::Call(command(rng, None, !free)))),

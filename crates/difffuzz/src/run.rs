@@ -305,6 +305,8 @@ impl Link {
                 *self = Link::fresh(std::mem::replace(&mut self.io, Err(String::new())));
                 return Plan { frames: 1, queued };
             }
+            ("HELLO", "2") => self.proto = Proto::Resp2,
+            ("HELLO", "3") => self.proto = Proto::Resp3,
             ("CLIENT", "REPLY") => {
                 let how = args.get(2).map(|a| upper(a)).unwrap_or_default();
                 match how.as_str() {
