@@ -96,6 +96,17 @@ const CASES: &[(&str, &str)] = &[
         "pipelined_evalsha_keeps_its_place",
         "conn 0 resp3\n0> EVAL \"redis.call('SET', KEYS[1], ARGV[1]); return redis.call('GET', KEYS[1])\" 1 {b}3 3.5\n0| EVALSHA 18d788194860a281b19910d462b1e96dabf3c984 1 k5 \"x y\"\n0| GET k5\n",
     ),
+    (
+        // An UNSUBSCRIBE before HELLO 3 made the subscriptions' state in
+        // RESP2, and the SUBSCRIBE after it was answered in RESP2.
+        "hello_3_after_an_unsubscribe",
+        "conn 0 resp2\n0> PUNSUBSCRIBE\n0> HELLO 3\n0> SUBSCRIBE c71\n0> SSUBSCRIBE ch2\n",
+    ),
+    (
+        "hello_2_after_subscriptions_ended",
+        "conn 0 resp3\n0> SUBSCRIBE ch1\n0> UNSUBSCRIBE\n0> HELLO 2\n0> PSUBSCRIBE ch*\n\
+         0> PUNSUBSCRIBE\n0> GET k1\n",
+    ),
 ];
 
 #[test]
