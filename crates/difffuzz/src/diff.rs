@@ -135,11 +135,22 @@ impl Difference {
         }
     }
 
-    /// What identifies this difference across sequences: the command's
-    /// name and why.
+    /// What identifies this difference across sequences (and keeps the
+    /// shrinker on it): the command's name, why, and the first word of
+    /// each side's reply (`-NOSCRIPT` against `:1`).
     pub fn signature(&self) -> String {
         let args = crate::sequence::split_args(&self.command).unwrap_or_default();
-        format!("{} ({})", command_name(&args), self.why)
+        let head = |text: &str| {
+            let end = text.find([' ', '\\']).unwrap_or(text.len()).min(24);
+            text.get(..end).unwrap_or_default().to_string()
+        };
+        format!(
+            "{} ({}: {} against {})",
+            command_name(&args),
+            self.why,
+            head(&self.single),
+            head(&self.proxy)
+        )
     }
 }
 
