@@ -107,6 +107,12 @@ const CASES: &[(&str, &str)] = &[
         "conn 0 resp3\n0> SUBSCRIBE ch1\n0> UNSUBSCRIBE\n0> HELLO 2\n0> PSUBSCRIBE ch*\n\
          0> PUNSUBSCRIBE\n0> GET k1\n",
     ),
+    (
+        // A transaction a watched key stopped (EXEC answered nil) still
+        // counted its EVAL_RO as run: SCRIPT EXISTS said 1.
+        "eval_of_a_transaction_that_did_not_run",
+        "conn 0 resp2\nconn 1 resp2\n0> WATCH {b}1\n0> MULTI\n1> SET {b}1 w\n0> EVAL_RO \"return redis.call('GET', KEYS[1])\" 1 {b}2\n0> EXEC\n0> SCRIPT EXISTS d3c21d0c2b9ca22f82737626a27bcaf5d288f99f 61636018f4e6b5817b89791bbed242f93fa089e3 18d788194860a281b19910d462b1e96dabf3c984\n",
+    ),
 ];
 
 #[test]

@@ -101,6 +101,12 @@ fn as_eval(req: &Request, body: &[u8]) -> Option<Bytes> {
     Some(Request::from_args(&args).into_frame())
 }
 
+/// Whether an EXEC's reply says its commands ran: an array, not a nil (a
+/// watched key changed) nor an error (EXECABORT).
+pub fn exec_ran(reply: &[u8]) -> bool {
+    reply.starts_with(b"*") && !reply.starts_with(b"*-1")
+}
+
 /// Notes the scripts of a MULTI whose places in the queue are in `range`,
 /// once they ran: a SCRIPT EXISTS before them in the same transaction, or
 /// from another client meanwhile, does not see them yet, as with Redis.

@@ -363,7 +363,9 @@ fn exec(mut multi: Multi, watch: Option<Watch>, client: &Client, ctx: &Rc<Worker
                     "ERR orthrus: connection lost during EXEC ({e}); the transaction may or may not have run"
                 )),
             };
-            ran(&ctx);
+            if script::exec_ran(&reply) {
+                ran(&ctx);
+            }
             Done::from_nodes(reply, started.elapsed())
         })),
         None if count == 0 => Pending::Ready(Bytes::from_static(b"*0\r\n")),
@@ -372,7 +374,9 @@ fn exec(mut multi: Multi, watch: Option<Watch>, client: &Client, ctx: &Rc<Worker
             Pending::deferred(Box::pin(async move {
                 let waited = Cell::new(Duration::ZERO);
                 let reply = run(&ctx, frame, target, proto, count, &waited).await;
-                ran(&ctx);
+                if script::exec_ran(&reply) {
+                    ran(&ctx);
+                }
                 Done::from_nodes(reply, waited.get())
             }))
         }
@@ -437,7 +441,9 @@ fn exec_mixed(multi: Multi, watch: Option<Watch>, proto: Protocol, ctx: &Rc<Work
                     &waited,
                 )
                 .await;
-                script::ran_in_multi(&ctx.shared.scripts, &multi.scripts, from..until);
+                if script::exec_ran(&reply) {
+                    script::ran_in_multi(&ctx.shared.scripts, &multi.scripts, from..until);
+                }
                 match array_elements(&reply) {
                     Some(elements) => out.extend(elements),
                     None => return Done::from_nodes(reply, waited.get()),
