@@ -76,7 +76,13 @@ pub fn sequence(seed: u64, index: u64, shape: Shape) -> Sequence {
     let target = rng.range(shape.min_steps as i64, shape.max_steps as i64) as usize;
     let mut steps = Vec::with_capacity(target + 4);
     while steps.len() < target {
-        let c = rng.below(n_conns);
+        // A connection whose replies are off keeps the turn until CLIENT
+        // REPLY ON: nothing tells when its silent commands ran, and the
+        // reply to ON, coming after them, does.
+        let c = match models.iter().position(|m| m.reply_off) {
+            Some(off) => off,
+            None => rng.below(n_conns),
+        };
         next_steps(&mut rng, &mut models, c, &mut steps);
     }
     Sequence { conns, steps }
@@ -151,6 +157,8 @@ fn next_steps(rng: &mut Rng, models: &mut [ConnModel], c: usize, out: &mut Vec<S
             } else {
                 out.push(step(Action::Call(words(&["CLIENT", "REPLY", "SKIP"]))));
                 out.push(step(Action::Call(command(rng, None, false))));
+                // Its reply says the skipped command ran.
+                out.push(step(Action::Call(words(&["PING"]))));
             }
         }
         7..=9 => {
