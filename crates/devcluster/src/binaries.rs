@@ -1,11 +1,13 @@
 //! Finding the Redis executables and free loopback ports.
 
+use std::collections::VecDeque;
 use std::env;
 use std::ffi::OsString;
 use std::io;
 use std::net::{Ipv4Addr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::Mutex;
 
 use crate::DevError;
 
@@ -58,11 +60,33 @@ pub(crate) fn locate_server() -> Result<PathBuf, DevError> {
 
 /// A TCP port on 127.0.0.1 that was free a moment ago: bind port 0, read the
 /// port the OS chose, close. Another process may take it before the caller
-/// binds it, so callers retry on "address in use".
+/// binds it, so callers retry on "address in use". Within this process, a
+/// port is not handed out twice in a row of [`RECENT_PORTS`] calls: two
+/// calls before either port is bound (a proxy's plain and TLS ports) get
+/// two different ports.
 pub fn free_port() -> io::Result<u16> {
-    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?;
-    Ok(listener.local_addr()?.port())
+    static RECENT: Mutex<VecDeque<u16>> = Mutex::new(VecDeque::new());
+    let mut recent = RECENT.lock().unwrap_or_else(|e| e.into_inner());
+    for _ in 0..64 {
+        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?;
+        let port = listener.local_addr()?.port();
+        if recent.contains(&port) {
+            continue;
+        }
+        if recent.len() >= RECENT_PORTS {
+            recent.pop_front();
+        }
+        recent.push_back(port);
+        return Ok(port);
+    }
+    Err(io::Error::new(
+        io::ErrorKind::AddrInUse,
+        "the OS kept choosing ports handed out a moment ago",
+    ))
 }
+
+/// How many ports [`free_port`] remembers.
+const RECENT_PORTS: usize = 256;
 
 fn find_executable(what: &'static str, env_name: &str) -> Result<PathBuf, DevError> {
     if let Some(path) = env::var_os(env_name).filter(|p| !p.is_empty()) {
@@ -102,6 +126,13 @@ mod tests {
         let port = free_port().unwrap();
         assert_ne!(port, 0);
         TcpListener::bind((Ipv4Addr::LOCALHOST, port)).unwrap();
+    }
+
+    #[test]
+    fn free_ports_asked_in_a_row_differ() {
+        let ports: Vec<u16> = (0..100).map(|_| free_port().unwrap()).collect();
+        let distinct: std::collections::HashSet<_> = ports.iter().collect();
+        assert_eq!(distinct.len(), ports.len());
     }
 
     #[test]

@@ -5,13 +5,15 @@ use std::net::SocketAddr;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::DevError;
+use orthrus_resp::Value;
+
 use crate::conn::Conn;
 use crate::node::{NodeOptions, RedisNode, info_field};
 use crate::topology::{
     NodeLine, SLOT_COUNT, SlotRange, covers_all_slots, even_split, parse_cluster_nodes,
     parse_cluster_slots,
 };
+use crate::{DevError, Relay};
 
 /// How long [`Cluster::start`] waits for the nodes to meet, agree and sync.
 pub const CREATE_TIMEOUT: Duration = Duration::from_secs(30);
@@ -258,6 +260,40 @@ impl Cluster {
         promoted.ok_or(DevError::NoLiveNode)
     }
 
+    /// Starts a [`Relay`] in front of node `i` and makes the node announce
+    /// the relay's port, then waits until every live node's `CLUSTER SLOTS`
+    /// gives it: clients that follow the cluster's topology (orthrus) and
+    /// its replicas (replication) reach the node through the relay from
+    /// then on. The cluster bus does not pass through it, so the cluster's
+    /// own failure detection does not see the relay's faults.
+    pub fn relay(&self, i: usize) -> Result<Relay, DevError> {
+        let node = self.node(i)?;
+        let relay = Relay::start(node.addr())?;
+        node.announce_port(relay.port())?;
+        let needle = Value::Integer(i64::from(relay.port()));
+        wait_until(
+            CREATE_TIMEOUT,
+            &format!("every node to announce node {i} at the relay's port"),
+            || {
+                for n in self.nodes.iter().filter(|n| n.is_live()) {
+                    let slots = n
+                        .connect_timeout(PROBE_TIMEOUT)
+                        .and_then(|mut c| c.cmd_ok(&["CLUSTER", "SLOTS"]))
+                        .map_err(|e| e.to_string())?;
+                    if !mentions(&slots, &needle) {
+                        return Err(format!(
+                            "{} does not list port {} yet",
+                            n.addr(),
+                            relay.port()
+                        ));
+                    }
+                }
+                Ok(())
+            },
+        )?;
+        Ok(relay)
+    }
+
     /// FLUSHALL on every master.
     pub fn flushall(&self) -> Result<(), DevError> {
         for i in self.masters()? {
@@ -273,8 +309,11 @@ impl Cluster {
         })
     }
 
+    /// The node whose client port, or announced port, is `port`.
     pub(crate) fn index_of_port(&self, port: u16) -> Option<usize> {
-        self.nodes.iter().position(|n| n.port() == port)
+        self.nodes
+            .iter()
+            .position(|n| n.port() == port || n.announced_port() == Some(port))
     }
 
     /// `CLUSTER NODES` from the live node that has seen the highest config
@@ -479,6 +518,14 @@ fn cluster_nodes(node: &RedisNode) -> Result<Vec<NodeLine>, DevError> {
         cmd: "CLUSTER NODES".into(),
         detail,
     })
+}
+
+/// Whether `value` is `needle` or holds it, at any depth.
+fn mentions(value: &Value, needle: &Value) -> bool {
+    match value {
+        Value::Array(items) => items.iter().any(|v| mentions(v, needle)),
+        other => other == needle,
+    }
 }
 
 /// Polls `check` until it passes or `timeout` runs out; the timeout error

@@ -35,6 +35,9 @@
 //! - `topology`: parsing `CLUSTER NODES` and `CLUSTER SLOTS`.
 //! - `cluster`: [`ClusterSpec`] and [`Cluster`]: creation, waits, failover.
 //! - `migration`: slot migration in steps on [`Cluster`].
+//! - `relay`: [`Relay`], a TCP relay in front of one node that delays,
+//!   throttles, black-holes, resets, cuts or refuses on command
+//!   ([`Fault`], [`Cut`]); [`Cluster::relay`] makes a node announce it.
 //! - `main.rs`: the `orthrus-devcluster` binary (`up`, `single`).
 
 mod binaries;
@@ -43,6 +46,7 @@ mod conn;
 mod error;
 mod migration;
 mod node;
+mod relay;
 mod signal;
 mod spawner;
 mod topology;
@@ -55,5 +59,6 @@ pub use node::{
     DEFAULT_NODE_TIMEOUT_MS, NodeOptions, RedisNode, START_TIMEOUT, TlsFiles, info_field,
 };
 pub use orthrus_resp::Value;
+pub use relay::{Cut, Fault, Relay};
 pub use spawner::{server_command as tied_command, spawn as spawn_tied};
 pub use topology::SLOT_COUNT;

@@ -5,7 +5,7 @@ use std::io::{self, Write};
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU16, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -76,6 +76,9 @@ pub struct RedisNode {
     cluster_port: Option<u16>,
     child: Option<Child>,
     paused: AtomicBool,
+    /// The client port it tells the cluster instead of its own (0: its
+    /// own): a [`Relay`](crate::Relay) in front of it.
+    announced: AtomicU16,
 }
 
 // === impl NodeOptions ===
@@ -135,6 +138,7 @@ impl RedisNode {
             cluster_port: None,
             child: None,
             paused: AtomicBool::new(false),
+            announced: AtomicU16::new(0),
         };
         let attempts = if node.opts.port.is_some() {
             1
@@ -168,6 +172,21 @@ impl RedisNode {
     /// The cluster bus port, for cluster nodes.
     pub fn cluster_port(&self) -> Option<u16> {
         self.cluster_port
+    }
+
+    /// The client port it announces to the cluster (`CLUSTER SLOTS`,
+    /// `SHARDS`, `NODES`, and to its replicas) when that is not its own.
+    pub fn announced_port(&self) -> Option<u16> {
+        Some(self.announced.load(Ordering::Relaxed)).filter(|&p| p != 0)
+    }
+
+    /// Makes a cluster node announce `port` as its client port
+    /// (`cluster-announce-port`), now and after a restart; its cluster bus
+    /// port stays its own. Other nodes learn it by gossip.
+    pub fn announce_port(&self, port: u16) -> Result<(), DevError> {
+        self.cmd_ok(&["CONFIG", "SET", "cluster-announce-port", &port.to_string()])?;
+        self.announced.store(port, Ordering::Relaxed);
+        Ok(())
     }
 
     /// The process id; `None` once killed.
@@ -450,6 +469,9 @@ impl RedisNode {
             // is non-zero, and on an idle master only these pings move it:
             // at the 10 s default, every start would wait 10 s for replicas.
             line("repl-ping-replica-period", "1");
+            if let Some(port) = self.announced_port() {
+                line("cluster-announce-port", &port.to_string());
+            }
         }
         for (key, value) in &self.opts.config {
             line(key, if value.is_empty() { "\"\"" } else { value });

@@ -10,7 +10,10 @@ use serde::{Deserialize, Serialize};
 
 mod listen;
 mod tls;
+mod users;
 mod validate;
+
+pub use users::{UserConfig, UserRules};
 
 pub use listen::Listen;
 pub use tls::{AuthClients, BackendTls, BackendTlsConfig, Tls, TlsConfig};
@@ -245,38 +248,6 @@ pub struct ClientConfig {
     /// the connection is closed; a MULTI gets an error and its EXEC
     /// EXECABORT. Default 1 GiB.
     pub query_buffer_limit: usize,
-}
-
-/// One `[client.users]` entry.
-#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Eq)]
-#[serde(untagged)]
-pub enum UserConfig {
-    /// `alice = "pw"`: this password, every permission.
-    Password(String),
-    /// `[client.users.alice] rules = "..."`.
-    Rules(UserRules),
-}
-
-/// `[client.users.NAME]`: a user defined by Redis ACL rules.
-#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Eq)]
-#[serde(deny_unknown_fields)]
-pub struct UserRules {
-    /// Redis ACL rules, in `ACL SETUSER` syntax: `on`/`off`, `>password`,
-    /// `#sha256`, `~keys`, `%R~keys`, `%W~keys`, `&channels`, `+cmd`,
-    /// `-cmd`, `+@category`, `-@category`, `allkeys`, `allchannels`,
-    /// `allcommands`, `nocommands`, `resetkeys`, ... A user starts off,
-    /// with no password and no permission. No default.
-    pub rules: String,
-}
-
-impl UserConfig {
-    /// The user this entry defines, as user `name`.
-    pub fn to_user(&self, name: &str) -> Result<crate::acl::User, crate::acl::RuleError> {
-        match self {
-            UserConfig::Password(password) => Ok(crate::acl::User::with_password(name, password)),
-            UserConfig::Rules(rules) => crate::acl::parse(name, &rules.rules),
-        }
-    }
 }
 
 /// `[slowlog]`: which requests SLOWLOG GET shows.

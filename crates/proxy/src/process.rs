@@ -58,6 +58,8 @@ pub struct Shared {
     /// The settings that SIGHUP can change without a restart are read from
     /// here (client passwords and limits, timeouts, refresh interval).
     pub live: Swapped<Config>,
+    /// The users of `live`, parsed; replaced with it.
+    pub users: Swapped<crate::acl::Users>,
     /// The certificates and keys new connections use (clients' and
     /// nodes'); read again on SIGHUP.
     pub tls: ArcSwap<Tls>,
@@ -115,6 +117,7 @@ impl Shared {
         let node_quota = NodeQuota::new(settings.raw.backend.max_connections_per_node);
         Arc::new(Shared {
             live: Swapped::from_pointee(settings.raw.clone()),
+            users: Swapped::from_pointee(settings.raw.client.parsed_users()),
             tls: ArcSwap::from_pointee(settings.tls.clone()),
             settings,
             policy,
@@ -195,6 +198,7 @@ impl Shared {
             .partition(|name| LIVE.contains(&name.as_str()));
         self.slowlog
             .configure(new.slowlog.log_slower_than_us, new.slowlog.max_len);
+        self.users.store(Arc::new(new.client.parsed_users()));
         self.live.store(Arc::new(new));
         (changed, restart)
     }

@@ -5,14 +5,17 @@
 use std::rc::Rc;
 use std::sync::Arc;
 
-use orthrus_cluster::NodeAddr;
+use orthrus_cluster::{NodeAddr, SlotMap};
+
+use crate::config::Config;
 
 use crate::node::Env;
 use crate::node::dedicated::DedicatedPool;
 use crate::node::pool::Pool;
 use crate::observe::latency::Latency;
 use crate::observe::stats::WorkerStats;
-use crate::process::Shared;
+use crate::process::{Held, Shared};
+use crate::route::table::CommandTable;
 
 /// What every task of a worker shares.
 pub struct WorkerCtx {
@@ -45,6 +48,29 @@ impl WorkerCtx {
             pool,
             dedicated: self.dedicated.clone(),
         }
+    }
+
+    /// Runs `task` on this worker, its polls counted.
+    pub fn spawn<F: std::future::Future + 'static>(
+        &self,
+        task: F,
+    ) -> tokio::task::JoinHandle<F::Output> {
+        self.pool.env().spawn(task)
+    }
+
+    /// The current slot map: the worker's copy, the one way worker code
+    /// reads it (as [`Self::commands`] and [`Self::live`] for theirs).
+    pub fn slots(&self) -> Held<SlotMap> {
+        self.pool.env().slots()
+    }
+
+    pub fn commands(&self) -> Held<CommandTable> {
+        self.pool.env().commands()
+    }
+
+    /// The settings SIGHUP can change.
+    pub fn live(&self) -> Held<Config> {
+        self.pool.env().live()
     }
 
     pub fn stats(&self) -> &WorkerStats {

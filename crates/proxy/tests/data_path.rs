@@ -223,3 +223,28 @@ fn a_big_number_that_is_not_digits_passes() {
     assert_eq!(common::reply_text(&mut other), "+OK\r\n");
     assert_eq!(proxy.info_field("orthrus_backend_errors"), 0);
 }
+
+/// A client sending one GET at a time costs three task polls per request:
+/// its session reads the request and writes it straight to the idle node
+/// connection, the connection's task reads the reply, the session writes
+/// it. Counted by INFO's `orthrus_task_polls` over 2,000 requests (the
+/// INFO calls and the worker's background tasks are in the count too).
+#[test]
+fn one_client_costs_three_task_polls_per_request() {
+    let cluster = cluster(3, 0);
+    let proxy = Proxy::start(&cluster.seeds(), &["--threads", "1"]);
+    let mut con = proxy.client();
+    let _: Option<String> = con.get("polls:warm").expect("GET");
+    let polls = proxy.info_field("orthrus_task_polls");
+    let commands = proxy.info_field("total_commands_processed");
+    for i in 0..2_000 {
+        let _: Option<String> = con.get(format!("polls:{i}")).expect("GET");
+    }
+    let polls = proxy.info_field("orthrus_task_polls") - polls;
+    let commands = proxy.info_field("total_commands_processed") - commands;
+    let per_request = polls as f64 / commands as f64;
+    assert!(
+        (2.9..=3.2).contains(&per_request),
+        "{polls} polls for {commands} commands: {per_request:.3} per request"
+    );
+}

@@ -117,6 +117,16 @@ fn clients_opening_many_connections_meet_the_bound_not_the_nodes_maxclients() {
         heard.contains("backend.max_connections_per_node"),
         "no client met orthrus's bound: {errors:?}"
     );
+    // INFO counts each node's connections, every kind and worker: the
+    // bound reached on some master, passed on none.
+    let info = send(&mut proxy.stream(), &["INFO", "cluster"]);
+    let counts: Vec<usize> = info
+        .lines()
+        .filter_map(|l| l.split_once(",connections="))
+        .map(|(_, n)| n.trim().parse().expect("a count"))
+        .collect();
+    assert_eq!(counts.len(), 3, "{info}");
+    assert_eq!(counts.iter().max(), Some(&24), "{info}");
     // A BLPOP while the bound is reached waits; a greedy client leaving
     // frees its connections and the BLPOP gets one within its deadline.
     let mut other = proxy.stream();

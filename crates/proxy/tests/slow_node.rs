@@ -1,62 +1,25 @@
 //! A node slower than its clients: orthrus's memory stays bounded while
 //! clients keep sending to it. The slow node is a real master reached
-//! through a relay that forwards what orthrus writes at a fixed rate (the
-//! master announces the relay's port, so orthrus connects there).
+//! through devcluster's fault relay, throttled (the master announces the
+//! relay's port, so orthrus connects there).
 
 mod common;
 
-use std::io::{BufReader, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::io::{BufReader, Write};
+use std::net::TcpStream;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use common::{Proxy, cluster, encode_bytes, owner_of, read_reply, rss_kib};
-use orthrus_devcluster::wait_until;
+use orthrus_devcluster::Fault;
 
-/// What the relay forwards towards the node, in bytes per second.
-const RELAY_RATE: usize = 16 * 1024 * 1024;
+/// What the relay forwards each way, in bytes per second (the replies,
+/// `+OK`, are far below it).
+const RELAY_RATE: u64 = 16 * 1024 * 1024;
 const CLIENTS: usize = 64;
 const PIPELINE: usize = 64;
 const VALUE: usize = 8 * 1024;
-
-/// Accepts connections on a free port and forwards each to `node`, the
-/// way to the node at `RELAY_RATE` bytes per second (for each connection),
-/// the way back as it comes.
-fn slow_relay(node: SocketAddr) -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-    let port = listener.local_addr().expect("addr").port();
-    std::thread::spawn(move || {
-        for conn in listener.incoming().flatten() {
-            let Ok(upstream) = TcpStream::connect(node) else {
-                continue;
-            };
-            let (mut up_rd, mut conn_wr) = (
-                upstream.try_clone().expect("clone"),
-                conn.try_clone().expect("clone"),
-            );
-            std::thread::spawn(move || std::io::copy(&mut up_rd, &mut conn_wr));
-            std::thread::spawn(move || slow_copy(conn, upstream));
-        }
-    });
-    port
-}
-
-fn slow_copy(mut from: TcpStream, mut to: TcpStream) {
-    let mut buf = vec![0; 64 * 1024];
-    let started = Instant::now();
-    let mut sent = 0usize;
-    while let Ok(n @ 1..) = from.read(&mut buf) {
-        if to.write_all(&buf[..n]).is_err() {
-            return;
-        }
-        sent += n;
-        let due = Duration::from_secs_f64(sent as f64 / RELAY_RATE as f64);
-        if let Some(wait) = due.checked_sub(started.elapsed()) {
-            std::thread::sleep(wait);
-        }
-    }
-}
 
 /// Clients keep a node that takes their requests slower than they send
 /// them busy for 10 s (some 160 MB pass through orthrus's queue to it):
@@ -66,28 +29,10 @@ fn slow_copy(mut from: TcpStream, mut to: TcpStream) {
 fn memory_stays_bounded_while_a_node_is_slow() {
     let cluster = cluster(3, 0);
     let owner = owner_of(&cluster, b"{slow}");
-    let node = &cluster.nodes()[owner];
-    let relay = slow_relay(node.addr());
-    node.cmd_ok(&["CONFIG", "SET", "cluster-announce-port", &relay.to_string()])
-        .expect("announce");
-    // Every node tells the relay's port before orthrus starts.
-    wait_until(
-        Duration::from_secs(20),
-        "the relay's port announced",
-        || {
-            for n in cluster.nodes() {
-                let slots = format!(
-                    "{:?}",
-                    n.cmd(&["CLUSTER", "SLOTS"]).map_err(|e| e.to_string())?
-                );
-                if !slots.contains(&format!("Integer({relay})")) {
-                    return Err(slots);
-                }
-            }
-            Ok(())
-        },
-    )
-    .expect("announced");
+    let relay = cluster.relay(owner).expect("relay");
+    relay.set(Fault::Throttle {
+        bytes_per_sec: RELAY_RATE,
+    });
     let proxy = Proxy::start(&cluster.seeds(), &["--threads", "1"]);
     let stop = Arc::new(AtomicBool::new(false));
     let clients: Vec<_> = (0..CLIENTS)

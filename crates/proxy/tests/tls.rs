@@ -550,3 +550,63 @@ fn sighup_reads_the_certificate_again_and_keeps_the_old_on_a_bad_file() {
     let mut still = tls::connect(at, &new_ca, None).expect("renewed certificate kept");
     assert_eq!(try_send(&mut still, &["PING"]).unwrap(), "+PONG\r\n");
 }
+
+/// A TLS client counts against `client.max_clients` from accept, while its
+/// handshake runs: connections that never start one fill the room, a plain
+/// client past it is told so, and once they close there is room again.
+#[test]
+fn clients_in_their_tls_handshake_count_against_max_clients() {
+    let pki = Pki::new();
+    pki.ca("ca");
+    let server = pki.cert("ca", "orthrus");
+    let cluster = common::cluster(1, 0);
+    let tls_at = tls_addr();
+    let (at, cert, key) = (tls_at.to_string(), arg(&server.cert), arg(&server.key));
+    let proxy = Proxy::spawn(
+        &cluster.seeds(),
+        &[
+            "--threads",
+            "1",
+            "--tls-listen",
+            &at,
+            "--tls-cert-file",
+            &cert,
+            "--tls-key-file",
+            &key,
+        ],
+        &[("ORTHRUS_CLIENT__MAX_CLIENTS", "3")],
+    );
+    let mut bystander = proxy.stream();
+    let clients = |bystander: &mut std::net::TcpStream, n: usize| {
+        let want = format!("connected_clients:{n}\r\n");
+        wait_until(Duration::from_secs(10), &want.clone(), || {
+            let info = send(bystander, &["INFO", "clients"]);
+            if info.contains(&want) {
+                Ok(())
+            } else {
+                Err(info)
+            }
+        })
+        .unwrap_or_else(|e| panic!("{e}"));
+    };
+    // The harness's own probe may still be counted for a moment.
+    clients(&mut bystander, 1);
+    let silent: Vec<std::net::TcpStream> = (0..2)
+        .map(|_| std::net::TcpStream::connect(tls_at).expect("connect to the TLS port"))
+        .collect();
+    clients(&mut bystander, 3);
+    // A probe that sends nothing reads the refusal at once.
+    let mut probe = proxy.stream();
+    probe
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    let mut got = Vec::new();
+    let _ = std::io::Read::read_to_end(&mut probe, &mut got);
+    assert_eq!(
+        String::from_utf8_lossy(&got),
+        "-ERR max number of clients reached\r\n"
+    );
+    drop(silent);
+    clients(&mut bystander, 1);
+    assert_eq!(send(&mut proxy.stream(), &["PING"]), "+PONG\r\n");
+}

@@ -8,14 +8,17 @@
 //! - [`rules`]: the rule parser.
 //! - [`category`]: category names and bits.
 //! - `glob`: Redis's pattern matching, for keys and channels.
+//! - [`users`]: the users of a configuration, parsed once.
 
 use ring::digest::{SHA256, digest};
 
 pub mod category;
 mod glob;
 pub mod rules;
+mod users;
 
 pub use rules::{RuleError, parse};
+pub use users::Users;
 
 /// One user: whether it may log in, with what, and what it may do.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,13 +36,11 @@ pub struct User {
     channels: Vec<Box<[u8]>>,
 }
 
-/// What a command does to a key.
+/// What is done to a key, as bits: a command's key specification asks
+/// for some (none at all for EXISTS, which reads no value), a key pattern
+/// grants some (`%R~`, `%W~`, `~`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Access {
-    Read,
-    Write,
-    ReadWrite,
-}
+pub struct Access(u8);
 
 /// Why a request is refused, for the `-NOPERM` text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -119,7 +120,7 @@ impl User {
             && self
                 .keys
                 .iter()
-                .any(|k| &*k.pattern == b"*" && k.access == Access::ReadWrite)
+                .any(|k| &*k.pattern == b"*" && k.access == Access::READ_WRITE)
             && self.channels.iter().any(|c| &**c == b"*")
     }
 
@@ -184,9 +185,9 @@ impl User {
         }
         for k in &self.keys {
             let prefix = match k.access {
-                Access::ReadWrite => "~",
-                Access::Read => "%R~",
-                Access::Write => "%W~",
+                Access::READ => "%R~",
+                Access::WRITE => "%W~",
+                _ => "~",
             };
             out.push_str(&format!(" {prefix}{}", String::from_utf8_lossy(&k.pattern)));
         }
@@ -223,8 +224,41 @@ impl User {
 // === impl Access ===
 
 impl Access {
+    pub const NONE: Access = Access(0);
+    pub const READ: Access = Access(1);
+    pub const WRITE: Access = Access(2);
+    pub const READ_WRITE: Access = Access(3);
+
+    /// What a key specification's flags ask for, as Redis decides it:
+    /// `ACCESS` (the value is read or returned) asks to read, `INSERT`,
+    /// `DELETE` and `UPDATE` to write; `RO`, `RW`, `OW` and `RM` alone ask
+    /// for nothing. Flags that vary with the arguments (`SET ... GET`) are
+    /// taken at their widest: the check may refuse what Redis would allow,
+    /// never the other way round.
+    pub fn of_key_spec<'a>(flags: impl IntoIterator<Item = &'a str>) -> Access {
+        flags.into_iter().fold(Access::NONE, |acc, flag| {
+            let bits = match flag.to_ascii_uppercase().as_str() {
+                "ACCESS" => Access::READ.0,
+                "INSERT" | "DELETE" | "UPDATE" => Access::WRITE.0,
+                _ => 0,
+            };
+            Access(acc.0 | bits)
+        })
+    }
+
+    /// What a command asks for when its key specifications are not known
+    /// (the built-in table, Redis 6): a read-only command reads, any
+    /// other writes.
+    pub fn of_command(readonly: bool) -> Access {
+        if readonly {
+            Access::READ
+        } else {
+            Access::WRITE
+        }
+    }
+
     fn covers(self, wanted: Access) -> bool {
-        self == Access::ReadWrite || self == wanted
+        self.0 & wanted.0 == wanted.0
     }
 }
 
@@ -239,7 +273,7 @@ impl KeyPattern {
     }
 
     fn all() -> KeyPattern {
-        KeyPattern::new("*", Access::ReadWrite)
+        KeyPattern::new("*", Access::READ_WRITE)
     }
 }
 

@@ -89,13 +89,13 @@ fn apply_prefixed(user: &mut User, rule: &str) -> Result<(), &'static str> {
             let hash = hex_hash(rest)?;
             user.passwords.retain(|h| *h != hash);
         }
-        "~" => user.keys.push(KeyPattern::new(rest, Access::ReadWrite)),
+        "~" => user.keys.push(KeyPattern::new(rest, Access::READ_WRITE)),
         "%" => {
             let (flags, pattern) = rest.split_once('~').ok_or("Syntax error")?;
             let access = match flags.to_ascii_uppercase().as_str() {
-                "R" => Access::Read,
-                "W" => Access::Write,
-                "RW" | "WR" => Access::ReadWrite,
+                "R" => Access::READ,
+                "W" => Access::WRITE,
+                "RW" | "WR" => Access::READ_WRITE,
                 _ => return Err("Syntax error"),
             };
             user.keys.push(KeyPattern::new(pattern, access));

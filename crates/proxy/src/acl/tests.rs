@@ -65,18 +65,33 @@ fn commands_by_name_and_category_last_rule_wins() {
 #[test]
 fn keys_by_pattern_and_access() {
     let a = alice();
-    assert!(a.may_access_key(b"alice:1", Access::Read));
-    assert!(a.may_access_key(b"alice:1", Access::Write));
-    assert!(!a.may_access_key(b"bob:x", Access::Read));
+    assert!(a.may_access_key(b"alice:1", Access::READ));
+    assert!(a.may_access_key(b"alice:1", Access::WRITE));
+    assert!(!a.may_access_key(b"bob:x", Access::READ));
     let split = parse("x", "on %R~cache:* %W~out:* ~both:*").unwrap();
-    assert!(split.may_access_key(b"cache:1", Access::Read));
-    assert!(!split.may_access_key(b"cache:1", Access::Write));
-    assert!(split.may_access_key(b"out:1", Access::Write));
-    assert!(!split.may_access_key(b"out:1", Access::ReadWrite));
-    assert!(split.may_access_key(b"both:1", Access::ReadWrite));
+    assert!(split.may_access_key(b"cache:1", Access::READ));
+    assert!(!split.may_access_key(b"cache:1", Access::WRITE));
+    assert!(split.may_access_key(b"out:1", Access::WRITE));
+    assert!(!split.may_access_key(b"out:1", Access::READ_WRITE));
+    assert!(split.may_access_key(b"both:1", Access::READ_WRITE));
     let reset = parse("x", "on allkeys resetkeys ~only:*").unwrap();
-    assert!(!reset.may_access_key(b"other", Access::Read));
-    assert!(reset.may_access_key(b"only:1", Access::Read));
+    assert!(!reset.may_access_key(b"other", Access::READ));
+    assert!(reset.may_access_key(b"only:1", Access::READ));
+    // EXISTS asks for neither: any pattern that matches will do.
+    assert!(split.may_access_key(b"out:1", Access::NONE));
+    assert!(!split.may_access_key(b"elsewhere", Access::NONE));
+}
+
+#[test]
+fn key_spec_flags_ask_as_redis_decides() {
+    assert_eq!(Access::of_key_spec(["RO", "ACCESS"]), Access::READ);
+    assert_eq!(Access::of_key_spec(["OW", "UPDATE"]), Access::WRITE);
+    assert_eq!(Access::of_key_spec(["RM", "delete"]), Access::WRITE);
+    assert_eq!(
+        Access::of_key_spec(["RW", "ACCESS", "UPDATE", "VARIABLE_FLAGS"]),
+        Access::READ_WRITE
+    );
+    assert_eq!(Access::of_key_spec(["RO"]), Access::NONE);
 }
 
 #[test]
@@ -97,7 +112,7 @@ fn password_only_users_may_do_everything() {
     assert!(u.accepts(b"pw"));
     assert!(u.is_unrestricted());
     assert!(u.may_run("flushall", cat("dangerous")));
-    assert!(u.may_access_key(b"anything", Access::ReadWrite));
+    assert!(u.may_access_key(b"anything", Access::READ_WRITE));
     assert!(u.may_use_channel(b"any*", true));
     assert!(!alice().is_unrestricted());
     assert!(

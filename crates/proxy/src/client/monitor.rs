@@ -38,7 +38,7 @@ impl Monitor {
             .map(|addr| {
                 let (tx, rx) = oneshot::channel();
                 let task = stream(addr, ctx.clone(), push.clone(), tx);
-                (tokio::task::spawn_local(task).abort_handle(), rx)
+                (ctx.spawn(task).abort_handle(), rx)
             })
             .unzip();
         (Monitor { streams }, ready)

@@ -264,7 +264,7 @@ impl Inner {
                 let Some(slot) = one_slot(&args) else {
                     return error_reply("CROSSSLOT Keys in request don't hash to the same slot");
                 };
-                let map = this.borrow().ctx.shared.slots.load_full();
+                let map = this.borrow().ctx.slots();
                 let Some(addr) = map.master(slot).cloned() else {
                     return crate::node::forward::no_owner(&map);
                 };
@@ -341,7 +341,7 @@ impl Inner {
         let addr = match addr {
             Some(a) => a.clone(),
             None => {
-                let map = inner.ctx.shared.slots.load_full();
+                let map = inner.ctx.slots();
                 map.master(CLASSIC_SLOT)
                     .cloned()
                     .ok_or_else(|| crate::node::forward::no_owner(&map))?
@@ -366,14 +366,15 @@ impl Inner {
         }
         let ctx = inner.ctx.clone();
         let proto = inner.proto;
-        tokio::task::spawn_local(link::run(Rc::downgrade(this), kind, addr, proto, ctx, rx));
+        let task = link::run(Rc::downgrade(this), kind, addr, proto, ctx.clone(), rx);
+        ctx.spawn(task);
         Ok(tx)
     }
 
     /// Sends a (P)SUBSCRIBE that may match keyspace notifications to every
     /// master but the one the classic connection is on.
     fn notify_all(this: &Rc<RefCell<Inner>>, frame: &Bytes) {
-        let map = this.borrow().ctx.shared.slots.load_full();
+        let map = this.borrow().ctx.slots();
         let classic = map.master(CLASSIC_SLOT).cloned();
         for addr in map.masters() {
             if Some(&addr) == classic.as_ref() {

@@ -163,7 +163,7 @@ impl Tracking {
         let pool = Pool::private(ctx.pool.env().clone(), state.clone());
         let own = Rc::new(ctx.with_pool(pool));
         if bcast {
-            tokio::task::spawn_local(keep_bcast(Rc::downgrade(&own), Rc::downgrade(&state)));
+            own.spawn(keep_bcast(Rc::downgrade(&own), Rc::downgrade(&state)));
         }
         Tracking { state, ctx: own }
     }
@@ -179,7 +179,7 @@ impl Tracking {
             if !bcast {
                 return Ok(());
             }
-            let masters = ctx.shared.slots.load().masters();
+            let masters = ctx.slots().masters();
             let targets: Vec<(NodeAddr, Protocol)> =
                 masters.into_iter().map(|addr| (addr, proto)).collect();
             exchange(&ctx.pool, &targets, |_| PING.clone()).await
@@ -266,7 +266,7 @@ impl Tracking {
             _ => return,
         };
         let proto = self.state.proto.get();
-        let map = self.ctx.shared.slots.load();
+        let map = self.ctx.slots();
         let masters = match route {
             Route::Slot(slot) | Route::Blocking(slot) => {
                 map.master(*slot).into_iter().cloned().collect()
@@ -281,7 +281,7 @@ impl Tracking {
         for addr in masters {
             let rx = send_frames(&self.ctx.pool, &addr, &frame, proto, false, 1);
             // Kept until written (a dropped reply slot is not sent).
-            tokio::task::spawn_local(async move {
+            self.ctx.spawn(async move {
                 let _ = rx.await;
             });
         }
@@ -479,7 +479,7 @@ async fn keep_bcast(ctx: Weak<WorkerCtx>, state: Weak<State>) {
             return;
         }
         let proto = state.proto.get();
-        for addr in ctx.shared.slots.load().masters() {
+        for addr in ctx.slots().masters() {
             if ctx.pool.env().backing_off(&addr).is_none() {
                 ctx.pool.open(&addr, proto);
             }

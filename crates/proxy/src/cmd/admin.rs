@@ -55,7 +55,7 @@ pub fn dispatch(
     info: &Arc<CommandInfo>,
     proto: Protocol,
 ) -> Pending {
-    let map = ctx.shared.slots.load();
+    let map = ctx.slots();
     let nodes: Vec<NodeAddr> = match scope(&full_name(info, req)) {
         Scope::Refused(why) => {
             let name = info.name.to_ascii_uppercase().replace('|', " ");
@@ -144,7 +144,7 @@ fn slowlog_settings(req: &Request) -> Option<(Option<i64>, Option<usize>, Option
 /// administrative commands' replies are (CONFIG RESETSTAT under
 /// passthrough, after orthrus reset its own).
 pub fn every_node(ctx: &Rc<WorkerCtx>, frame: &Bytes, proto: Protocol) -> Pending {
-    let map = ctx.shared.slots.load();
+    let map = ctx.slots();
     let nodes: Vec<NodeAddr> = map.nodes().iter().map(|n| n.addr.clone()).collect();
     if nodes.is_empty() {
         return Pending::Ready(no_owner(&map));
@@ -155,9 +155,9 @@ pub fn every_node(ctx: &Rc<WorkerCtx>, frame: &Bytes, proto: Protocol) -> Pendin
 /// MONITOR: every master's stream, pushed to the client (see
 /// `client::monitor`).
 pub fn monitor(ctx: &Rc<WorkerCtx>, client: &mut Client, push: &PushSink) -> Pending {
-    let masters = ctx.shared.slots.load().masters();
+    let masters = ctx.slots().masters();
     if masters.is_empty() {
-        return Pending::Ready(no_owner(&ctx.shared.slots.load()));
+        return Pending::Ready(no_owner(&ctx.slots()));
     }
     let (monitor, ready) = Monitor::start(ctx, masters, push);
     client.monitor = Some(Box::new(monitor));

@@ -62,7 +62,7 @@ async fn run(
     wait: Option<Duration>,
     account: &Account,
 ) -> Bytes {
-    let map = ctx.shared.slots.load_full();
+    let map = ctx.slots();
     let Some(mut addr) = map.master(slot).cloned() else {
         return no_owner(&map);
     };

@@ -33,7 +33,7 @@ pub fn dispatch(
     proto: Protocol,
     readonly: bool,
 ) -> Pending {
-    let map = ctx.shared.slots.load();
+    let map = ctx.slots();
     let mut masters = map.masters();
     if masters.is_empty() {
         return Pending::Ready(no_owner(&map));

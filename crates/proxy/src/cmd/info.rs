@@ -63,7 +63,7 @@ pub fn reply(req: &Request, client: &Client, ctx: &Rc<WorkerCtx>) -> Pending {
     }
     // The keyspace is the cluster's, and so are saves and AOF rewrites in
     // progress (scripts wait for them with INFO): ask every master.
-    let map = ctx.shared.slots.load();
+    let map = ctx.slots();
     let frame =
         Request::from_args(&["INFO", "persistence", "memory", "keyspace", "stats"]).into_frame();
     let sent = fanout::send_to_each(ctx, map.masters(), &frame, Protocol::Resp2, true);
@@ -239,7 +239,7 @@ fn clients(out: &mut String, ctx: &WorkerCtx) {
         t.blocked_clients.max(0),
         t.pubsub_clients.max(0),
         t.tracking_clients.max(0),
-        ctx.shared.live.load().client.max_clients
+        ctx.live().client.max_clients
     );
 }
 
@@ -252,7 +252,7 @@ fn stats_section(out: &mut String, ctx: &WorkerCtx) {
     let t = stats::totals(&ctx.shared.stats);
     let _ = write!(
         out,
-        "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:{}\r\ntotal_error_replies:{}\r\nrejected_connections:{}\r\northrus_redirects_moved:{}\r\northrus_redirects_ask:{}\r\northrus_retries_tryagain:{}\r\northrus_retries_clusterdown:{}\r\northrus_backend_errors:{}\r\northrus_protocol_errors:{}\r\northrus_rejected_commands:{}\r\northrus_topology_refreshes:{}\r\northrus_reads_master:{}\r\northrus_reads_replica:{}\r\northrus_replica_read_fallbacks:{}\r\n",
+        "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:{}\r\ntotal_error_replies:{}\r\nrejected_connections:{}\r\northrus_redirects_moved:{}\r\northrus_redirects_ask:{}\r\northrus_retries_tryagain:{}\r\northrus_retries_clusterdown:{}\r\northrus_backend_errors:{}\r\northrus_protocol_errors:{}\r\northrus_rejected_commands:{}\r\northrus_topology_refreshes:{}\r\northrus_reads_master:{}\r\northrus_reads_replica:{}\r\northrus_replica_read_fallbacks:{}\r\northrus_task_polls:{}\r\n",
         t.connections_received,
         t.commands,
         ctx.shared.ops.per_second(),
@@ -269,6 +269,7 @@ fn stats_section(out: &mut String, ctx: &WorkerCtx) {
         t.reads_master,
         t.reads_replica,
         t.replica_fallbacks,
+        t.task_polls,
     );
 }
 
@@ -355,7 +356,7 @@ fn own_stat() -> Option<OwnStat> {
 }
 
 fn cluster(out: &mut String, ctx: &WorkerCtx) {
-    let map = ctx.shared.slots.load();
+    let map = ctx.slots();
     let _ = write!(
         out,
         "# Cluster\r\ncluster_enabled:0\r\northrus_cluster_known:{}\r\northrus_cluster_masters:{}\r\northrus_cluster_nodes:{}\r\northrus_cluster_slots_covered:{}\r\northrus_commands_from_cluster:{}\r\northrus_read_from:{}\r\n",
@@ -369,10 +370,11 @@ fn cluster(out: &mut String, ctx: &WorkerCtx) {
     for (i, node) in map.nodes().iter().enumerate() {
         let _ = write!(
             out,
-            "orthrus_node{i}:addr={},role={},health={}\r\n",
+            "orthrus_node{i}:addr={},role={},health={},connections={}\r\n",
             node.addr,
             node.role.name(),
-            node.health.name()
+            node.health.name(),
+            ctx.shared.node_quota.open(&node.addr)
         );
     }
 }

@@ -8,7 +8,6 @@ use std::sync::Arc;
 use bytes::{Bytes, BytesMut};
 use orthrus_resp::{Protocol, Request, encode};
 
-use crate::acl;
 use crate::client::ReplyMode;
 use crate::client::{Client, Pending};
 use crate::cmd::reply::{bulk, integer, null, simple, verbatim};
@@ -59,7 +58,7 @@ pub fn execute(cmd: Local, req: &Request, client: &mut Client, ctx: &Rc<WorkerCt
             client.monitor = None;
             client.pubsub = None;
             client.tracking = None;
-            let live = ctx.shared.live.load();
+            let live = ctx.live();
             let cfg = &live.client;
             client.authenticated = cfg.password.is_none() && cfg.users.is_empty();
             client.reply = ReplyMode::On;
@@ -81,7 +80,7 @@ pub fn execute(cmd: Local, req: &Request, client: &mut Client, ctx: &Rc<WorkerCt
             shared.latency.reset();
             shared.node_latency.reset();
             shared.commands_seen.reset();
-            if shared.live.load().admin.passthrough {
+            if ctx.live().admin.passthrough {
                 // The nodes' statistics too (LATENCY, commandstats there).
                 return crate::cmd::admin::every_node(ctx, req.frame(), client.proto);
             }
@@ -129,24 +128,14 @@ fn auth(
     client: &mut Client,
     ctx: &WorkerCtx,
 ) -> Bytes {
-    let live = ctx.shared.live.load();
-    let cfg = &live.client;
+    let users = ctx.shared.users.load();
     let (user, pass) = match (first, second) {
         (Some(pass), None) => (&b"default"[..], pass),
         (Some(user), Some(pass)) => (user, pass),
         _ => return error_reply(WRONGPASS),
     };
-    let expected = if user == b"default" {
-        cfg.password
-            .as_deref()
-            .map(|p| acl::User::with_password("default", p))
-    } else {
-        // Rules were checked when the configuration was loaded.
-        std::str::from_utf8(user)
-            .ok()
-            .and_then(|u| cfg.users.get(u).and_then(|spec| spec.to_user(u).ok()))
-    };
-    let open = cfg.password.is_none() && cfg.users.is_empty();
+    let expected = users.login(user);
+    let open = users.open();
     match expected {
         Some(expected) if expected.accepts(pass) => {
             client.authenticated = true;
@@ -156,7 +145,7 @@ fn auth(
                 ctx.shared.clients.update(client.entry(ctx.index));
             }
             // Only a user with limits is checked request by request.
-            let acl = (!expected.is_unrestricted()).then(|| Arc::new(expected));
+            let acl = (!expected.is_unrestricted()).then(|| Arc::clone(expected));
             if acl.is_some() || client.names.is_some() {
                 client.names_mut().acl = acl;
             }
@@ -357,7 +346,7 @@ fn client_command(req: &Request, client: &mut Client, ctx: &WorkerCtx) -> Bytes 
         }
         b"kill" if argc >= 3 => {
             let args: Vec<&[u8]> = req.args().skip(2).collect();
-            let live = ctx.shared.live.load();
+            let live = ctx.live();
             let user_exists = |u: &[u8]| {
                 u == b"default"
                     || std::str::from_utf8(u).is_ok_and(|u| live.client.users.contains_key(u))

@@ -32,7 +32,7 @@ pub fn dispatch(ctx: &Rc<WorkerCtx>, req: &Request, proto: Protocol) -> Pending 
     let Some(cursor) = cursor else {
         return Pending::Ready(error_reply("ERR invalid cursor"));
     };
-    let map = ctx.shared.slots.load();
+    let map = ctx.slots();
     let masters = map.masters();
     if masters.is_empty() {
         return Pending::Ready(no_owner(&map));

@@ -226,7 +226,7 @@ fn evalsha(
         encode::bulk(&mut load, b"SCRIPT");
         encode::bulk(&mut load, b"LOAD");
         encode::bulk(&mut load, &body);
-        let masters = ctx.shared.slots.load().masters();
+        let masters = ctx.slots().masters();
         let sent = send_to_each(&ctx, masters, &load.freeze(), proto, false);
         let (replies, _) = forward::resolve_all(&ctx.pool, sent).await;
         if let Some(err) = replies.into_iter().find(|r| r.starts_with(b"-")) {
@@ -260,7 +260,7 @@ fn kill(ctx: &Rc<WorkerCtx>, frame: Bytes, proto: Protocol) -> Pending {
             .or_else(|| replies.iter().find(|r| !r.starts_with(b"-NOTBUSY")))
             .or_else(|| replies.first())
             .cloned();
-        Done::local(pick.unwrap_or_else(|| no_owner(&ctx.shared.slots.load())))
+        Done::local(pick.unwrap_or_else(|| no_owner(&ctx.slots())))
     }))
 }
 
@@ -297,14 +297,14 @@ fn function_stats(ctx: &Rc<WorkerCtx>, frame: Bytes, proto: Protocol) -> Pending
             .find(|r| running(r))
             .or_else(|| replies.first())
             .cloned();
-        Done::local(pick.unwrap_or_else(|| no_owner(&ctx.shared.slots.load())))
+        Done::local(pick.unwrap_or_else(|| no_owner(&ctx.slots())))
     }))
 }
 
 /// Sends `frame` to every master over dedicated connections, at once; the
 /// replies (or orthrus's errors) in the masters' order.
 async fn ask_every_master(ctx: &Rc<WorkerCtx>, frame: &Bytes, proto: Protocol) -> Vec<Bytes> {
-    let masters = ctx.shared.slots.load().masters();
+    let masters = ctx.slots().masters();
     let timeout = Some(ctx.shared.request_timeout());
     let asks = masters.iter().map(|addr| {
         let (ctx, frame) = (ctx.clone(), frame.clone());
@@ -365,7 +365,7 @@ pub fn exists(ctx: &Rc<WorkerCtx>, req: &Request, proto: Protocol) -> Pending {
                 .is_some_and(|sha| ctx.shared.scripts.body(sha).is_some())
         })
         .collect();
-    let masters = ctx.shared.slots.load().masters();
+    let masters = ctx.slots().masters();
     let sent = send_to_each(ctx, masters, req.frame(), proto, true);
     let ctx = ctx.clone();
     Pending::Future(Box::pin(async move {

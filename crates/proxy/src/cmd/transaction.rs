@@ -131,7 +131,7 @@ pub fn queue_in_multi(
     if let Some(error) = over_limit(multi, req, limit) {
         return Pending::Ready(error);
     }
-    let passthrough = ctx.shared.live.load().admin.passthrough;
+    let passthrough = ctx.live().admin.passthrough;
     multi.writes |= ctx.shared.scripts.may_write(table, req);
     let before = multi.queued.len();
     let reply = queue(multi, req, table, passthrough);
@@ -294,7 +294,7 @@ async fn watch_on_owner(
     let env = ctx.pool.env();
     let mut retry = Retry::new(env, Instant::now());
     loop {
-        let map = ctx.shared.slots.load_full();
+        let map = ctx.slots();
         let Some(addr) = map.master(slot).cloned() else {
             return no_owner(&map);
         };
@@ -462,7 +462,7 @@ fn exec_mixed(multi: Multi, watch: Option<Watch>, proto: Protocol, ctx: &Rc<Work
 
 /// One of orthrus's own commands queued in a MULTI, run at EXEC.
 async fn run_side(ctx: &Rc<WorkerCtx>, req: Request, proto: Protocol) -> Bytes {
-    let table = ctx.shared.commands.load();
+    let table = ctx.commands();
     let (route, info) = table.route_info(&req);
     let readonly = info.is_some_and(|i| i.readonly);
     script::note(&ctx.shared.scripts, &req);
@@ -505,7 +505,7 @@ async fn run(
     let env = ctx.pool.env();
     let mut retry = Retry::new(env, Instant::now());
     loop {
-        let map = ctx.shared.slots.load_full();
+        let map = ctx.slots();
         let addr = match owner(&map, &target).cloned() {
             Some(addr) => addr,
             None => return no_owner(&map),

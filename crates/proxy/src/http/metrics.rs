@@ -85,6 +85,9 @@ fn traffic_metrics(m: &mut Exposition, t: &stats::Totals, refreshes: u64) {
         t.replica_fallbacks,
     );
 
+    let help = "Times the workers' tasks (client sessions, node connections, ...) were polled.";
+    m.counter("orthrus_task_polls_total", help, t.task_polls);
+
     let help = "Failures talking to cluster nodes.";
     m.counter("orthrus_backend_errors_total", help, t.backend_errors);
     let help = "Client connections closed for a protocol error.";
@@ -172,6 +175,16 @@ fn latency_metrics(m: &mut Exposition, shared: &Shared) {
     }
     for (addr, summary) in nodes {
         m.histogram(name, &[("node", &addr.to_string())], &summary);
+    }
+    let map = shared.slots.load();
+    let name = "orthrus_node_connections";
+    if !map.nodes().is_empty() {
+        let help = "Connections open to each cluster node, of every kind and worker (bounded by backend.max_connections_per_node).";
+        m.family(name, "gauge", help);
+    }
+    for node in map.nodes() {
+        let open = shared.node_quota.open(&node.addr);
+        m.sample(name, &[("node", &node.addr.to_string())], open);
     }
 }
 

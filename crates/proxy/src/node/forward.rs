@@ -326,7 +326,7 @@ async fn declined_by_replica(
         }
     }
     WorkerStats::bump(&env.stats().replica_fallbacks);
-    let map = env.shared.slots.load();
+    let map = env.slots();
     let another = match remote.target {
         Target::Slot(slot) if remote.replicas_tried < 2 => {
             pick_replica(env, map.replicas(slot), Some(&remote.sent_to))
@@ -387,11 +387,25 @@ fn retry_after_failure(
         BackendError::Lost | BackendError::TimedOut if !remote.access.reads() => None,
         // The wait for a place already took the request's deadline.
         BackendError::Crowded => None,
+        // Sent again once the node's connect back-off is over, not after a
+        // fixed wait: a pipelining client's requests that a lost connection
+        // never wrote are sent again one by one (only the head of its queue
+        // is followed), and a wait each would take a long pipeline past its
+        // deadline. After two attempts the fixed wait is a floor, so a
+        // connection that keeps failing is not retried in a tight loop.
         BackendError::Lost | BackendError::TimedOut | BackendError::NotSent => {
-            Some(retry.failure_delay())
+            let map = env.shared.slots.load();
+            let left = owner(&map, &remote.target)
+                .and_then(|addr| env.backoff_left(addr))
+                .unwrap_or_default();
+            Some(if retry.attempt() < 2 {
+                left
+            } else {
+                left.max(retry.failure_delay())
+            })
         }
         BackendError::Unreachable => {
-            let map = env.shared.slots.load();
+            let map = env.slots();
             if !can_take_over(&map, &remote.target, &remote.sent_to) {
                 return None;
             }
@@ -432,7 +446,17 @@ fn give_up(env: &Env, remote: &Remote, error: BackendError) -> Bytes {
             "CLUSTERDOWN orthrus: node {node} is unreachable and no replica can take over its slots"
         ),
         BackendError::Lost => {
-            format!("ERR orthrus: connection to the node lost before its reply{outcome}")
+            format!("ERR orthrus: connection to node {node} lost before its reply{outcome}")
+        }
+        // Every request in flight on a connection fails when the oldest
+        // one's wait runs out: a younger one says so rather than claim a
+        // wait it did not have.
+        BackendError::TimedOut
+            if Instant::now() < remote.started + env.shared.request_timeout() =>
+        {
+            format!(
+                "ERR orthrus: no reply from node {node} to an earlier request within {ms} ms (backend.request_timeout_ms), so its connection was given up before this one's reply{outcome}"
+            )
         }
         BackendError::TimedOut => format!(
             "ERR orthrus: no reply from node {node} within {ms} ms (backend.request_timeout_ms){outcome}"
@@ -454,7 +478,7 @@ pub fn still_moving(addr: &NodeAddr) -> Bytes {
 
 /// Routes `remote` again with the current slot map and sends it.
 fn resend(pool: &Pool, remote: &mut Remote) -> Result<(), Bytes> {
-    let map = pool.env().shared.slots.load();
+    let map = pool.env().slots();
     let addr = owner(&map, &remote.target).ok_or_else(|| no_owner(&map))?;
     remote.rx = send(pool, addr, &remote.frame, remote.proto, false);
     remote.sent_to = addr.clone();

@@ -22,7 +22,11 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -59,6 +63,12 @@ pub struct Env {
     /// Turns over for every replica read, spreading them over a master's
     /// replicas.
     spread: Cell<usize>,
+    /// The request being started is the last its client has sent for now:
+    /// an idle connection may write it at once ([`conn`]).
+    last_request: Cell<bool>,
+    /// Sessions of this worker waiting for replies: while any other one
+    /// is, requests are queued and written together, not one by one.
+    waiting: Cell<usize>,
     /// This worker's copies of what every request reads.
     slots: Local<SlotMap>,
     commands: Local<CommandTable>,
@@ -104,6 +114,8 @@ impl Env {
             worker,
             backoff: RefCell::new(HashMap::new()),
             spread: Cell::new(worker),
+            last_request: Cell::new(false),
+            waiting: Cell::new(0),
         }
     }
 
@@ -147,6 +159,16 @@ impl Env {
         })
     }
 
+    /// How long connecting to `addr` must still wait, if it must.
+    pub fn backoff_left(&self, addr: &NodeAddr) -> Option<Duration> {
+        let backoff = self.backoff.borrow();
+        let left = backoff
+            .get(addr)?
+            .retry_at
+            .checked_duration_since(Instant::now())?;
+        (!left.is_zero()).then_some(left)
+    }
+
     /// A connection to `addr` failed (`unreachable`: could not be made at
     /// all): back off before the next attempt.
     pub fn failed(&self, addr: &NodeAddr, unreachable: bool) {
@@ -171,9 +193,62 @@ impl Env {
         n
     }
 
-    /// A connection to `addr` works again.
+    /// Runs `task` on this worker, its polls counted (INFO's
+    /// `orthrus_task_polls`).
+    pub fn spawn<F: Future + 'static>(
+        self: &Rc<Self>,
+        task: F,
+    ) -> tokio::task::JoinHandle<F::Output> {
+        tokio::task::spawn_local(Polled {
+            task: Box::pin(task),
+            env: self.clone(),
+        })
+    }
+
+    /// Says whether the request about to start is the last one its client
+    /// has sent for now (set by the session around each request).
+    pub fn set_last_request(&self, last: bool) {
+        self.last_request.set(last);
+    }
+
+    pub fn last_request(&self) -> bool {
+        self.last_request.get()
+    }
+
+    /// A session starts (`true`) or stops waiting for replies.
+    pub fn count_waiting(&self, waiting: bool) {
+        let n = self.waiting.get();
+        self.waiting.set(if waiting {
+            n.saturating_add(1)
+        } else {
+            n.saturating_sub(1)
+        });
+    }
+
+    /// Whether a session other than the caller (counted as waiting or
+    /// not, `me`) waits for replies.
+    pub fn others_waiting(&self, me: bool) -> bool {
+        self.waiting.get() > usize::from(me)
+    }
+
+    /// A connection to `addr` works again: the node sent something back.
     pub fn connected(&self, addr: &NodeAddr) {
         self.backoff.borrow_mut().remove(addr);
+    }
+}
+
+/// A task whose polls are counted in its worker's statistics.
+struct Polled<F> {
+    task: Pin<Box<F>>,
+    env: Rc<Env>,
+}
+
+impl<F: Future> Future for Polled<F> {
+    type Output = F::Output;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        WorkerStats::bump(&self.env.stats().task_polls);
+        self.task.as_mut().poll(cx)
     }
 }
 

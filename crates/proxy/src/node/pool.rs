@@ -138,7 +138,7 @@ impl Pool {
         if slot.is_closed() {
             *slot = self.spawn(addr, proto, readonly);
         }
-        if let Err(job) = slot.send(job) {
+        if let Err(job) = slot.send(job, self.env.last_request()) {
             // A connection that ends as it is made refuses at once.
             job.reply.send(Err(BackendError::NotSent));
         }

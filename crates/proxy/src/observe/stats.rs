@@ -35,6 +35,9 @@ pub struct WorkerStats {
     /// Replica reads sent on to another node (the replica failed, was
     /// loading, or answered a redirect).
     pub replica_fallbacks: AtomicU64,
+    /// Times the worker's tasks were polled (the request path's hand-offs:
+    /// divided by commands, task polls per request).
+    pub task_polls: AtomicU64,
 }
 
 /// A consistent-enough sum over every worker.
@@ -57,6 +60,7 @@ pub struct Totals {
     pub reads_master: u64,
     pub reads_replica: u64,
     pub replica_fallbacks: u64,
+    pub task_polls: u64,
 }
 
 impl WorkerStats {
@@ -80,6 +84,7 @@ impl WorkerStats {
             &self.reads_master,
             &self.reads_replica,
             &self.replica_fallbacks,
+            &self.task_polls,
         ] {
             c.store(0, Ordering::Relaxed);
         }
@@ -124,6 +129,7 @@ pub fn totals(workers: &[WorkerStats]) -> Totals {
         t.reads_master += get(&w.reads_master);
         t.reads_replica += get(&w.reads_replica);
         t.replica_fallbacks += get(&w.replica_fallbacks);
+        t.task_polls += get(&w.task_polls);
     }
     t
 }

@@ -80,8 +80,7 @@ impl NodeQuota {
     }
 
     /// Connections to `addr` open now.
-    #[cfg(test)]
-    fn open(&self, addr: &NodeAddr) -> usize {
+    pub fn open(&self, addr: &NodeAddr) -> usize {
         let nodes = self.nodes.lock().unwrap_or_else(|e| e.into_inner());
         nodes
             .get(addr)

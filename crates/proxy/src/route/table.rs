@@ -15,7 +15,7 @@ use std::sync::Arc;
 use orthrus_cluster::Slot;
 use orthrus_resp::{Request, Value};
 
-use crate::acl::category;
+use crate::acl::{Access, category};
 use crate::route::counted;
 use crate::route::kind::{self, Family, Kind};
 use keyspec::{Begin, Find, KeySpec};
@@ -164,6 +164,20 @@ impl CommandTable {
     }
 
     /// Looks a command up by its (any-case) name.
+    /// The full names of the commands and subcommands in one of the
+    /// categories `bits` (ACL CAT's answer), sorted.
+    pub fn in_categories(&self, bits: u32) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .commands
+            .values()
+            .flat_map(|info| std::iter::once(info).chain(info.subcommands.values()))
+            .filter(|info| info.acl_categories & bits != 0)
+            .map(|info| info.name.to_string())
+            .collect();
+        names.sort_unstable();
+        names
+    }
+
     pub fn get(&self, name: &[u8]) -> Option<&Arc<CommandInfo>> {
         lookup(&self.commands, name)
     }
@@ -308,6 +322,7 @@ impl Rejection {
 
 impl CommandInfo {
     fn from_builtin(entry: &kind::Builtin, family: Family) -> CommandInfo {
+        let access = Access::of_command(entry.flags.contains('r'));
         let key_specs = match entry.keys {
             kind::Keys::None => Vec::new(),
             kind::Keys::Range(first, last, step) => vec![KeySpec {
@@ -321,6 +336,7 @@ impl CommandInfo {
                     step,
                     limit: 0,
                 },
+                access,
             }],
             kind::Keys::KeyCount { at, first } => vec![KeySpec {
                 begin: Begin::Index(at),
@@ -329,6 +345,7 @@ impl CommandInfo {
                     first_key: first,
                     step: 1,
                 },
+                access,
             }],
             kind::Keys::AfterKeyword(word) => vec![KeySpec {
                 begin: Begin::Keyword {
@@ -340,6 +357,7 @@ impl CommandInfo {
                     step: 1,
                     limit: 2,
                 },
+                access,
             }],
         };
         let name: Box<str> = entry.name.into();
@@ -414,6 +432,7 @@ impl CommandInfo {
                     step,
                     limit: 0,
                 },
+                access: Access::of_command(has("readonly")),
             });
         }
         let subcommands: HashMap<Box<[u8]>, Arc<CommandInfo>> = fields
@@ -469,6 +488,7 @@ impl CommandInfo {
             KeySpec {
                 begin: Begin::Index(at),
                 find: Find::Range { last_key: 0, .. },
+                ..
             },
         ] = self.key_specs.as_slice()
         {
@@ -480,7 +500,7 @@ impl CommandInfo {
         let mut slot = None;
         // Stops at the first key of another slot: a million-key MGET that
         // orthrus splits anyway is not hashed twice.
-        let cross = self.for_each_key(req, |key| {
+        let cross = self.for_each_key(req, |key, _| {
             let s = Slot::for_key(key);
             match slot {
                 None => slot = Some(s),
@@ -495,11 +515,12 @@ impl CommandInfo {
         }
     }
 
-    /// Calls `f` with every key of `req`, in order, until it breaks.
+    /// Calls `f` with every key of `req`, in order, and what the command
+    /// does to it, until it breaks.
     pub fn for_each_key(
         &self,
         req: &Request,
-        mut f: impl FnMut(&[u8]) -> ControlFlow<()>,
+        mut f: impl FnMut(&[u8], Access) -> ControlFlow<()>,
     ) -> ControlFlow<()> {
         let argc = req.arg_count();
         for spec in &self.key_specs {
@@ -507,7 +528,7 @@ impl CommandInfo {
                 let mut i = first;
                 while i <= last {
                     if let Some(key) = req.arg(i) {
-                        f(key)?;
+                        f(key, spec.access)?;
                     }
                     let Some(next) = i.checked_add(step) else {
                         break;

@@ -53,8 +53,8 @@ pub fn run(index: usize, listeners: Listeners, shared: Arc<Shared>) -> io::Resul
             .transpose()?;
         // The accept loop runs as a task of its own; this future only
         // waits for it, then drains.
-        let acceptor = tokio::task::spawn_local(accept_loop(plain, tls, ctx.clone()));
-        tokio::task::spawn_local(forget_departed_nodes(ctx.clone()));
+        let acceptor = ctx.spawn(accept_loop(plain, tls, ctx.clone()));
+        ctx.spawn(forget_departed_nodes(ctx.clone()));
         if let Err(e) = acceptor.await {
             if e.is_panic() {
                 std::panic::resume_unwind(e.into_panic());
@@ -130,7 +130,7 @@ async fn accept_loop(plain: Option<Acceptor>, tls: Option<Acceptor>, ctx: Rc<Wor
                     drop(stream);
                 } else {
                     let handshaking = Handshaking::count(&ctx);
-                    tokio::task::spawn_local(serve_tls(stream, peer, handshaking, ctx.clone()));
+                    ctx.spawn(serve_tls(stream, peer, handshaking, ctx.clone()));
                 }
             }
             Ok(Conn::Tcp(stream, peer)) => admit(stream, ClientAddr::Tcp(peer), &ctx),
@@ -149,15 +149,15 @@ async fn accept_loop(plain: Option<Acceptor>, tls: Option<Acceptor>, ctx: Rc<Wor
 /// Starts a session for a new client, or refuses it over
 /// `client.max_clients` or by protected mode.
 fn admit<S: session::Stream>(stream: S, peer: ClientAddr, ctx: &Rc<WorkerCtx>) {
-    let live = ctx.shared.live.load();
+    let live = ctx.live();
     if over_max_clients(ctx, &peer) {
-        tokio::task::spawn_local(refuse(stream, MAX_CLIENTS_REACHED));
+        ctx.spawn(refuse(stream, MAX_CLIENTS_REACHED));
     } else if protected::denies(&live, &peer) {
         WorkerStats::bump(&ctx.stats().rejected_connections);
         tracing::debug!(client.addr = %peer, "protected mode: not a loopback client");
-        tokio::task::spawn_local(refuse(stream, protected::DENIED));
+        ctx.spawn(refuse(stream, protected::DENIED));
     } else {
-        tokio::task::spawn_local(session::serve(stream, peer, ctx.clone()));
+        ctx.spawn(session::serve(stream, peer, ctx.clone()));
     }
 }
 
@@ -165,9 +165,7 @@ fn admit<S: session::Stream>(stream: S, peer: ClientAddr, ctx: &Rc<WorkerCtx>) {
 /// fits under the open files limit); if so, counts and logs the refusal.
 fn over_max_clients(ctx: &WorkerCtx, peer: &ClientAddr) -> bool {
     let max_clients = ctx
-        .shared
-        .live
-        .load()
+        .live()
         .client
         .max_clients
         .min(ctx.shared.clients_that_fit.load(Ordering::Relaxed));

@@ -92,7 +92,7 @@ pub fn dispatch(
     // nodes remember what it read.
     let own = client.tracking.as_ref().map(|t| t.ctx.clone());
     let ctx = own.as_ref().unwrap_or(ctx);
-    let table = ctx.pool.env().commands();
+    let table = ctx.commands();
     let (route, info) = table.route_info(&req);
     let mut started = match run(client, &req, (route, info), &table, sink, ctx) {
         Next::Started(started) => Started {
@@ -256,7 +256,7 @@ fn run(
             let pending = blocking::dispatch(ctx, req, slot, proto, &client.identity);
             return ran(pending, Family::Blocking);
         }
-        Route::Admin(info) if ctx.shared.live.load().admin.passthrough => {
+        Route::Admin(info) if ctx.live().admin.passthrough => {
             let pending = if &*info.name == "monitor" {
                 let push = sink(client.closer());
                 admin::monitor(ctx, client, &push)
@@ -331,7 +331,7 @@ fn allowed_over_memory(req: &Request) -> bool {
 
 /// A user's rules against one request: the `-NOPERM` text if it is
 /// refused. The command by name and category, every key its key specs
-/// find (a read-only command reads them, any other writes them), and the
+/// find (read, written or neither, as its key specifications say), and the
 /// channels of the pub/sub commands that name some.
 /// Returns what ACL LOG records (reason, object) and the reply's text.
 fn refusal(
@@ -347,13 +347,8 @@ fn refusal(
         let text = acl::Denied::Command.message(&user.name, name);
         return Some((Reason::Command, name.to_owned(), text));
     }
-    let access = if info.readonly {
-        acl::Access::Read
-    } else {
-        acl::Access::Write
-    };
     let mut refused_key = None;
-    let _ = info.for_each_key(req, |key| {
+    let _ = info.for_each_key(req, |key, access| {
         if user.may_access_key(key, access) {
             return ControlFlow::Continue(());
         }

@@ -139,6 +139,9 @@ struct Session<S> {
     /// A reply after which the connection closes is queued (QUIT, a
     /// protocol error): nothing more is read.
     closing: bool,
+    /// Counted among the worker's sessions waiting for replies
+    /// (`Env::count_waiting`).
+    waiting: bool,
     /// Shutting down: nothing more is read; the queue is finished.
     draining: bool,
     /// Which waker is registered with the client's signal: its data
@@ -159,6 +162,9 @@ impl<S> Drop for Session<S> {
         self.ctx.shared.clients.remove(self.client.id());
         let stats = self.ctx.stats();
         stats.connected_clients.fetch_sub(1, Ordering::Relaxed);
+        if self.waiting {
+            self.ctx.pool.env().count_waiting(false);
+        }
         if self.timers.as_ref().is_some_and(|t| t.held.is_some()) {
             stats.blocked_clients.fetch_sub(1, Ordering::Relaxed);
         }
@@ -230,7 +236,7 @@ impl<S: Stream> Future for Task<S> {
 }
 
 fn new_client(stream: &impl Stream, peer: ClientAddr, ctx: &WorkerCtx) -> Client {
-    let live = ctx.shared.live.load();
+    let live = ctx.live();
     let identity = Arc::new(Identity {
         id: ctx.shared.next_client_id(),
         peer,
@@ -265,6 +271,7 @@ impl<S: Stream> Session<S> {
                 .unwrap_or(u32::MAX),
             deferred: false,
             closing: false,
+            waiting: false,
             draining: ctx.shared.shutdown.is_cancelled(),
             registered: 0,
             timers: None,
@@ -290,6 +297,11 @@ impl<S: Stream> Session<S> {
         let mut work = self.work.take().unwrap_or_else(Work::take);
         if let Some(end) = self.run(&mut work, cx) {
             return Poll::Ready(end);
+        }
+        let waiting = !work.queue.is_empty();
+        if waiting != self.waiting {
+            self.ctx.pool.env().count_waiting(waiting);
+            self.waiting = waiting;
         }
         let idle = work.is_idle();
         if idle {
@@ -518,7 +530,13 @@ impl<S: Stream> Session<S> {
                     let pushes = &mut self.pushes;
                     let limit = self.ctx.shared.settings.raw.client.max_push_bytes;
                     let sink = |closer: Closer| push_sink(pushes, limit, closer);
+                    // The last request read so far, while no other client
+                    // of the worker waits for replies, may be written at
+                    // once by an idle node connection.
+                    let env = self.ctx.pool.env();
+                    env.set_last_request(w.input.is_empty() && !env.others_waiting(self.waiting));
                     let run = dispatch(&mut self.client, req, sink, &self.ctx);
+                    env.set_last_request(false);
                     let mut entry = Entry {
                         pending: run.pending,
                         stamp: Some(Stamp {

@@ -63,7 +63,7 @@ impl<S: Stream> Session<S> {
         if !clients.pausing() {
             return None;
         }
-        let table = self.ctx.pool.env().commands();
+        let table = self.ctx.commands();
         // EXEC writes what its queue writes.
         let exec_writes = req.arg(0).is_some_and(|n| n.eq_ignore_ascii_case(b"exec"))
             && self.client.multi.as_ref().is_some_and(|m| m.writes);
@@ -81,7 +81,7 @@ impl<S: Stream> Session<S> {
     /// is up) clients waiting for replies, blocked ones among them: as in
     /// Redis.
     pub(super) fn reset_idle_timer(&mut self) {
-        let secs = self.ctx.pool.env().live().client.idle_timeout_s;
+        let secs = self.ctx.live().client.idle_timeout_s;
         let subscribed = self.client.pubsub.as_ref().is_some_and(PubSub::active);
         if secs == 0 || subscribed || self.client.watch.is_some() {
             if let Some(timers) = &mut self.timers {

@@ -29,14 +29,15 @@ impl Inner {
         tell_client: bool,
     ) {
         let weak = Rc::downgrade(this);
-        {
+        let ctx = {
             let mut inner = this.borrow_mut();
             if !tell_client {
                 inner.resubscribing.extend(channels.iter().cloned());
             }
             inner.ctx.shared.request_refresh();
-        }
-        tokio::task::spawn_local(async move {
+            inner.ctx.clone()
+        };
+        ctx.spawn(async move {
             tokio::time::sleep(Duration::from_millis(200)).await;
             let Some(this) = weak.upgrade() else { return };
             for ch in channels {
@@ -66,7 +67,8 @@ impl Inner {
             }
             Kind::Classic => {
                 let weak = Rc::downgrade(this);
-                tokio::task::spawn_local(async move {
+                let ctx = this.borrow().ctx.clone();
+                ctx.spawn(async move {
                     tokio::time::sleep(Duration::from_millis(200)).await;
                     let Some(this) = weak.upgrade() else { return };
                     for (cmd, names) in

@@ -8,12 +8,12 @@
 //! - [`queue`] — the jobs a connection's task has yet to write.
 //! - [`read`] — its reader: replies matched to requests, the reply timeout.
 
-use std::cell::{Cell, RefCell};
-use std::collections::VecDeque;
+use std::cell::Cell;
 use std::future::{Future, poll_fn};
 use std::io;
 use std::pin::Pin;
 use std::rc::Rc;
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use super::slot::{SlotRx, SlotTx, Stock, Stocked};
@@ -23,7 +23,7 @@ use crate::process::{Shared, quota};
 use bytes::{Bytes, BytesMut};
 use orthrus_cluster::NodeAddr;
 use orthrus_resp::Protocol;
-use tokio::io::AsyncWriteExt;
+use tokio::io::AsyncWrite;
 
 mod queue;
 mod read;
@@ -169,13 +169,16 @@ impl BackendConn {
             env,
             hooks,
         };
-        tokio::task::spawn_local(run(task, queue.clone()));
+        let spawner = task.env.clone();
+        spawner.spawn(run(task, queue.clone()));
         BackendConn { queue }
     }
 
-    /// Queues a job; gives it back if the connection task has ended.
-    pub fn send<'a>(&self, job: Job<'a>) -> Result<(), Job<'a>> {
-        self.queue.push(job)
+    /// Queues a job, or writes it at once when the connection is idle and
+    /// `last` says its client has sent nothing after it; gives it back if
+    /// the connection task has ended.
+    pub fn send<'a>(&self, job: Job<'a>, last: bool) -> Result<(), Job<'a>> {
+        self.queue.push(job, last)
     }
 
     pub fn is_closed(&self) -> bool {
@@ -214,11 +217,13 @@ async fn start(task: &Task) -> io::Result<(NodeStream, Option<NodeStream>)> {
 
 async fn run(task: Task, queue: Rc<Queue>) {
     let (addr, env) = (&task.addr, &task.env);
+    // The back-off is cleared only once the node has sent something back
+    // (the reader does it): a node that accepts connections and drops them
+    // at once (a process dying as it starts, a full accept queue, a proxy
+    // with nothing behind it) must see the back-off grow, not a connect
+    // every 50 ms.
     let (stream, side) = match start(&task).await {
-        Ok(opened) => {
-            env.connected(addr);
-            opened
-        }
+        Ok(opened) => opened,
         Err(e) if quota::is_full(&e) => {
             tracing::warn!(node = %addr, error = %e, "cannot connect to node");
             queue.close(BackendError::Crowded);
@@ -234,11 +239,12 @@ async fn run(task: Task, queue: Rc<Queue>) {
     };
     tracing::debug!(node = %addr, resp = task.proto.version(), "backend connected");
     let (rd, wr) = stream.into_split();
-    let inflight = RefCell::new(VecDeque::new());
+    *queue.wr.borrow_mut() = Some(wr);
+    let inflight = &queue.inflight;
     let latency = env.shared.node_latency.get(addr, env.shared.stats.len());
     let closing = Cell::new(false);
     let reader = Reader {
-        inflight: &inflight,
+        inflight,
         env,
         latency: &latency,
         hooks: task.hooks.as_deref(),
@@ -250,7 +256,7 @@ async fn run(task: Task, queue: Rc<Queue>) {
     let result = tokio::select! {
         biased;
         r = async {
-            write_loop(wr, &queue, &inflight).await?;
+            write_loop(&queue).await?;
             if inflight.borrow().is_empty() {
                 return Ok(());
             }
@@ -318,20 +324,18 @@ async fn open(
     Ok(stream.counted(counted))
 }
 
-async fn write_loop(
-    mut wr: NodeWriteHalf,
-    queue: &Queue,
-    inflight: &RefCell<VecDeque<Inflight>>,
-) -> io::Result<()> {
+async fn write_loop(queue: &Queue) -> io::Result<()> {
+    let inflight = &queue.inflight;
     let mut batch = BytesMut::with_capacity(BATCH_BYTES);
     while let Some(job) = poll_fn(|cx| queue.poll_next(cx)).await {
+        queue.busy.set(true);
         // One clock read per batch: its requests leave together (read
         // again after a write that may have waited).
         let mut sent = Instant::now();
         let mut next = Some(job);
         while let Some(job) = next.take() {
             // A client that went away no longer needs its request sent.
-            let gone = job.reply.is_closed();
+            let gone = job.reply.as_ref().is_some_and(ReplyTx::is_closed);
             if job.asking && !gone {
                 batch.extend_from_slice(ASKING);
                 inflight.borrow_mut().push_back(Inflight::Discard);
@@ -340,17 +344,19 @@ async fn write_loop(
                 queue.take_copied(len, &mut batch, gone);
             }
             if !gone {
-                inflight.borrow_mut().push_back(Inflight::Reply {
-                    tx: job.reply,
-                    frames: job.frames.max(1),
-                    sent,
-                });
+                if let Some(tx) = job.reply {
+                    inflight.borrow_mut().push_back(Inflight::Reply {
+                        tx,
+                        frames: job.frames.max(1),
+                        sent,
+                    });
+                }
                 if let QueuedFrame::Shared(frame) = &job.frame {
                     if !batch.is_empty() {
-                        wr.write_all(&batch).await?;
+                        write_all(queue, &batch).await?;
                         batch.clear();
                     }
-                    wr.write_all(frame).await?;
+                    write_all(queue, frame).await?;
                     sent = Instant::now();
                 }
             }
@@ -360,10 +366,37 @@ async fn write_loop(
         }
         queue.rewind();
         if !batch.is_empty() {
-            wr.write_all(&batch).await?;
+            write_all(queue, &batch).await?;
             batch.clear();
         }
-        wr.flush().await?; // TLS: what its records still hold
+        // TLS: what its records still hold.
+        poll_fn(|cx| with_writer(queue, |wr| wr.poll_flush(cx))).await?;
+        queue.busy.set(false);
+    }
+    queue.wr.borrow_mut().take(); // its FIN: nothing more is sent
+    Ok(())
+}
+
+/// Writes all of `buf` on the connection's write half (borrowed for each
+/// poll only: between them, an idle connection's callers may look at it).
+async fn write_all(queue: &Queue, mut buf: &[u8]) -> io::Result<()> {
+    while !buf.is_empty() {
+        let n = poll_fn(|cx| with_writer(queue, |wr| wr.poll_write(cx, buf))).await?;
+        if n == 0 {
+            return Err(io::ErrorKind::WriteZero.into());
+        }
+        buf = buf.get(n..).unwrap_or_default();
     }
     Ok(())
+}
+
+/// Calls `f` with the connection's write half; an error once it is gone.
+fn with_writer<T>(
+    queue: &Queue,
+    f: impl FnOnce(Pin<&mut NodeWriteHalf>) -> Poll<io::Result<T>>,
+) -> Poll<io::Result<T>> {
+    match queue.wr.borrow_mut().as_mut() {
+        Some(wr) => f(Pin::new(wr)),
+        None => Poll::Ready(Err(io::ErrorKind::NotConnected.into())),
+    }
 }

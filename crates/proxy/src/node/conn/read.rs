@@ -43,6 +43,7 @@ pub(super) async fn read_loop(mut rd: NodeReadHalf, reader: &Reader<'_>) -> io::
     let timeout = env.shared.request_timeout();
     let mut buf = BytesMut::with_capacity(READ_CHUNK);
     let mut last_read = Instant::now();
+    let mut answered = false;
     // One timer for the connection's life, moved on only when it fires:
     // reads and requests in between cost no timer operation. It keeps the
     // waker it was last polled with until it fires or is moved, so it is
@@ -88,6 +89,11 @@ pub(super) async fn read_loop(mut rd: NodeReadHalf, reader: &Reader<'_>) -> io::
                 io::ErrorKind::UnexpectedEof,
                 "node closed the connection",
             ));
+        }
+        if !answered {
+            // The node answers: its connect back-off is over.
+            answered = true;
+            env.connected(reader.addr);
         }
         last_read = Instant::now();
         let arrived = Arrival {

@@ -4,12 +4,16 @@
 
 use orthrus_resp::{Request, Value};
 
+use crate::acl::Access;
+
 /// Where a command's keys start (a Redis 7 key specification, simplified to
-/// what routing needs).
+/// what routing needs), and what the command does to them (for ACL key
+/// patterns).
 #[derive(Clone, Debug)]
 pub(super) struct KeySpec {
     pub begin: Begin,
     pub find: Find,
+    pub access: Access,
 }
 
 #[derive(Clone, Debug)]
@@ -63,7 +67,16 @@ impl KeySpec {
             },
             _ => return None,
         };
-        Some(KeySpec { begin, find })
+        let flags = spec
+            .field("flags")
+            .and_then(Value::as_array)
+            .unwrap_or_default();
+        let access = Access::of_key_spec(flags.iter().filter_map(Value::as_str));
+        Some(KeySpec {
+            begin,
+            find,
+            access,
+        })
     }
 
     /// First and last argument index of this spec's keys, and the step.
