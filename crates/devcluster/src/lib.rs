@@ -30,7 +30,8 @@
 //!   caller made.
 //! - `signal`: SIGSTOP/SIGCONT for pausing nodes.
 //! - `spawner`: starts servers so that they die with this process even when
-//!   it is killed and no Drop runs.
+//!   it is killed and no Drop runs ([`tied_command`], [`spawn_tied`]; also
+//!   for other programs, such as orthrus in front of a cluster).
 //! - `topology`: parsing `CLUSTER NODES` and `CLUSTER SLOTS`.
 //! - `cluster`: [`ClusterSpec`] and [`Cluster`]: creation, waits, failover.
 //! - `migration`: slot migration in steps on [`Cluster`].
@@ -59,4 +60,5 @@ pub use node::{
 };
 pub use orthrus_resp::Value;
 pub use relay::{Cut, Fault, Relay};
+pub use spawner::{server_command as tied_command, spawn as spawn_tied};
 pub use topology::SLOT_COUNT;

@@ -26,8 +26,9 @@ use crate::binaries::search_path;
 /// A command to run and where to send the spawned child.
 type Job = (Command, mpsc::Sender<io::Result<Child>>);
 
-/// A `Command` that runs `server`, wrapped in `setpriv` where available.
-pub(crate) fn server_command(server: &Path) -> Command {
+/// A `Command` that runs `server`, wrapped in `setpriv` where available
+/// (spawn it with [`spawn`] so that it dies with this process).
+pub fn server_command(server: &Path) -> Command {
     match setpriv() {
         Some(setpriv) => {
             let mut cmd = Command::new(setpriv);
@@ -39,7 +40,7 @@ pub(crate) fn server_command(server: &Path) -> Command {
 }
 
 /// Spawns `cmd` from the long-lived spawner thread.
-pub(crate) fn spawn(mut cmd: Command) -> io::Result<Child> {
+pub fn spawn(mut cmd: Command) -> io::Result<Child> {
     let Some(spawner) = spawner() else {
         return cmd.spawn();
     };

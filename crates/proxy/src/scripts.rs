@@ -48,6 +48,9 @@ pub struct Running {
 #[derive(Default)]
 struct Store {
     bodies: HashMap<[u8; 40], Bytes>,
+    /// Those orthrus loaded on every master (SCRIPT LOAD through it, or a
+    /// NOSCRIPT followed): an EVALSHA of one is sent as it is.
+    everywhere: HashSet<[u8; 40]>,
     order: VecDeque<[u8; 40]>,
     bytes: usize,
 }
@@ -115,10 +118,32 @@ impl Scripts {
             if let Some(b) = store.bodies.remove(&old) {
                 store.bytes -= b.len();
             }
+            store.everywhere.remove(&old);
         }
         store.bytes += body.len();
         store.order.push_back(sha);
         store.bodies.insert(sha, body.clone());
+    }
+
+    /// Remembers `body` as loaded on every master (SCRIPT LOAD).
+    pub fn keep_everywhere(&self, body: &Bytes) {
+        self.keep(body);
+        let sha = sha1_hex(body);
+        if let Ok(mut store) = self.inner.lock() {
+            if store.bodies.contains_key(&sha) {
+                store.everywhere.insert(sha);
+            }
+        }
+    }
+
+    /// Whether orthrus loaded the script `sha` on every master.
+    pub fn everywhere(&self, sha: &[u8]) -> bool {
+        let Ok(key) = <[u8; 40]>::try_from(sha.to_ascii_lowercase()) else {
+            return false;
+        };
+        self.inner
+            .lock()
+            .is_ok_and(|store| store.everywhere.contains(&key))
     }
 
     /// The body of the script whose SHA1 is `sha` (any case), if kept.

@@ -282,9 +282,25 @@ impl Inner {
             }
             "sunsubscribe" => {
                 let mut inner = this.borrow_mut();
-                inner.leaving.extend(args.iter().cloned());
+                // Without arguments, every shard channel held is left: the
+                // node's confirmations name them, and each must read as
+                // asked for, not as a channel the node dropped.
+                let leaving: Vec<Bytes> = match args.is_empty() {
+                    true => inner
+                        .shards
+                        .values()
+                        .flat_map(|c| c.channels.iter().cloned())
+                        .collect(),
+                    false => args.clone(),
+                };
+                inner.leaving.extend(leaving);
                 let targets: Vec<mpsc::UnboundedSender<Bytes>> = if args.is_empty() {
-                    inner.shards.values().map(|c| c.tx.clone()).collect()
+                    inner
+                        .shards
+                        .values()
+                        .filter(|c| !c.channels.is_empty())
+                        .map(|c| c.tx.clone())
+                        .collect()
                 } else {
                     inner
                         .shards
@@ -439,6 +455,7 @@ impl Inner {
         }
         let mut forward = true;
         let mut lost = None;
+        let confirmed = channel.clone();
         match (what.as_str(), channel) {
             ("subscribe", Some(ch)) => {
                 conn.channels.insert(ch);
@@ -487,6 +504,20 @@ impl Inner {
             }
             _ => {}
         }
+        // A node counts only the shard channels it holds; the client holds
+        // those of every master, and Redis's count is all of them.
+        let frame = match (kind, what.as_str(), confirmed) {
+            (Kind::Shard, "ssubscribe" | "sunsubscribe", Some(ch)) if forward => {
+                let held: usize = inner.shards.values().map(|c| c.channels.len()).sum();
+                let mut out = BytesMut::new();
+                encode::push_header(&mut out, 3, inner.proto);
+                encode::bulk(&mut out, what.as_bytes());
+                encode::bulk(&mut out, &ch);
+                encode::integer(&mut out, i64::try_from(held).unwrap_or(i64::MAX));
+                out.freeze()
+            }
+            _ => frame,
+        };
         if forward {
             let is_error = matches!(frame.first(), Some(b'-' | b'!'));
             let confirms = what.ends_with("subscribe") || what == "pong";

@@ -26,6 +26,9 @@ pub struct Multi {
     /// Bytes of the commands queued, bounded by
     /// `client.query_buffer_limit`.
     pub bytes: usize,
+    /// The EVAL and EVALSHA commands among `queued`, by their place there
+    /// (`cmd::script` sends kept bodies and notes them when they ran).
+    pub scripts: Vec<(usize, Request)>,
 }
 
 /// A WATCH in progress: its slot and, once the WATCH reached the node, the

@@ -238,6 +238,12 @@ fn hello(req: &Request, client: &mut Client, ctx: &WorkerCtx) -> Bytes {
     if let Some(tracking) = &client.tracking {
         tracking.set_proto(proto);
     }
+    // Subscriptions speak the protocol they were made in, and so do their
+    // connections: ones that hold nothing are made again, in this one, by
+    // the next subscription.
+    if client.pubsub.as_ref().is_some_and(|p| !p.active()) {
+        client.pubsub = None;
+    }
     if let Some(name) = name {
         client.names_mut().name = (!name.is_empty()).then_some(name);
     }

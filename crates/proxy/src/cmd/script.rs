@@ -2,29 +2,122 @@
 //! SCRIPT LOAD), bounded, so that EVALSHA works wherever its key lives.
 //!
 //! A script that ran with EVAL is cached by the one master that ran it; an
-//! EVALSHA of it for a key on another master gets `NOSCRIPT` there. When
-//! orthrus holds the body of that SHA1 it loads it on every master (SCRIPT
-//! LOAD) and sends the EVALSHA again, so the client sees the script's
-//! reply. SCRIPT EXISTS answers 1 for a script orthrus holds (EVALSHA of
-//! it will run), and SCRIPT FLUSH forgets them all, as it makes the nodes
-//! forget theirs.
+//! EVALSHA of it for a key on another master would get `NOSCRIPT` there,
+//! so orthrus sends it as the EVAL of the body it holds, in its place among
+//! the client's requests. A script loaded with SCRIPT LOAD (sent to every
+//! master) is called by its SHA1; a `NOSCRIPT` for it (a master restarted
+//! since) loads it on every master again and sends the EVALSHA again, so
+//! the client sees the script's reply. Inside MULTI the same is decided at
+//! EXEC, and the bodies queued are noted once they ran. SCRIPT EXISTS
+//! answers 1 for a script orthrus holds (EVALSHA of it will run), and
+//! SCRIPT FLUSH forgets them all, as it makes the nodes forget theirs.
 
+use std::ops::Range;
 use std::rc::Rc;
 
 use bytes::{Bytes, BytesMut};
 use orthrus_resp::{Protocol, Request, encode};
 
 use crate::client::Pending;
+use crate::client::transaction::Multi;
 use crate::cmd::fanout::send_to_each;
 use crate::cmd::reply::{array_elements, integer};
 use crate::node::Done;
 use crate::node::dedicated::DedicatedPool;
 use crate::node::forward::{self, Access, Sent, Target, no_owner};
 use crate::route::table::Route;
+use crate::scripts::Scripts;
 use crate::worker::WorkerCtx;
 
+/// Notes what a scripting command tells orthrus about the bodies it
+/// keeps: EVAL's and SCRIPT LOAD's body, SCRIPT FLUSH forgets them all,
+/// FUNCTION LOAD's library, FUNCTION DELETE/FLUSH/RESTORE forget those.
+/// Called where the command runs: at once, or at EXEC inside MULTI.
+pub fn note(scripts: &Scripts, req: &Request) {
+    let Some(name) = req.arg(0) else { return };
+    let is = |n: &[u8]| name.eq_ignore_ascii_case(n);
+    let sub = req.arg(1).unwrap_or_default();
+    let sub_is = |n: &[u8]| sub.eq_ignore_ascii_case(n);
+    if is(b"eval") || is(b"eval_ro") {
+        if let Some(body) = req.arg_bytes(1) {
+            scripts.keep(&body);
+        }
+    } else if is(b"script") && sub_is(b"load") {
+        if let Some(body) = req.arg_bytes(2) {
+            scripts.keep_everywhere(&body);
+        }
+    } else if is(b"script") && sub_is(b"flush") {
+        scripts.clear();
+    } else if is(b"function") && sub_is(b"load") {
+        if let Some(body) = req.arg_count().checked_sub(1).and_then(|i| req.arg(i)) {
+            scripts.keep_library(body);
+        }
+    } else if is(b"function") && (sub_is(b"delete") || sub_is(b"flush") || sub_is(b"restore")) {
+        scripts.forget_functions();
+    }
+}
+
+/// Remembers a scripting command just queued in MULTI (the last of
+/// `multi.queued`), for [`at_exec`] and [`ran_in_multi`].
+pub fn queued_in_multi(multi: &mut Multi, req: &Request) {
+    let name = req.arg(0).unwrap_or_default();
+    let scripted = [&b"eval"[..], b"eval_ro", b"evalsha", b"evalsha_ro"]
+        .iter()
+        .any(|n| name.eq_ignore_ascii_case(n));
+    if let (true, Some(at)) = (scripted, multi.queued.len().checked_sub(1)) {
+        multi.scripts.push((at, req.clone()));
+    }
+}
+
+/// At EXEC: a queued EVALSHA of a body orthrus keeps is sent as the EVAL
+/// of it (same reply): the master that runs the transaction may lack the
+/// script (it ran with EVAL on another), and a NOSCRIPT inside EXEC cannot
+/// be followed. Decided at EXEC, as the node looks the script up then.
+pub fn at_exec(multi: &mut Multi, scripts: &Scripts) {
+    for (at, req) in &multi.scripts {
+        let name = req.arg(0).unwrap_or_default();
+        if !(name.eq_ignore_ascii_case(b"evalsha") || name.eq_ignore_ascii_case(b"evalsha_ro")) {
+            continue;
+        }
+        let Some(body) = req.arg(1).and_then(|sha| scripts.body(sha)) else {
+            continue;
+        };
+        if let (Some(queued), Some(frame)) = (multi.queued.get_mut(*at), as_eval(req, &body)) {
+            *queued = frame;
+        }
+    }
+}
+
+/// `EVAL body ...` for `EVALSHA sha ...` (`EVAL_RO` for `EVALSHA_RO`).
+fn as_eval(req: &Request, body: &[u8]) -> Option<Bytes> {
+    let name = req.arg(0)?;
+    let eval: &[u8] = if name.eq_ignore_ascii_case(b"evalsha_ro") {
+        b"EVAL_RO"
+    } else {
+        b"EVAL"
+    };
+    let mut args: Vec<&[u8]> = vec![eval, body];
+    args.extend((2..req.arg_count()).filter_map(|i| req.arg(i)));
+    Some(Request::from_args(&args).into_frame())
+}
+
+/// Whether an EXEC's reply says its commands ran: an array, not a nil (a
+/// watched key changed) nor an error (EXECABORT).
+pub fn exec_ran(reply: &[u8]) -> bool {
+    reply.starts_with(b"*") && !reply.starts_with(b"*-1")
+}
+
+/// Notes the scripts of a MULTI whose places in the queue are in `range`,
+/// once they ran: a SCRIPT EXISTS before them in the same transaction, or
+/// from another client meanwhile, does not see them yet, as with Redis.
+pub fn ran_in_multi(scripts: &Scripts, queued: &[(usize, Request)], range: Range<usize>) {
+    for (_, req) in queued.iter().filter(|(at, _)| range.contains(at)) {
+        note(scripts, req);
+    }
+}
+
 /// Runs a scripting command that needs orthrus's script bodies; `None`
-/// lets it take its usual route. EVAL and SCRIPT LOAD are only noted.
+/// lets it take its usual route. Every one is [`note`]d first.
 pub fn intercept(
     ctx: &Rc<WorkerCtx>,
     req: &Request,
@@ -35,6 +128,7 @@ pub fn intercept(
     let name = req.arg(0)?;
     let is = |n: &[u8]| name.eq_ignore_ascii_case(n);
     let scripts = &ctx.shared.scripts;
+    note(scripts, req);
     let target = match route {
         Route::Slot(slot) => Some(Target::Slot(*slot)),
         Route::AnyNode => Some(Target::Any),
@@ -44,9 +138,6 @@ pub fn intercept(
     let by_sha = is(b"evalsha") || is(b"evalsha_ro");
     let fcall = is(b"fcall") || is(b"fcall_ro");
     if eval || by_sha || fcall {
-        if eval {
-            scripts.keep(&req.arg_bytes(1)?);
-        }
         let frame = req.frame().clone();
         // An EVALSHA whose body orthrus holds can be loaded where it is
         // missing; every other script or function is sent on as usual.
@@ -56,7 +147,18 @@ pub fn intercept(
             None
         };
         return Some(match held {
-            Some(body) => evalsha(ctx, frame, body, target?, proto, access),
+            // Loaded everywhere: sent as it is, NOSCRIPT (a node restarted
+            // since) followed by loading it again.
+            Some(body) if scripts.everywhere(req.arg(1)?) => {
+                evalsha(ctx, frame, body, target?, proto, access)
+            }
+            // Run with EVAL on one master only: sent as the EVAL of it, in
+            // its place among the client's requests (following a NOSCRIPT
+            // would run it after requests pipelined behind it).
+            Some(body) => {
+                let as_eval = as_eval(req, &body)?;
+                timed(ctx, as_eval, target?, proto, access, false)
+            }
             None => timed(ctx, frame, target?, proto, access, fcall),
         });
     }
@@ -73,25 +175,7 @@ pub fn intercept(
     if is(b"function") && sub.eq_ignore_ascii_case(b"stats") && req.arg_count() == 2 {
         return Some(function_stats(ctx, req.frame().clone(), proto));
     }
-    if is(b"function") {
-        if sub.eq_ignore_ascii_case(b"load") {
-            let body = req.arg(req.arg_count().checked_sub(1)?)?;
-            scripts.keep_library(body);
-        } else if [&b"delete"[..], b"flush", b"restore"]
-            .iter()
-            .any(|s| sub.eq_ignore_ascii_case(s))
-        {
-            scripts.forget_functions();
-        }
-    }
-    if !is(b"script") {
-        return None;
-    }
-    if sub.eq_ignore_ascii_case(b"load") {
-        scripts.keep(&req.arg_bytes(2)?);
-    } else if sub.eq_ignore_ascii_case(b"flush") {
-        scripts.clear();
-    } else if sub.eq_ignore_ascii_case(b"exists") && req.arg_count() > 2 {
+    if is(b"script") && sub.eq_ignore_ascii_case(b"exists") && req.arg_count() > 2 {
         return Some(exists(ctx, req, proto));
     }
     None
@@ -148,6 +232,7 @@ fn evalsha(
         if let Some(err) = replies.into_iter().find(|r| r.starts_with(b"-")) {
             return Done::from_nodes(err, std::time::Duration::ZERO);
         }
+        ctx.shared.scripts.keep_everywhere(&body);
         let again = forward::forward(&ctx.pool, frame, target, proto, access);
         resolve(&ctx, again).await
     }))
@@ -273,7 +358,7 @@ async fn futures_join_all<F: std::future::Future>(
 
 /// SCRIPT EXISTS: 1 where every master has the script, or orthrus holds
 /// its body (an EVALSHA of it runs).
-fn exists(ctx: &Rc<WorkerCtx>, req: &Request, proto: Protocol) -> Pending {
+pub fn exists(ctx: &Rc<WorkerCtx>, req: &Request, proto: Protocol) -> Pending {
     let held: Vec<bool> = (2..req.arg_count())
         .map(|i| {
             req.arg(i)

@@ -23,6 +23,7 @@ use orthrus_resp::{Protocol, ReplyClass, Request, classify};
 use crate::client::transaction::{Multi, Watch};
 use crate::client::{Client, Pending};
 use crate::cmd::reply::{array_elements, simple};
+use crate::cmd::script;
 use crate::node::Done;
 use crate::node::conn::BackendError;
 use crate::node::dedicated::{DedicatedPool, Holding, Lease};
@@ -132,7 +133,12 @@ pub fn queue_in_multi(
     }
     let passthrough = ctx.live().admin.passthrough;
     multi.writes |= ctx.shared.scripts.may_write(table, req);
-    Pending::Ready(queue(multi, req, table, passthrough))
+    let before = multi.queued.len();
+    let reply = queue(multi, req, table, passthrough);
+    if multi.queued.len() > before {
+        script::queued_in_multi(multi, req);
+    }
+    Pending::Ready(reply)
 }
 
 /// Counts `req` into the transaction's bytes; past `limit`, the error
@@ -314,13 +320,14 @@ async fn watch_on_owner(
     }
 }
 
-fn exec(multi: Multi, watch: Option<Watch>, client: &Client, ctx: &Rc<WorkerCtx>) -> Pending {
+fn exec(mut multi: Multi, watch: Option<Watch>, client: &Client, ctx: &Rc<WorkerCtx>) -> Pending {
     if multi.aborted {
         if let Some(w) = watch {
             w.lease.borrow_mut().take();
         }
         return Pending::Ready(error_reply(EXECABORT));
     }
+    script::at_exec(&mut multi, &ctx.shared.scripts);
     if !multi.side.is_empty() {
         return exec_mixed(multi, watch, client.proto, ctx);
     }
@@ -335,6 +342,8 @@ fn exec(multi: Multi, watch: Option<Watch>, client: &Client, ctx: &Rc<WorkerCtx>
     let frame = frame.freeze();
     let proto = client.proto;
     let ctx = ctx.clone();
+    let scripts = std::mem::take(&mut multi.scripts);
+    let ran = move |ctx: &WorkerCtx| script::ran_in_multi(&ctx.shared.scripts, &scripts, 0..count);
     match watch {
         Some(w) => Pending::deferred(Box::pin(async move {
             let held = w.lease.borrow_mut().take();
@@ -354,6 +363,9 @@ fn exec(multi: Multi, watch: Option<Watch>, client: &Client, ctx: &Rc<WorkerCtx>
                     "ERR orthrus: connection lost during EXEC ({e}); the transaction may or may not have run"
                 )),
             };
+            if script::exec_ran(&reply) {
+                ran(&ctx);
+            }
             Done::from_nodes(reply, started.elapsed())
         })),
         None if count == 0 => Pending::Ready(Bytes::from_static(b"*0\r\n")),
@@ -362,6 +374,9 @@ fn exec(multi: Multi, watch: Option<Watch>, client: &Client, ctx: &Rc<WorkerCtx>
             Pending::deferred(Box::pin(async move {
                 let waited = Cell::new(Duration::ZERO);
                 let reply = run(&ctx, frame, target, proto, count, &waited).await;
+                if script::exec_ran(&reply) {
+                    ran(&ctx);
+                }
                 Done::from_nodes(reply, waited.get())
             }))
         }
@@ -426,6 +441,9 @@ fn exec_mixed(multi: Multi, watch: Option<Watch>, proto: Protocol, ctx: &Rc<Work
                     &waited,
                 )
                 .await;
+                if script::exec_ran(&reply) {
+                    script::ran_in_multi(&ctx.shared.scripts, &multi.scripts, from..until);
+                }
                 match array_elements(&reply) {
                     Some(elements) => out.extend(elements),
                     None => return Done::from_nodes(reply, waited.get()),
@@ -447,7 +465,16 @@ async fn run_side(ctx: &Rc<WorkerCtx>, req: Request, proto: Protocol) -> Bytes {
     let table = ctx.commands();
     let (route, info) = table.route_info(&req);
     let readonly = info.is_some_and(|i| i.readonly);
+    script::note(&ctx.shared.scripts, &req);
+    let script_exists = req
+        .arg(0)
+        .is_some_and(|n| n.eq_ignore_ascii_case(b"script"))
+        && req
+            .arg(1)
+            .is_some_and(|s| s.eq_ignore_ascii_case(b"exists"))
+        && req.arg_count() > 2;
     let pending = match route {
+        Route::FanOut(_) if script_exists => script::exists(ctx, &req, proto),
         Route::FanOut(how) => crate::cmd::fanout::dispatch(ctx, &req, how, proto, readonly),
         Route::Local(Local::SlowLog) => {
             Pending::Ready(crate::observe::slowlog::command(&ctx.shared.slowlog, &req))

@@ -54,7 +54,7 @@ pub enum FanOut {
     FirstNonNil,
     /// PUBSUB CHANNELS, SHARDCHANNELS: the arrays merged without repeats.
     Union,
-    /// PUBSUB NUMSUB, SHARDNUMSUB: `[name, count, ...]`, counts summed.
+    /// PUBSUB SHARDNUMSUB: `[name, count, ...]`, counts summed.
     PairSum,
 }
 
@@ -303,8 +303,10 @@ fn listed(name: &str) -> Option<Kind> {
         "script|exists" => Kind::FanOut(FanOut::And),
         "scan" => Kind::Scan,
         "pubsub|channels" | "pubsub|shardchannels" => Kind::FanOut(FanOut::Union),
-        "pubsub|numsub" | "pubsub|shardnumsub" => Kind::FanOut(FanOut::PairSum),
-        "pubsub|numpat" => Kind::FanOut(FanOut::Sum),
+        "pubsub|shardnumsub" => Kind::FanOut(FanOut::PairSum),
+        // Where the subscriptions are: the master PUBLISH goes to (other
+        // masters hold only copies made for keyspace notifications).
+        "pubsub|numsub" | "pubsub|numpat" => Kind::AnyNode,
         "function|list" | "function|dump" | "function|stats" | "script|help" | "function|help" => {
             Kind::AnyNode
         }

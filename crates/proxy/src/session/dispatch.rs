@@ -305,12 +305,15 @@ fn run(
         Route::Reject(rejection) => return refuse(&rejection, req, family, ctx),
     };
     // PUBLISH goes where this orthrus keeps its subscriptions, so that its
-    // count of receivers includes them.
+    // count of receivers includes them; so do PUBSUB NUMSUB and NUMPAT,
+    // which count them.
     let (target, access) = if matches!(target, Target::Any) && is_publish(req) {
         (
             crate::client::subscriptions::publish_target(),
             Access::Write,
         )
+    } else if matches!(target, Target::Any) && counts_subscribers(req) {
+        (crate::client::subscriptions::publish_target(), access)
     } else {
         (target, access)
     };
@@ -327,6 +330,15 @@ fn refuse(rejection: &Rejection, req: &Request, family: Family, ctx: &WorkerCtx)
     WorkerStats::bump(&ctx.stats().rejected_commands);
     let reply = error_reply(&rejection.message(req));
     Next::Started(Started::refused(Pending::Ready(reply), family))
+}
+
+/// PUBSUB NUMSUB or NUMPAT.
+fn counts_subscribers(req: &Request) -> bool {
+    req.arg(0)
+        .is_some_and(|n| n.eq_ignore_ascii_case(b"pubsub"))
+        && req
+            .arg(1)
+            .is_some_and(|s| s.eq_ignore_ascii_case(b"numsub") || s.eq_ignore_ascii_case(b"numpat"))
 }
 
 fn is_publish(req: &Request) -> bool {

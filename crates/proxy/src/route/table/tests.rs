@@ -118,8 +118,12 @@ fn kinds() {
     ));
     assert!(matches!(t.route(&req(&["SCAN", "0"])), Route::Scan));
     assert!(matches!(
-        t.route(&req(&["PUBSUB", "NUMSUB", "a"])),
+        t.route(&req(&["PUBSUB", "SHARDNUMSUB", "a"])),
         Route::FanOut(FanOut::PairSum)
+    ));
+    assert!(matches!(
+        t.route(&req(&["PUBSUB", "NUMPAT"])),
+        Route::AnyNode
     ));
     assert!(matches!(
         t.route(&req(&["COMMAND", "COUNT"])),
