@@ -227,24 +227,8 @@ mod tests {
     use super::*;
 
     /// A Zipf(1) stream over `n` keys, from a fixed seed.
-    pub(crate) fn zipf(n: usize, len: usize, mut seed: u64) -> Vec<usize> {
-        let weights: Vec<f64> = (1..=n).map(|r| 1.0 / r as f64).collect();
-        let sum: f64 = weights.iter().sum();
-        let mut cumulative = Vec::with_capacity(n);
-        let mut acc = 0.0;
-        for w in &weights {
-            acc += w / sum;
-            cumulative.push(acc);
-        }
-        (0..len)
-            .map(|_| {
-                seed ^= seed << 13;
-                seed ^= seed >> 7;
-                seed ^= seed << 17;
-                let u = (seed >> 11) as f64 / (1u64 << 53) as f64;
-                cumulative.partition_point(|&c| c < u).min(n - 1)
-            })
-            .collect()
+    pub(crate) fn zipf(n: usize, len: usize, seed: u64) -> Vec<usize> {
+        zipf_s(n, len, 1.0, seed)
     }
 
     #[test]
