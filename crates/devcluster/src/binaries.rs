@@ -61,7 +61,7 @@ pub(crate) fn locate_server() -> Result<PathBuf, DevError> {
 /// A TCP port on 127.0.0.1 that was free a moment ago: bind port 0, read the
 /// port the OS chose, close. Another process may take it before the caller
 /// binds it, so callers retry on "address in use". Within this process, a
-/// port is not handed out twice in a row of [`RECENT_PORTS`] calls: two
+/// port is not handed out twice in a row of `RECENT_PORTS` (256) calls: two
 /// calls before either port is bound (a proxy's plain and TLS ports) get
 /// two different ports.
 pub fn free_port() -> io::Result<u16> {

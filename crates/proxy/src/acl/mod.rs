@@ -8,7 +8,7 @@
 //! - [`rules`]: the rule parser.
 //! - [`category`]: category names and bits.
 //! - `glob`: Redis's pattern matching, for keys and channels.
-//! - [`users`]: the users of a configuration, parsed once.
+//! - `users`: the users of a configuration, parsed once.
 
 use ring::digest::{SHA256, digest};
 
