@@ -18,6 +18,12 @@ mod cluster;
 mod migrate;
 pub mod plan;
 
+/// The window of `ORTHRUS HOTSLOTS`, in seconds.
+const WINDOW_SECS: u64 = 10;
+/// Keyed requests orthrus must have seen in its window before a plan is
+/// made from them: fewer say more about chance than about the load.
+const MIN_REQUESTS: f64 = 1000.0;
+
 /// What the plan evens out.
 #[derive(Clone, Copy, Debug, Eq, PartialEq)]
 pub enum Measure {
@@ -72,13 +78,16 @@ pub async fn run(opts: &Options) -> anyhow::Result<()> {
             bail!("the cluster has moves left half-done; nothing changed");
         }
     }
-    let slots = slot_loads(&topo, &rates, opts.by);
-    if slots.iter().all(|s| s.load <= 0.0) {
+    // The rates are over the last 10 s, or since orthrus started.
+    let window = uptime.clamp(1, WINDOW_SECS);
+    let seen = rates.rates.values().map(|r| r.0).sum::<f64>() * window as f64;
+    if seen < MIN_REQUESTS {
         bail!(
-            "{} has measured no keyed request in the last 10 s (up {uptime} s): send the usual traffic through it, then run again",
+            "{} has measured {seen:.0} keyed requests in the last {window} s (up {uptime} s), too few to plan from (at least {MIN_REQUESTS}): send the usual traffic through it, then run again",
             opts.proxy
         );
     }
+    let slots = slot_loads(&topo, &rates, opts.by);
     let bounds = Bounds {
         threshold_pct: opts.threshold_pct,
         max_moves: opts.max_moves,
@@ -148,8 +157,8 @@ fn print_plan(topo: &Topology, plan: &Plan, opts: &Options) {
         opts.threshold_pct
     );
     println!(
-        "{:<22} {:>7} {:>8} {:>8}",
-        "master", "slots", "now", "after"
+        "{:<22} {:>10} {:>8} {:>12} {:>8}",
+        "master", "slots now", "share", "slots after", "share"
     );
     let (now, after) = (Plan::shares(&plan.before), Plan::shares(&plan.after));
     for (i, master) in topo.masters.iter().enumerate() {
@@ -157,10 +166,11 @@ fn print_plan(topo: &Topology, plan: &Plan, opts: &Options) {
         let gained = plan.moves.iter().filter(|m| m.to == i).count();
         let lost = plan.moves.iter().filter(|m| m.from == i).count();
         println!(
-            "{:<22} {:>7} {:>7.1}% {:>7.1}%",
+            "{:<22} {:>10} {:>7.1}% {:>12} {:>7.1}%",
             master.addr.to_string(),
-            owned.saturating_add(gained).saturating_sub(lost),
+            owned,
             now.get(i).copied().unwrap_or_default(),
+            owned.saturating_add(gained).saturating_sub(lost),
             after.get(i).copied().unwrap_or_default(),
         );
     }
