@@ -1,6 +1,6 @@
 //! `orthrus rebalance` against a real 3-master cluster through orthrus: a
 //! skewed workload whose hot keys' slots all live on one master (hash
-//! tags), a move left half-done as an interrupted run would leave it, then
+//! tags), two moves left half-done as interrupted runs leave them, then
 //! `orthrus rebalance --apply --yes` while the workload goes on. Afterwards
 //! orthrus's own per-slot load puts every master within 15 % of the mean,
 //! the clients saw no error and read back what they wrote, and no key is
@@ -24,7 +24,7 @@ use orthrus_devcluster::Cluster;
 const HOT_SLOTS: usize = 6;
 /// Keys spread over the whole cluster, one request in five.
 const COLD_KEYS: usize = 300;
-const THREADS: usize = 4;
+const THREADS: usize = 8;
 /// The longest the workload runs, whatever happens.
 const WORKLOAD_LIMIT: Duration = Duration::from_secs(120);
 
@@ -226,6 +226,36 @@ fn rebalance_by_load_evens_out_a_skewed_cluster_online() {
         .migrate_keys(half_slot, masters[1], masters[2], 4)
         .expect("migrate some keys");
 
+    // And one killed after the destination took its slot, before the
+    // source and the others were told.
+    let late = (0..)
+        .map(|i| format!("{{late{i}}}"))
+        .find(|t| common::owner_of(&cluster, t.as_bytes()) == masters[2])
+        .expect("tag");
+    let late_slot = Slot::for_key(late.as_bytes()).get();
+    for i in 0..10 {
+        let _: () = redis::cmd("SET")
+            .arg(format!("{late}:{i}"))
+            .arg(i)
+            .query(&mut con)
+            .expect("SET");
+    }
+    cluster
+        .begin_migration(late_slot, masters[2], masters[1])
+        .expect("begin migration");
+    while cluster
+        .migrate_keys(late_slot, masters[2], masters[1], 3)
+        .expect("migrate keys")
+        > 0
+    {}
+    let _: () = redis::cmd("CLUSTER")
+        .arg("SETSLOT")
+        .arg(late_slot)
+        .arg("NODE")
+        .arg(cluster.node_id(masters[1]).expect("id"))
+        .query(&mut node_client(cluster.nodes()[masters[1]].addr()))
+        .expect("SETSLOT NODE on the destination");
+
     let stop = Arc::new(AtomicBool::new(false));
     let outcome = Arc::new(Outcome::default());
     let threads = workload(&proxy, &hot, &stop, &outcome);
@@ -286,8 +316,9 @@ fn rebalance_by_load_evens_out_a_skewed_cluster_online() {
             n
         })
         .sum();
-    assert_eq!(on_nodes, keys.len() as i64 + 10);
-    for (i, key) in (0..10).map(|i| (i, format!("{half}:{i}"))) {
+    assert_eq!(on_nodes, keys.len() as i64 + 20);
+    let parked = (0..10).flat_map(|i| [(i, format!("{half}:{i}")), (i, format!("{late}:{i}"))]);
+    for (i, key) in parked {
         let v: i64 = redis::cmd("GET").arg(&key).query(&mut con).expect("GET");
         assert_eq!(v, i);
     }

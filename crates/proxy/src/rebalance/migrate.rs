@@ -29,11 +29,20 @@ pub async fn move_slot(
     };
     let n = slot.get().to_string();
     let n = n.as_bytes();
-    let src_owns = owns(links, src, slot).await?;
-    let mut moved = 0_u64;
-    if src_owns {
-        // Both ends marked, then the keys; a second IMPORTING or MIGRATING
-        // of the same slot to the same node is accepted by Redis.
+    // A move interrupted after the destination took the slot goes
+    // straight to the keys still on the source (MIGRATE needs no slot
+    // state) and the SETSLOT NODE calls that did not happen.
+    if !owns(links, dst, slot).await? {
+        if !owns(links, src, slot).await? {
+            bail!(
+                "slot {}: neither {} nor {} serves it; settle it by hand (CLUSTER SETSLOT ... NODE)",
+                slot.get(),
+                src.addr,
+                dst.addr
+            );
+        }
+        // Both ends marked, then the keys; a second IMPORTING or
+        // MIGRATING of the same slot to the same node is accepted.
         links
             .call(
                 &dst.addr,
@@ -46,8 +55,8 @@ pub async fn move_slot(
                 &[b"CLUSTER", b"SETSLOT", n, b"MIGRATING", dst.id.as_bytes()],
             )
             .await?;
-        moved = migrate_keys(links, src, dst, n).await?;
     }
+    let moved = migrate_keys(links, src, dst, n).await?;
     // The destination first, so that it owns the slot before the source
     // starts sending clients there; then the source; then the others.
     links
