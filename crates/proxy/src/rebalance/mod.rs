@@ -176,7 +176,7 @@ fn print_plan(topo: &Topology, plan: &Plan, opts: &Options) {
     }
     if !plan.balanced {
         println!(
-            "the plan cannot bring every master within {}% (--max-moves, or slots too hot to split)",
+            "the plan cannot bring every master within {}%: --max-moves, or too few slots carry the load (one too hot for any master, or too little to move)",
             opts.threshold_pct
         );
     }
@@ -184,7 +184,11 @@ fn print_plan(topo: &Topology, plan: &Plan, opts: &Options) {
 
 fn print_moves(topo: &Topology, plan: &Plan, keys: &[u64]) {
     if plan.moves.is_empty() {
-        println!("no move needed");
+        if plan.balanced {
+            println!("no move needed");
+        } else {
+            println!("no move would narrow the gap");
+        }
         return;
     }
     println!("{} moves:", plan.moves.len());

@@ -7,11 +7,17 @@
 //! less than their difference, so each move lowers the sum of squared
 //! loads and the loop ends). Hot slots go first, so few moves suffice. A
 //! slot moves at most once, a migrating slot never, and a master keeps at
-//! least one slot.
+//! least one slot. A slot that carries less than [`MIN_SLOT_PCT`] of the
+//! mean load is never moved: closing the last percent with hundreds of
+//! nearly idle slots is churn, not balance by load.
 
 use std::collections::HashSet;
 
 use orthrus_cluster::Slot;
+
+/// The least load a slot must carry to be moved, in percent of the mean
+/// load of a master.
+pub const MIN_SLOT_PCT: f64 = 0.5;
 
 /// One slot's measured load and its master (an index into the masters).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -134,9 +140,10 @@ fn next_move(
     let mean = loads.iter().sum::<f64>() / loads.len() as f64;
     let gap = busiest - idlest;
     let target = (busiest - mean).min(mean - idlest);
+    let least = mean * MIN_SLOT_PCT / 100.0;
     slots
         .iter()
-        .filter(|s| s.owner == from && !s.migrating && s.load > 0.0 && s.load < gap)
+        .filter(|s| s.owner == from && !s.migrating && s.load >= least && s.load < gap)
         .filter(|s| !moved.contains(&s.slot))
         .min_by(|a, b| {
             (a.load - target)
@@ -280,6 +287,20 @@ mod tests {
         assert!(p.moves.is_empty());
         assert!(p.balanced);
         assert_eq!(Plan::shares(&p.after), vec![0.0, 0.0]);
+    }
+
+    #[test]
+    fn nearly_idle_slots_are_not_moved_to_shave_the_last_percent() {
+        // Three unequal hot slots on master 0 cannot be spread within 10 %;
+        // the two useful moves are made, not a hundred of idle slots.
+        let mut slots = vec![load(1, 0, 7765.0), load(2, 0, 6877.0), load(3, 0, 5284.0)];
+        slots.extend((100..1000).map(|i| load(i, 0, 4.6)));
+        slots.extend((6000..7000).map(|i| load(i, 1, 4.3)));
+        slots.extend((12000..13000).map(|i| load(i, 2, 4.2)));
+        let p = plan(&slots, 3, BOUNDS);
+        assert_eq!(p.moves.len(), 2, "{:?}", p.moves);
+        assert!(p.moves.iter().all(|m| m.load > 5000.0));
+        assert!(!p.balanced);
     }
 
     #[test]
