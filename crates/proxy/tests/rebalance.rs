@@ -158,7 +158,8 @@ fn workload(
         .collect()
 }
 
-/// Each master's CLUSTER NODES `myself` line.
+/// Each master's CLUSTER NODES `myself` line, without its ping and pong
+/// times (which change by themselves).
 fn myself_lines(cluster: &Cluster, masters: &[usize]) -> Vec<String> {
     masters
         .iter()
@@ -168,10 +169,13 @@ fn myself_lines(cluster: &Cluster, masters: &[usize]) -> Vec<String> {
                 .arg("NODES")
                 .query(&mut con)
                 .expect("CLUSTER NODES");
-            text.lines()
-                .find(|l| l.contains("myself"))
-                .expect("myself")
-                .to_owned()
+            let line = text.lines().find(|l| l.contains("myself")).expect("myself");
+            line.split(' ')
+                .enumerate()
+                .filter(|(i, _)| !matches!(i, 4 | 5))
+                .map(|(_, f)| f)
+                .collect::<Vec<_>>()
+                .join(" ")
         })
         .collect()
 }
@@ -322,4 +326,158 @@ fn rebalance_by_load_evens_out_a_skewed_cluster_online() {
         let v: i64 = redis::cmd("GET").arg(&key).query(&mut con).expect("GET");
         assert_eq!(v, i);
     }
+}
+
+/// Keys written in each hot slot of the interrupted run: enough MIGRATE
+/// batches for the run to be caught in the middle of one slot.
+const KEYS_PER_SLOT: usize = 20_000;
+
+#[test]
+fn a_run_killed_during_a_migration_is_finished_by_the_next() {
+    let cluster = common::cluster(3, 0);
+    let proxy = Proxy::start(&cluster.seeds(), &[]);
+    let masters = cluster.masters().expect("masters");
+    let tags = tags_on(&cluster, masters[0], 2);
+    let mut node = node_client(cluster.nodes()[masters[0]].addr());
+    for tag in &tags {
+        for chunk in 0..KEYS_PER_SLOT / 1000 {
+            let mut pipe = redis::pipe();
+            for i in chunk * 1000..(chunk + 1) * 1000 {
+                pipe.cmd("SET").arg(format!("{tag}:{i}")).arg(i).ignore();
+            }
+            pipe.query::<()>(&mut node).expect("write keys");
+        }
+    }
+
+    // Reads of the two hot slots (and a few elsewhere) through orthrus,
+    // from before the first run to after the second.
+    let stop = Arc::new(AtomicBool::new(false));
+    let errors = Arc::new(AtomicU64::new(0));
+    let reader = {
+        let (url, tags, stop, errors) = (proxy.url(), tags.clone(), stop.clone(), errors.clone());
+        std::thread::spawn(move || {
+            let mut con = redis::Client::open(url)
+                .and_then(|c| c.get_connection())
+                .expect("connect");
+            let started = Instant::now();
+            let mut i = 0_usize;
+            while !stop.load(Ordering::Relaxed) && started.elapsed() < WORKLOAD_LIMIT {
+                let key = if i % 10 == 9 {
+                    format!("cold:{i}")
+                } else {
+                    format!("{}:{}", tags[i % 2], i % KEYS_PER_SLOT)
+                };
+                let got: redis::RedisResult<Option<usize>> =
+                    redis::cmd("GET").arg(&key).query(&mut con);
+                match got {
+                    Ok(Some(v)) if key.starts_with('{') && v != i % KEYS_PER_SLOT => {
+                        errors.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Ok(_) => {}
+                    Err(e) => {
+                        eprintln!("{key}: {e}");
+                        errors.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+                i += 1;
+            }
+        })
+    };
+    std::thread::sleep(Duration::from_secs(3));
+
+    // The first run, killed as soon as a slot is migrating.
+    let mut first = Command::new(env!("CARGO_BIN_EXE_orthrus"))
+        .args([
+            "rebalance",
+            "--proxy",
+            &proxy.addr.to_string(),
+            "--apply",
+            "--yes",
+        ])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("start orthrus rebalance");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if myself_lines(&cluster, &masters)
+            .iter()
+            .any(|l| l.contains("->-"))
+        {
+            break;
+        }
+        assert!(
+            first.try_wait().expect("wait").is_none(),
+            "the run ended before a slot was seen migrating"
+        );
+        assert!(Instant::now() < deadline, "no slot ever migrating");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    first.kill().expect("kill the first run");
+    first.wait().expect("reap the first run");
+    let left = myself_lines(&cluster, &masters);
+    assert!(left.iter().any(|l| l.contains("->-")), "{left:?}");
+
+    let out = rebalance(&proxy, &["--apply", "--yes"]);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("is half-moved"), "{text}");
+    assert!(text.contains("finished"), "{text}");
+
+    stop.store(true, Ordering::Relaxed);
+    reader.join().expect("reader");
+    assert_eq!(errors.load(Ordering::Relaxed), 0);
+    let lines = myself_lines(&cluster, &masters);
+    assert!(lines.iter().all(|l| !l.contains('[')), "{lines:?}");
+    let moved = tags
+        .iter()
+        .filter(|t| common::owner_of(&cluster, t.as_bytes()) != masters[0])
+        .count();
+    assert!(moved >= 1, "no hot slot left its master");
+    let mut con = proxy.client();
+    for tag in &tags {
+        for chunk in 0..KEYS_PER_SLOT / 1000 {
+            let keys: Vec<String> = (chunk * 1000..(chunk + 1) * 1000)
+                .map(|i| format!("{tag}:{i}"))
+                .collect();
+            let values: Vec<Option<usize>> =
+                redis::cmd("MGET").arg(&keys).query(&mut con).expect("MGET");
+            let want: Vec<Option<usize>> = (chunk * 1000..(chunk + 1) * 1000).map(Some).collect();
+            assert_eq!(values, want, "{tag} keys lost or changed");
+        }
+    }
+}
+
+#[test]
+fn an_unstable_cluster_is_refused_naming_what_is_wrong() {
+    let mut cluster = common::cluster(3, 0);
+    let proxy = Proxy::start(&cluster.seeds(), &[]);
+    let masters = cluster.masters().expect("masters");
+    let dead = cluster.nodes()[masters[2]].addr().to_string();
+    let layout = myself_lines(&cluster, &masters[..2]);
+    cluster.kill(masters[2]);
+
+    // At once: a node that cannot be reached, named.
+    let out = rebalance(&proxy, &["--apply", "--yes"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(err.contains(&dead), "{err}");
+
+    // Once the others flag it failed: the cluster is not stable, and why.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let out = rebalance(&proxy, &["--apply", "--yes"]);
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        if err.contains("not stable") {
+            assert!(err.contains(&format!("{dead} (master failed)")), "{err}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "never refused as unstable: {err}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    assert_eq!(myself_lines(&cluster, &masters[..2]), layout);
 }

@@ -170,7 +170,7 @@ pub async fn slot_rates(links: &mut Links, proxy: &NodeAddr) -> anyhow::Result<S
 /// SHARDS, then each master's own view of its migrations. Refuses a
 /// cluster that is not stable, naming what is wrong.
 pub async fn topology(links: &mut Links, seeds: &[NodeAddr]) -> anyhow::Result<Topology> {
-    let map = shards(links, seeds).await?;
+    let (map, state) = shards(links, seeds).await?;
     let bad: Vec<String> = map
         .nodes()
         .iter()
@@ -184,6 +184,12 @@ pub async fn topology(links: &mut Links, seeds: &[NodeAddr]) -> anyhow::Result<T
         bail!(
             "the cluster is not stable: {} of {SLOT_COUNT} slots have a master",
             map.covered_slots()
+        );
+    }
+    if state.as_deref() != Some("ok") {
+        bail!(
+            "the cluster is not stable: cluster_state:{}",
+            state.as_deref().unwrap_or("?")
         );
     }
     let mut masters = Vec::new();
@@ -241,7 +247,10 @@ pub async fn topology(links: &mut Links, seeds: &[NodeAddr]) -> anyhow::Result<T
 }
 
 /// CLUSTER SHARDS from the first seed that answers, and its cluster_state.
-async fn shards(links: &mut Links, seeds: &[NodeAddr]) -> anyhow::Result<SlotMap> {
+async fn shards(
+    links: &mut Links,
+    seeds: &[NodeAddr],
+) -> anyhow::Result<(SlotMap, Option<String>)> {
     let mut last = anyhow!("no seed to ask");
     for seed in seeds {
         let reply = match links.call(seed, &[b"CLUSTER", b"SHARDS"]).await {
@@ -257,15 +266,9 @@ async fn shards(links: &mut Links, seeds: &[NodeAddr]) -> anyhow::Result<SlotMap
         let state = info.as_str().and_then(|t| {
             t.lines()
                 .find_map(|l| l.strip_prefix("cluster_state:"))
-                .map(str::trim)
+                .map(|s| s.trim().to_owned())
         });
-        if state != Some("ok") {
-            bail!(
-                "the cluster is not stable: {seed} says cluster_state:{}",
-                state.unwrap_or("?")
-            );
-        }
-        return Ok(map);
+        return Ok((map, state));
     }
     Err(last.context("no cluster node orthrus knows could be reached"))
 }
