@@ -105,9 +105,18 @@ struct RebalanceArgs {
     /// orthrus's client password (its --requirepass)
     #[arg(long, value_name = "PASSWORD")]
     password: Option<String>,
-    /// The cluster nodes' password (orthrus's --backend-password)
+    /// orthrus's configuration file: the nodes are reached with its
+    /// [backend] username, password and TLS, as orthrus reaches them
+    /// (ORTHRUS_* variables apply too)
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// The cluster nodes' password (orthrus's --backend-password); overrides
+    /// the one of --config
     #[arg(long, value_name = "PASSWORD")]
     node_password: Option<String>,
+    /// Refuse a cluster with a master that has no usable replica
+    #[arg(long)]
+    require_replicas: bool,
     /// What to even out
     #[arg(long, value_name = "requests|bytes", default_value = "requests",
           value_parser = ["requests", "bytes"])]
@@ -237,10 +246,29 @@ fn rebalance(r: RebalanceArgs) -> ExitCode {
         eprintln!("orthrus rebalance: --threshold must be a percentage >= 0");
         return ExitCode::from(EXIT_BAD_CONFIG as u8);
     }
+    let (mut node_auth, node_tls) = match &r.config {
+        None => (config::BackendConfig::default(), None),
+        Some(file) => {
+            match Config::load(Some(file), std::env::vars(), &Overrides::default())
+                .and_then(Config::validate)
+            {
+                Ok(settings) => (settings.raw.backend.clone(), settings.tls.backend.clone()),
+                Err(e) => {
+                    eprintln!("orthrus rebalance: {e}");
+                    return ExitCode::from(EXIT_BAD_CONFIG as u8);
+                }
+            }
+        }
+    };
+    if r.node_password.is_some() {
+        node_auth.password = r.node_password;
+    }
     let opts = orthrus_proxy::rebalance::Options {
         proxy,
         password: r.password,
-        node_password: r.node_password,
+        node_auth,
+        node_tls,
+        require_replicas: r.require_replicas,
         by: if r.by == "bytes" {
             orthrus_proxy::rebalance::Measure::Bytes
         } else {

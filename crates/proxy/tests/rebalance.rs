@@ -455,6 +455,13 @@ fn an_unstable_cluster_is_refused_naming_what_is_wrong() {
     let masters = cluster.masters().expect("masters");
     let dead = cluster.nodes()[masters[2]].addr().to_string();
     let layout = myself_lines(&cluster, &masters[..2]);
+
+    let out = rebalance(&proxy, &["--require-replicas"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(err.contains("without a usable replica"), "{err}");
+    assert!(err.contains(&dead), "{err}");
+
     cluster.kill(masters[2]);
 
     // At once: a node that cannot be reached, named.
@@ -480,4 +487,89 @@ fn an_unstable_cluster_is_refused_naming_what_is_wrong() {
         std::thread::sleep(Duration::from_millis(500));
     }
     assert_eq!(myself_lines(&cluster, &masters[..2]), layout);
+}
+
+#[test]
+fn passwords_reach_orthrus_and_the_nodes_and_migrate_passes_them_on() {
+    const NODE_PW: &str = "node-secret-4";
+    const CLIENT_PW: &str = "client-secret-8";
+    let spec = orthrus_devcluster::ClusterSpec::new(3, 0)
+        .with_node(orthrus_devcluster::NodeOptions::cluster().with_password(NODE_PW));
+    let cluster = Cluster::start(spec).expect("start cluster");
+    let proxy = Proxy::spawn(
+        &cluster.seeds(),
+        &["--requirepass", CLIENT_PW, "--backend-password", NODE_PW],
+        &[],
+    );
+    let url = format!("redis://:{CLIENT_PW}@{}/", proxy.addr);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut con = loop {
+        let con = redis::Client::open(url.as_str()).and_then(|c| c.get_connection());
+        if let Ok(mut con) = con {
+            if redis::cmd("SET")
+                .arg("ready")
+                .arg(1)
+                .query::<()>(&mut con)
+                .is_ok()
+            {
+                break con;
+            }
+        }
+        assert!(Instant::now() < deadline, "orthrus never served");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let masters = cluster.masters().expect("masters");
+    let hot = tags_on(&cluster, masters[0], 2);
+    for tag in &hot {
+        for i in 0..50 {
+            let _: () = redis::cmd("SET")
+                .arg(format!("{tag}:{i}"))
+                .arg(i)
+                .query(&mut con)
+                .expect("SET");
+        }
+    }
+    for i in 0..3000 {
+        let _: Option<i64> = redis::cmd("GET")
+            .arg(format!("{}:{}", hot[i % 2], i % 50))
+            .query(&mut con)
+            .expect("GET");
+    }
+
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("orthrus.toml");
+    let seed = cluster.seeds()[0];
+    std::fs::write(
+        &file,
+        format!("seeds = [\"{seed}\"]\n[backend]\npassword = \"{NODE_PW}\"\n"),
+    )
+    .expect("write config");
+    let config = file.to_string_lossy().into_owned();
+
+    let out = rebalance(&proxy, &["--apply", "--yes", "--config", &config]);
+    assert!(!out.status.success(), "no client password given");
+    let out = rebalance(
+        &proxy,
+        &[
+            "--apply",
+            "--yes",
+            "--password",
+            CLIENT_PW,
+            "--config",
+            &config,
+        ],
+    );
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("done: 1 slots, 50 keys moved"));
+    let moved = hot
+        .iter()
+        .find(|t| common::owner_of(&cluster, t.as_bytes()) != masters[0])
+        .expect("a hot slot moved");
+    for i in 0..50 {
+        let v: i64 = redis::cmd("GET")
+            .arg(format!("{moved}:{i}"))
+            .query(&mut con)
+            .expect("GET");
+        assert_eq!(v, i);
+    }
 }

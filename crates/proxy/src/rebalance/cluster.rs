@@ -8,7 +8,7 @@ use anyhow::{Context as _, anyhow, bail};
 use orthrus_cluster::{Health, NodeAddr, Role, SLOT_COUNT, Slot, SlotMap};
 use orthrus_resp::Value;
 
-use crate::config::BackendConfig;
+use crate::config::{BackendConfig, BackendTls};
 use crate::node::client::NodeClient;
 
 /// How long to wait for a connection or a reply.
@@ -17,6 +17,7 @@ const TIMEOUT: Duration = Duration::from_secs(10);
 /// Connections to the proxy or to nodes, opened on first use.
 pub struct Links {
     auth: BackendConfig,
+    tls: Option<BackendTls>,
     open: HashMap<NodeAddr, NodeClient>,
 }
 
@@ -52,13 +53,12 @@ pub struct SlotRates {
 // === impl Links ===
 
 impl Links {
-    pub fn new(password: Option<String>) -> Links {
-        let auth = BackendConfig {
-            password,
-            ..BackendConfig::default()
-        };
+    /// Connections authenticated as `auth` says (username, password),
+    /// over TLS when `tls` is given: orthrus's own way to its nodes.
+    pub fn new(auth: BackendConfig, tls: Option<BackendTls>) -> Links {
         Links {
             auth,
+            tls,
             open: HashMap::new(),
         }
     }
@@ -76,7 +76,7 @@ impl Links {
     /// Runs one command on `addr`; error replies are returned as values.
     pub async fn call_raw(&mut self, addr: &NodeAddr, args: &[&[u8]]) -> anyhow::Result<Value> {
         if !self.open.contains_key(addr) {
-            let client = NodeClient::connect(addr, TIMEOUT, &self.auth, None)
+            let client = NodeClient::connect(addr, TIMEOUT, &self.auth, self.tls.as_ref())
                 .await
                 .with_context(|| format!("cannot reach {addr}"))?;
             self.open.insert(addr.clone(), client);
@@ -94,9 +94,18 @@ impl Links {
         }
     }
 
-    /// The password the nodes want, for MIGRATE's AUTH.
-    pub fn password(&self) -> Option<&str> {
-        self.auth.password.as_deref()
+    /// MIGRATE's `AUTH password` or `AUTH2 username password`, as these
+    /// connections authenticate; empty when they do not.
+    pub fn migrate_auth(&self) -> Vec<Vec<u8>> {
+        match (&self.auth.username, &self.auth.password) {
+            (_, None) => Vec::new(),
+            (None, Some(p)) => vec![b"AUTH".to_vec(), p.as_bytes().to_vec()],
+            (Some(u), Some(p)) => vec![
+                b"AUTH2".to_vec(),
+                u.as_bytes().to_vec(),
+                p.as_bytes().to_vec(),
+            ],
+        }
     }
 }
 
@@ -169,7 +178,11 @@ pub async fn slot_rates(links: &mut Links, proxy: &NodeAddr) -> anyhow::Result<S
 /// Reads the topology through the first of `seeds` that answers CLUSTER
 /// SHARDS, then each master's own view of its migrations. Refuses a
 /// cluster that is not stable, naming what is wrong.
-pub async fn topology(links: &mut Links, seeds: &[NodeAddr]) -> anyhow::Result<Topology> {
+pub async fn topology(
+    links: &mut Links,
+    seeds: &[NodeAddr],
+    require_replicas: bool,
+) -> anyhow::Result<Topology> {
     let (map, state) = shards(links, seeds).await?;
     let bad: Vec<String> = map
         .nodes()
@@ -185,6 +198,20 @@ pub async fn topology(links: &mut Links, seeds: &[NodeAddr]) -> anyhow::Result<T
             "the cluster is not stable: {} of {SLOT_COUNT} slots have a master",
             map.covered_slots()
         );
+    }
+    if require_replicas {
+        let alone: Vec<String> = map
+            .masters()
+            .into_iter()
+            .filter(|m| map.replicas_of(m).is_empty())
+            .map(|m| m.to_string())
+            .collect();
+        if !alone.is_empty() {
+            bail!(
+                "the cluster is not stable: masters without a usable replica (--require-replicas): {}",
+                alone.join(", ")
+            );
+        }
     }
     if state.as_deref() != Some("ok") {
         bail!(

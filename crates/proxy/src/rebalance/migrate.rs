@@ -137,10 +137,8 @@ async fn migrate_keys(
             b"0",
             MIGRATE_TIMEOUT_MS.as_bytes(),
         ];
-        let password = links.password().map(str::to_owned);
-        if let Some(p) = &password {
-            args.extend([b"AUTH".as_slice(), p.as_bytes()]);
-        }
+        let auth = links.migrate_auth();
+        args.extend(auth.iter().map(Vec::as_slice));
         args.push(b"KEYS");
         args.extend(keys.iter().copied());
         links.call(&src.addr, &args).await?;

@@ -13,6 +13,7 @@ use orthrus_cluster::{NodeAddr, Slot};
 
 use self::cluster::{Links, Topology};
 use self::plan::{Bounds, Plan, SlotLoad};
+use crate::config::{BackendConfig, BackendTls};
 
 mod cluster;
 mod migrate;
@@ -38,8 +39,13 @@ pub struct Options {
     pub proxy: NodeAddr,
     /// orthrus's client password, if it wants one.
     pub password: Option<String>,
-    /// The nodes' password (MIGRATE passes it on), if they want one.
-    pub node_password: Option<String>,
+    /// How to reach the nodes: orthrus's `[backend]` username and
+    /// password (MIGRATE passes them on).
+    pub node_auth: BackendConfig,
+    /// TLS to the nodes, as orthrus's `[backend.tls]`.
+    pub node_tls: Option<BackendTls>,
+    /// Refuse a cluster with a master that has no usable replica.
+    pub require_replicas: bool,
     pub by: Measure,
     pub threshold_pct: f64,
     pub max_moves: usize,
@@ -51,11 +57,15 @@ pub struct Options {
 /// carries it out; a move left half-done by an earlier run is finished
 /// first.
 pub async fn run(opts: &Options) -> anyhow::Result<()> {
-    let mut proxy = Links::new(opts.password.clone());
+    let proxy_auth = BackendConfig {
+        password: opts.password.clone(),
+        ..BackendConfig::default()
+    };
+    let mut proxy = Links::new(proxy_auth, None);
     let (seeds, uptime) = cluster::proxy_nodes(&mut proxy, &opts.proxy).await?;
     let rates = cluster::slot_rates(&mut proxy, &opts.proxy).await?;
-    let mut nodes = Links::new(opts.node_password.clone());
-    let mut topo = cluster::topology(&mut nodes, &seeds).await?;
+    let mut nodes = Links::new(opts.node_auth.clone(), opts.node_tls.clone());
+    let mut topo = cluster::topology(&mut nodes, &seeds, opts.require_replicas).await?;
     if !topo.migrations.is_empty() {
         for m in &topo.migrations {
             println!(
@@ -73,7 +83,7 @@ pub async fn run(opts: &Options) -> anyhow::Result<()> {
                     migrate::move_slot(&mut nodes, &topo.masters, m.slot, m.from, m.to).await?;
                 println!("slot {} finished: {keys} keys moved", m.slot.get());
             }
-            topo = cluster::topology(&mut nodes, &seeds).await?;
+            topo = cluster::topology(&mut nodes, &seeds, opts.require_replicas).await?;
         } else {
             bail!("the cluster has moves left half-done; nothing changed");
         }
