@@ -180,6 +180,17 @@ fn myself_lines(cluster: &Cluster, masters: &[usize]) -> Vec<String> {
         .collect()
 }
 
+/// Sets `{prefix}:{i}` to `i` for `i` in `0..n`.
+fn set_numbered(con: &mut redis::Connection, prefix: &str, n: i64) {
+    for i in 0..n {
+        let _: () = redis::cmd("SET")
+            .arg(format!("{prefix}:{i}"))
+            .arg(i)
+            .query(con)
+            .expect("SET");
+    }
+}
+
 fn node_client(addr: SocketAddr) -> redis::Connection {
     redis::Client::open(format!("redis://{addr}/"))
         .and_then(|c| c.get_connection())
@@ -216,13 +227,7 @@ fn rebalance_by_load_evens_out_a_skewed_cluster_online() {
         .expect("tag");
     let half_slot = Slot::for_key(half.as_bytes()).get();
     let mut con = proxy.client();
-    for i in 0..10 {
-        let _: () = redis::cmd("SET")
-            .arg(format!("{half}:{i}"))
-            .arg(i)
-            .query(&mut con)
-            .expect("SET");
-    }
+    set_numbered(&mut con, &half, 10);
     cluster
         .begin_migration(half_slot, masters[1], masters[2])
         .expect("begin migration");
@@ -237,13 +242,7 @@ fn rebalance_by_load_evens_out_a_skewed_cluster_online() {
         .find(|t| common::owner_of(&cluster, t.as_bytes()) == masters[2])
         .expect("tag");
     let late_slot = Slot::for_key(late.as_bytes()).get();
-    for i in 0..10 {
-        let _: () = redis::cmd("SET")
-            .arg(format!("{late}:{i}"))
-            .arg(i)
-            .query(&mut con)
-            .expect("SET");
-    }
+    set_numbered(&mut con, &late, 10);
     cluster
         .begin_migration(late_slot, masters[2], masters[1])
         .expect("begin migration");
@@ -521,13 +520,7 @@ fn passwords_reach_orthrus_and_the_nodes_and_migrate_passes_them_on() {
     let masters = cluster.masters().expect("masters");
     let hot = tags_on(&cluster, masters[0], 2);
     for tag in &hot {
-        for i in 0..50 {
-            let _: () = redis::cmd("SET")
-                .arg(format!("{tag}:{i}"))
-                .arg(i)
-                .query(&mut con)
-                .expect("SET");
-        }
+        set_numbered(&mut con, tag, 50);
     }
     for i in 0..3000 {
         let _: Option<i64> = redis::cmd("GET")
