@@ -8,22 +8,23 @@ use anyhow::bail;
 use orthrus_cluster::Slot;
 use orthrus_resp::Value;
 
-use super::cluster::{self, Links, Master};
+use super::cluster::{self, Links, Master, Migration};
 
 /// Keys asked for and moved per MIGRATE.
 const BATCH: usize = 100;
 /// MIGRATE's timeout, in milliseconds.
 const MIGRATE_TIMEOUT_MS: &str = "10000";
 
-/// Moves `slot` from `from` to `to` (indexes into `masters`), or finishes
-/// such a move left half-done; returns how many keys it moved.
+/// Moves `step.slot` from `step.from` to `step.to` (indexes into
+/// `masters`), or finishes such a move left half-done; tells `progress`
+/// the keys moved so far after each batch, and returns their number.
 pub async fn move_slot(
     links: &mut Links,
     masters: &[Master],
-    slot: Slot,
-    from: usize,
-    to: usize,
+    step: Migration,
+    progress: &mut dyn FnMut(u64),
 ) -> anyhow::Result<u64> {
+    let Migration { slot, from, to } = step;
     let (Some(src), Some(dst)) = (masters.get(from), masters.get(to)) else {
         bail!("slot {}: no such master", slot.get());
     };
@@ -56,7 +57,7 @@ pub async fn move_slot(
             )
             .await?;
     }
-    let moved = migrate_keys(links, src, dst, n).await?;
+    let moved = migrate_keys(links, (src, dst), n, progress).await?;
     // The destination first, so that it owns the slot before the source
     // starts sending clients there; then the source; then the others.
     links
@@ -106,9 +107,9 @@ async fn owns(links: &mut Links, master: &Master, slot: Slot) -> anyhow::Result<
 /// Moves every key of the slot from `src` to `dst`, `BATCH` at a time.
 async fn migrate_keys(
     links: &mut Links,
-    src: &Master,
-    dst: &Master,
+    (src, dst): (&Master, &Master),
     slot: &[u8],
+    progress: &mut dyn FnMut(u64),
 ) -> anyhow::Result<u64> {
     let batch = BATCH.to_string();
     let port = dst.addr.port().to_string();
@@ -143,5 +144,6 @@ async fn migrate_keys(
         args.extend(keys.iter().copied());
         links.call(&src.addr, &args).await?;
         moved = moved.saturating_add(keys.len() as u64);
+        progress(moved);
     }
 }

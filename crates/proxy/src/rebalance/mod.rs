@@ -6,7 +6,7 @@
 //!   slot owners and open migrations from the nodes.
 //! - `migrate` — moving one slot, or finishing a move left half-done.
 
-use std::io::{BufRead as _, Write as _};
+use std::io::{BufRead as _, IsTerminal as _, Write as _};
 
 use anyhow::bail;
 use orthrus_cluster::{NodeAddr, Slot};
@@ -79,8 +79,7 @@ pub async fn run(opts: &Options) -> anyhow::Result<()> {
             println!("--apply finishes these moves first; the plan leaves these slots alone");
         } else if confirm(opts, "Finish these moves now?")? {
             for m in topo.migrations.clone() {
-                let keys =
-                    migrate::move_slot(&mut nodes, &topo.masters, m.slot, m.from, m.to).await?;
+                let keys = migrate::move_slot(&mut nodes, &topo.masters, m, &mut |_| {}).await?;
                 println!("slot {} finished: {keys} keys moved", m.slot.get());
             }
             topo = cluster::topology(&mut nodes, &seeds, opts.require_replicas).await?;
@@ -120,17 +119,32 @@ pub async fn run(opts: &Options) -> anyhow::Result<()> {
         return Ok(());
     }
     let total = plan.moves.len();
+    // On a terminal, the keys of the slot being moved count up in place.
+    let terminal = std::io::stdout().is_terminal();
     let mut all_keys = 0_u64;
     for (i, m) in plan.moves.iter().enumerate() {
-        let moved = migrate::move_slot(&mut nodes, &topo.masters, m.slot, m.from, m.to).await?;
-        all_keys = all_keys.saturating_add(moved);
-        println!(
-            "[{}/{total}] slot {} {} -> {}: {moved} keys ({all_keys} in all)",
+        let head = format!(
+            "[{}/{total}] slot {} {} -> {}",
             i.saturating_add(1),
             m.slot.get(),
             addr(&topo, m.from),
             addr(&topo, m.to)
         );
+        let step = cluster::Migration {
+            slot: m.slot,
+            from: m.from,
+            to: m.to,
+        };
+        let mut bar = |keys: u64| {
+            if terminal {
+                print!("\r{head}: {keys} keys");
+                let _ = std::io::stdout().flush();
+            }
+        };
+        let moved = migrate::move_slot(&mut nodes, &topo.masters, step, &mut bar).await?;
+        all_keys = all_keys.saturating_add(moved);
+        let back = if terminal { "\r" } else { "" };
+        println!("{back}{head}: {moved} keys ({all_keys} in all)");
     }
     println!("done: {total} slots, {all_keys} keys moved");
     Ok(())
