@@ -8,6 +8,8 @@
 //! Modules in the order a request meets them; each imports only modules
 //! listed after it.
 //!
+//! - [`rebalance`]: `orthrus rebalance`, a tool that moves slots between
+//!   masters by the load a running orthrus measures; uses `node`'s client.
 //! - [`server`]: listeners, worker threads (each a current-thread runtime
 //!   with its own accept loop), start and stop.
 //! - `http`: the admin HTTP endpoint (`/metrics`, `/healthz`, `/readyz`) on
@@ -53,6 +55,7 @@
 
 pub mod acl;
 pub mod config;
+pub mod rebalance;
 pub mod server;
 
 mod client;

@@ -1,11 +1,12 @@
 //! The `orthrus` binary: parse the configuration, start logging, bind, and
-//! run until SIGINT or SIGTERM.
+//! run until SIGINT or SIGTERM; or, as `orthrus rebalance`, move slots
+//! between the masters by the load a running orthrus measures.
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::{Parser, Subcommand};
 use orthrus_proxy::config::{self, Config, EXIT_BAD_CONFIG, LogFormat, Overrides};
 use tracing_subscriber::EnvFilter;
 
@@ -83,10 +84,62 @@ struct Args {
     /// TOML configuration file (see config/orthrus.toml) [env ORTHRUS_CONFIG]
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
+    #[command(subcommand)]
+    tool: Option<Tool>,
+}
+
+/// Tools run instead of the proxy.
+#[derive(Subcommand, Debug)]
+enum Tool {
+    /// Move the hottest slots from the busiest masters to the idlest, by the
+    /// load a running orthrus measured over the last 10 s; prints the plan,
+    /// and carries it out online with --apply
+    Rebalance(RebalanceArgs),
+}
+
+#[derive(clap::Args, Debug)]
+struct RebalanceArgs {
+    /// The running orthrus whose load to follow
+    #[arg(long, value_name = "HOST:PORT")]
+    proxy: String,
+    /// orthrus's client password (its --requirepass)
+    #[arg(long, value_name = "PASSWORD")]
+    password: Option<String>,
+    /// orthrus's configuration file: the nodes are reached with its
+    /// [backend] username, password and TLS, as orthrus reaches them
+    /// (ORTHRUS_* variables apply too)
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// The cluster nodes' password (orthrus's --backend-password); overrides
+    /// the one of --config
+    #[arg(long, value_name = "PASSWORD")]
+    node_password: Option<String>,
+    /// Refuse a cluster with a master that has no usable replica
+    #[arg(long)]
+    require_replicas: bool,
+    /// What to even out
+    #[arg(long, value_name = "requests|bytes", default_value = "requests",
+          value_parser = ["requests", "bytes"])]
+    by: String,
+    /// Every master within this percentage of the mean load
+    #[arg(long, value_name = "PCT", default_value_t = 10.0)]
+    threshold: f64,
+    /// Move at most this many slots
+    #[arg(long, value_name = "N", default_value_t = 100)]
+    max_moves: usize,
+    /// Carry the plan out (without it, nothing changes)
+    #[arg(long)]
+    apply: bool,
+    /// Do not ask for confirmation
+    #[arg(long)]
+    yes: bool,
 }
 
 fn main() -> ExitCode {
-    let args = Args::parse();
+    let mut args = Args::parse();
+    if let Some(Tool::Rebalance(r)) = args.tool.take() {
+        return rebalance(r);
+    }
     let file = config::file_path(args.config);
     let overrides = Overrides {
         listen: args.listen,
@@ -175,6 +228,68 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("orthrus: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `orthrus rebalance`: exit 0 when done, 64 on bad flags, 1 on failure.
+fn rebalance(r: RebalanceArgs) -> ExitCode {
+    let proxy = match r.proxy.parse() {
+        Ok(addr) => addr,
+        Err(e) => {
+            eprintln!("orthrus rebalance: --proxy {}: {e}", r.proxy);
+            return ExitCode::from(EXIT_BAD_CONFIG as u8);
+        }
+    };
+    if !(r.threshold >= 0.0 && r.threshold.is_finite()) {
+        eprintln!("orthrus rebalance: --threshold must be a percentage >= 0");
+        return ExitCode::from(EXIT_BAD_CONFIG as u8);
+    }
+    let (mut node_auth, node_tls) = match &r.config {
+        None => (config::BackendConfig::default(), None),
+        Some(file) => {
+            match Config::load(Some(file), std::env::vars(), &Overrides::default())
+                .and_then(Config::validate)
+            {
+                Ok(settings) => (settings.raw.backend.clone(), settings.tls.backend.clone()),
+                Err(e) => {
+                    eprintln!("orthrus rebalance: {e}");
+                    return ExitCode::from(EXIT_BAD_CONFIG as u8);
+                }
+            }
+        }
+    };
+    if r.node_password.is_some() {
+        node_auth.password = r.node_password;
+    }
+    let opts = orthrus_proxy::rebalance::Options {
+        proxy,
+        password: r.password,
+        node_auth,
+        node_tls,
+        require_replicas: r.require_replicas,
+        by: if r.by == "bytes" {
+            orthrus_proxy::rebalance::Measure::Bytes
+        } else {
+            orthrus_proxy::rebalance::Measure::Requests
+        },
+        threshold_pct: r.threshold,
+        max_moves: r.max_moves,
+        apply: r.apply,
+        yes: r.yes,
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build();
+    let outcome = match runtime {
+        Ok(rt) => rt.block_on(orthrus_proxy::rebalance::run(&opts)),
+        Err(e) => Err(e.into()),
+    };
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("orthrus rebalance: {e:#}");
             ExitCode::FAILURE
         }
     }
