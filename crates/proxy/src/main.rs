@@ -106,7 +106,7 @@ struct RebalanceArgs {
     #[arg(long, value_name = "PASSWORD")]
     password: Option<String>,
     /// orthrus's configuration file: the nodes are reached with its
-    /// [backend] username, password and TLS, as orthrus reaches them
+    /// backend username, password and TLS, as orthrus reaches them
     /// (ORTHRUS_* variables apply too)
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
