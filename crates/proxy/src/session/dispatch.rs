@@ -155,18 +155,14 @@ fn sample(
         return None;
     }
     let base = req.frame().as_ptr() as usize;
-    let (mut first, mut more) = (None, Vec::new());
+    let mut sample = Sample::new(generation)?;
     let _ = info?.for_each_key(req, |key, _| {
         // Every key is a slice of the frame.
         let start = (key.as_ptr() as usize).wrapping_sub(base);
-        let range = (start, start.saturating_add(key.len()));
-        match first {
-            None => first = Some(range),
-            Some(_) => more.push(range),
-        }
+        sample.push(start, start.saturating_add(key.len()));
         ControlFlow::Continue(())
     });
-    Sample::new(generation, first.into_iter().chain(more))
+    sample.has_keys().then_some(sample)
 }
 
 fn is_client_reply(req: &Request) -> bool {
