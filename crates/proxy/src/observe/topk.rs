@@ -72,13 +72,15 @@ impl TopK {
     /// Plain Space-Saving: no sketch, a new key inherits the lightest
     /// key's count.
     pub fn space_saving(capacity: usize) -> TopK {
+        let capacity = capacity.max(1);
         TopK {
-            capacity: capacity.max(1),
+            capacity,
             sketch: Vec::new(),
             width: 0,
-            heap: Vec::new(),
-            kept: Vec::new(),
-            index: HashMap::default(),
+            // Sized once: filling the summary neither grows nor rehashes.
+            heap: Vec::with_capacity(capacity),
+            kept: Vec::with_capacity(capacity),
+            index: HashMap::with_capacity_and_hasher(capacity, FxBuildHasher),
             total: 0,
         }
     }

@@ -154,14 +154,27 @@ fn sample(
     if !matches!(route, Route::Slot(_) | Route::Blocking(_) | Route::Split(_)) {
         return None;
     }
+    let info = info?;
+    // Every key is a slice of the frame.
     let base = req.frame().as_ptr() as usize;
-    let mut sample = Sample::new(generation)?;
-    let _ = info?.for_each_key(req, |key, _| {
-        // Every key is a slice of the frame.
+    let place = |key: &[u8]| {
         let start = (key.as_ptr() as usize).wrapping_sub(base);
-        sample.push(start, start.saturating_add(key.len()));
-        ControlFlow::Continue(())
-    });
+        (start, start.saturating_add(key.len()))
+    };
+    let mut sample = Sample::new(generation)?;
+    match info.fixed_key(req) {
+        Some((key, _)) => {
+            let (start, end) = place(key?);
+            sample.push(start, end);
+        }
+        None => {
+            let _ = info.for_each_key(req, |key, _| {
+                let (start, end) = place(key);
+                sample.push(start, end);
+                ControlFlow::Continue(())
+            });
+        }
+    }
     sample.has_keys().then_some(sample)
 }
 
