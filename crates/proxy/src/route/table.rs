@@ -481,10 +481,8 @@ impl CommandInfo {
         }
     }
 
-    /// The key of a command with one key at a fixed place (GET, SET,
-    /// INCR, ...), the common case, found without the walk over key
-    /// specifications: `Some((None, _))` when the request is too short to
-    /// hold it, `None` for a command of another shape.
+    /// The key of a command with one key at a fixed place (GET, SET, ...), found without
+    /// the walk over key specs; `Some((None, _))` if the request lacks it, `None` otherwise.
     #[inline]
     pub fn fixed_key<'r>(&self, req: &'r Request) -> Option<(Option<&'r [u8]>, Access)> {
         if let [
