@@ -58,8 +58,9 @@ pub struct Sample {
 
 #[derive(Debug)]
 enum KeyRanges {
+    None,
     One((u32, u32)),
-    Many(Box<[(u32, u32)]>),
+    Many(Vec<(u32, u32)>),
 }
 
 /// What `HOTKEYS GET` reports.
@@ -209,26 +210,37 @@ fn minus(a: Counts, b: Counts) -> Counts {
 // === impl Sample ===
 
 impl Sample {
-    /// The keys at `ranges` (start, end) of the request's frame; `None`
-    /// without keys.
-    pub fn new(
-        generation: u32,
-        ranges: impl IntoIterator<Item = (usize, usize)>,
-    ) -> Option<Sample> {
-        let generation = NonZeroU32::new(generation)?;
-        let narrow =
-            |(a, b): (usize, usize)| Some((u32::try_from(a).ok()?, u32::try_from(b).ok()?));
-        let mut ranges = ranges.into_iter().filter_map(narrow);
-        let first = ranges.next()?;
-        let keys = match ranges.next() {
-            None => KeyRanges::One(first),
-            Some(second) => KeyRanges::Many([first, second].into_iter().chain(ranges).collect()),
+    /// A sample for session `generation`, without keys yet; `None` when
+    /// no session collects.
+    pub fn new(generation: u32) -> Option<Sample> {
+        Some(Sample {
+            generation: NonZeroU32::new(generation)?,
+            keys: KeyRanges::None,
+        })
+    }
+
+    /// Adds the key at `start..end` of the request's frame (one beyond
+    /// `u32` is left out).
+    #[inline]
+    pub fn push(&mut self, start: usize, end: usize) {
+        let (Ok(start), Ok(end)) = (u32::try_from(start), u32::try_from(end)) else {
+            return;
         };
-        Some(Sample { generation, keys })
+        match &mut self.keys {
+            KeyRanges::None => self.keys = KeyRanges::One((start, end)),
+            KeyRanges::One(first) => self.keys = KeyRanges::Many(vec![*first, (start, end)]),
+            KeyRanges::Many(all) => all.push((start, end)),
+        }
+    }
+
+    /// Whether it has any key.
+    pub fn has_keys(&self) -> bool {
+        !matches!(self.keys, KeyRanges::None)
     }
 
     fn ranges(&self) -> &[(u32, u32)] {
         match &self.keys {
+            KeyRanges::None => &[],
             KeyRanges::One(pair) => std::slice::from_ref(pair),
             KeyRanges::Many(all) => all,
         }
@@ -284,8 +296,7 @@ impl HotKeys {
         bytes: usize,
         took: Option<Duration>,
     ) {
-        let n = self.workers.len();
-        let Some(tops) = self.workers.get(worker % n) else {
+        let Some(tops) = self.workers.get(worker) else {
             return;
         };
         let Ok(mut tops) = tops.try_lock() else {
@@ -295,9 +306,12 @@ impl HotKeys {
             return;
         }
         let ranges = sample.ranges();
-        let keys = u64::try_from(ranges.len()).unwrap_or(u64::MAX).max(1);
-        let bytes = u64::try_from(bytes).unwrap_or(u64::MAX) / keys;
-        let micros = took.map_or(0, |t| u64::try_from(t.as_micros()).unwrap_or(u64::MAX)) / keys;
+        let mut bytes = u64::try_from(bytes).unwrap_or(u64::MAX);
+        let mut micros = took.map_or(0, |t| u64::try_from(t.as_micros()).unwrap_or(u64::MAX));
+        if let Ok(keys @ 2..) = u64::try_from(ranges.len()) {
+            bytes /= keys;
+            micros /= keys;
+        }
         let tops = &mut *tops;
         for &(start, end) in ranges {
             let Some(key) = frame.get(start as usize..end as usize) else {

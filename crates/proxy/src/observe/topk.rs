@@ -24,20 +24,36 @@ pub struct TopK {
     /// Two rows of counters, `width` each (a power of two).
     sketch: Vec<u64>,
     width: usize,
-    /// A min-heap on `count`.
-    heap: Vec<Counter>,
-    /// Each kept key's place in `heap`, by the key's hash.
+    /// A min-heap on `count` of places in `kept`.
+    heap: Vec<Node>,
+    /// The kept keys; each stays at its place until it is evicted, so
+    /// that moving a key in the heap only rewrites two places.
+    kept: Vec<Kept>,
+    /// Each kept key's place in `kept`, by the key's hash.
     index: HashMap<u64, usize>,
     /// Every weight added.
     total: u64,
 }
 
-#[derive(Debug)]
-struct Counter {
-    hash: u64,
-    key: Box<[u8]>,
+#[derive(Clone, Copy, Debug)]
+struct Node {
     count: u64,
+    /// Where in `kept` its key is.
+    place: usize,
 }
+
+#[derive(Debug)]
+struct Kept {
+    hash: u64,
+    /// Reused by the next key that takes this place.
+    key: Vec<u8>,
+    /// Where in `heap` it is.
+    at: usize,
+}
+
+/// A key buffer this many times as large as the key it takes next is
+/// given back rather than reused (one long key does not pin its memory).
+const KEY_SLACK: usize = 4;
 
 // === impl TopK ===
 
@@ -56,18 +72,22 @@ impl TopK {
     /// Plain Space-Saving: no sketch, a new key inherits the lightest
     /// key's count.
     pub fn space_saving(capacity: usize) -> TopK {
+        let capacity = capacity.max(1);
         TopK {
-            capacity: capacity.max(1),
+            capacity,
             sketch: Vec::new(),
             width: 0,
-            heap: Vec::new(),
-            index: HashMap::default(),
+            // Sized once: filling the summary neither grows nor rehashes.
+            heap: Vec::with_capacity(capacity),
+            kept: Vec::with_capacity(capacity),
+            index: HashMap::with_capacity_and_hasher(capacity, FxBuildHasher),
             total: 0,
         }
     }
 
     /// The hash [`TopK::add`] takes: computed once for a key that goes
-    /// into several summaries.
+    /// into several summaries. Its two halves pick the key's counter in
+    /// each sketch row.
     pub fn hash(key: &[u8]) -> u64 {
         let mut hasher = FxBuildHasher.build_hasher();
         hasher.write(key);
@@ -80,30 +100,53 @@ impl TopK {
     }
 
     /// Adds `weight` to `key`, whose [`TopK::hash`] is `hash`.
+    #[inline]
     pub fn add(&mut self, key: &[u8], hash: u64, weight: u64) {
         self.total = self.total.saturating_add(weight);
         let estimate = self.update(hash, weight);
         if let Some(e) = estimate {
-            if self.heap.len() >= self.capacity && e <= self.lightest() {
+            // A kept count is an earlier estimate of its key, never above
+            // the estimate now: a key at or under the lightest count is
+            // under every kept key, known without looking further.
+            if self.heap.len() >= self.capacity && e <= self.heap.first().map_or(0, |n| n.count) {
                 return; // not one of the kept keys (see the module's doc)
             }
         }
-        if let Some(&at) = self.index.get(&hash) {
-            if let Some(c) = self.heap.get_mut(at) {
-                if *c.key != *key {
-                    return; // another key with the same hash: left out
-                }
-                c.count = estimate.unwrap_or_else(|| c.count.saturating_add(weight));
+        self.keep(key, hash, weight, estimate);
+    }
+
+    /// The rest of [`TopK::add`], for a key that may be one of the kept.
+    #[inline(never)]
+    fn keep(&mut self, key: &[u8], hash: u64, weight: u64, estimate: Option<u64>) {
+        if let Some(e) = estimate {
+            if self.heap.len() >= self.capacity && e <= self.lightest() {
+                return;
+            }
+        }
+        if let Some(&place) = self.index.get(&hash) {
+            let Some(kept) = self.kept.get(place) else {
+                return;
+            };
+            if *kept.key != *key {
+                return; // another key with the same hash: left out
+            }
+            let at = kept.at;
+            if let Some(node) = self.heap.get_mut(at) {
+                node.count = estimate.unwrap_or_else(|| node.count.saturating_add(weight));
             }
             self.sift_down(at);
             return;
         }
         if self.heap.len() < self.capacity {
             let at = self.heap.len();
-            self.heap.push(Counter {
+            self.kept.push(Kept {
                 hash,
-                key: key.into(),
+                key: key.to_vec(),
+                at,
+            });
+            self.heap.push(Node {
                 count: estimate.unwrap_or(weight),
+                place: at,
             });
             self.index.insert(hash, at);
             self.sift_up(at);
@@ -113,17 +156,30 @@ impl TopK {
         let Some(root) = self.heap.first_mut() else {
             return;
         };
-        let old = std::mem::replace(&mut root.hash, hash);
-        root.key = key.into();
         root.count = estimate.unwrap_or_else(|| root.count.saturating_add(weight));
+        let place = root.place;
+        let Some(kept) = self.kept.get_mut(place) else {
+            return;
+        };
+        let old = std::mem::replace(&mut kept.hash, hash);
+        if kept.key.capacity() > key.len().max(64).saturating_mul(KEY_SLACK) {
+            kept.key = key.to_vec();
+        } else {
+            kept.key.clear();
+            kept.key.extend_from_slice(key);
+        }
         self.index.remove(&old);
-        self.index.insert(hash, 0);
+        self.index.insert(hash, place);
         self.sift_down(0);
     }
 
     /// The keys with their counts, heaviest first.
     pub fn list(&self) -> Vec<(&[u8], u64)> {
-        let mut all: Vec<(&[u8], u64)> = self.heap.iter().map(|c| (&*c.key, c.count)).collect();
+        let mut all: Vec<(&[u8], u64)> = self
+            .heap
+            .iter()
+            .filter_map(|n| Some((&*self.kept.get(n.place)?.key, n.count)))
+            .collect();
         all.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
         all
     }
@@ -165,7 +221,10 @@ impl TopK {
             let Some(root) = self.heap.first() else {
                 return 0;
             };
-            let now = self.read(self.buckets(root.hash));
+            let Some(kept) = self.kept.get(root.place) else {
+                break;
+            };
+            let now = self.read(self.buckets(kept.hash));
             if now <= root.count {
                 break;
             }
@@ -174,51 +233,59 @@ impl TopK {
             }
             self.sift_down(0);
         }
-        self.heap.first().map_or(0, |c| c.count)
+        self.heap.first().map_or(0, |n| n.count)
     }
 
-    fn count(&self, at: usize) -> u64 {
-        self.heap.get(at).map_or(u64::MAX, |c| c.count)
-    }
-
-    fn swap(&mut self, a: usize, b: usize) {
-        self.heap.swap(a, b);
-        for at in [a, b] {
-            if let Some(c) = self.heap.get(at) {
-                if let Some(place) = self.index.get_mut(&c.hash) {
-                    *place = at;
-                }
-            }
+    /// Puts `node` at `at` of the heap, and tells its key where it is.
+    fn place(&mut self, at: usize, node: Node) {
+        if let Some(slot) = self.heap.get_mut(at) {
+            *slot = node;
+        }
+        if let Some(kept) = self.kept.get_mut(node.place) {
+            kept.at = at;
         }
     }
 
     fn sift_up(&mut self, mut at: usize) {
+        let Some(&moving) = self.heap.get(at) else {
+            return;
+        };
         while at > 0 {
             let parent = (at - 1) / 2;
-            if self.count(parent) <= self.count(at) {
+            let Some(&up) = self.heap.get(parent) else {
+                break;
+            };
+            if up.count <= moving.count {
                 break;
             }
-            self.swap(parent, at);
+            self.place(at, up);
             at = parent;
         }
+        self.place(at, moving);
     }
 
+    /// Moves the node at `at` down to its place: each lighter child moves
+    /// up one level, and the node is written once, where it stops.
     fn sift_down(&mut self, mut at: usize) {
+        let Some(&moving) = self.heap.get(at) else {
+            return;
+        };
         loop {
             let left = at.saturating_mul(2).saturating_add(1);
-            let right = left.saturating_add(1);
-            let mut least = at;
-            for child in [left, right] {
-                if child < self.heap.len() && self.count(child) < self.count(least) {
-                    least = child;
-                }
+            let Some(&l) = self.heap.get(left) else {
+                break;
+            };
+            let (child, lighter) = match self.heap.get(left.saturating_add(1)) {
+                Some(&r) if r.count < l.count => (left.saturating_add(1), r),
+                _ => (left, l),
+            };
+            if lighter.count >= moving.count {
+                break;
             }
-            if least == at {
-                return;
-            }
-            self.swap(at, least);
-            at = least;
+            self.place(at, lighter);
+            at = child;
         }
+        self.place(at, moving);
     }
 }
 
@@ -269,7 +336,34 @@ mod tests {
             .filter(|k| found.contains(&format!("key:{k}")))
             .count();
         assert!(hits >= 9, "{hits} of the top 10 found: {found:?}");
-        assert!(top.heap.len() <= 100 && top.index.len() <= 100);
+        assert!(top.heap.len() <= 100 && top.index.len() <= 100 && top.kept.len() <= 100);
+    }
+
+    #[test]
+    fn heap_places_and_index_agree_after_many_evictions() {
+        // Uniform over many keys with varying weights: most updates evict.
+        let mut top = TopK::new(20, 16);
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        for i in 0..20_000u64 {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            let key = format!("k{}{}", seed % 5_000, "x".repeat((seed % 7) as usize));
+            top.add(key.as_bytes(), TopK::hash(key.as_bytes()), 1 + i % 5);
+        }
+        assert_eq!(top.heap.len(), 20);
+        for (at, node) in top.heap.iter().enumerate() {
+            let kept = &top.kept[node.place];
+            assert_eq!(kept.at, at);
+            assert_eq!(top.index[&kept.hash], node.place);
+            assert_eq!(kept.hash, TopK::hash(&kept.key));
+            for child in [2 * at + 1, 2 * at + 2] {
+                if let Some(c) = top.heap.get(child) {
+                    assert!(node.count <= c.count, "heap order at {at}");
+                }
+            }
+        }
+        assert_eq!(top.index.len(), 20);
     }
 
     /// The measurement behind the choice of structure: recall of the true

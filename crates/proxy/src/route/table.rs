@@ -481,20 +481,28 @@ impl CommandInfo {
         }
     }
 
-    /// The slot all of the request's keys hash to: `Ok(None)` if it has no
-    /// keys, `Err(())` if they span slots.
-    pub fn slot(&self, req: &Request) -> Result<Option<Slot>, ()> {
+    /// The key of a command with one key at a fixed place (GET, SET, ...), found without
+    /// the walk over key specs; `Some((None, _))` if the request lacks it, `None` otherwise.
+    #[inline]
+    pub fn fixed_key<'r>(&self, req: &'r Request) -> Option<(Option<&'r [u8]>, Access)> {
         if let [
             KeySpec {
                 begin: Begin::Index(at),
                 find: Find::Range { last_key: 0, .. },
-                ..
+                access,
             },
         ] = self.key_specs.as_slice()
         {
-            // One key at a fixed place (GET, SET, INCR, ...): the common
-            // case, without the walk over key specifications.
             let key = usize::try_from(*at).ok().and_then(|at| req.arg(at));
+            return Some((key, *access));
+        }
+        None
+    }
+
+    /// The slot all of the request's keys hash to: `Ok(None)` if it has no
+    /// keys, `Err(())` if they span slots.
+    pub fn slot(&self, req: &Request) -> Result<Option<Slot>, ()> {
+        if let Some((key, _)) = self.fixed_key(req) {
             return Ok(key.map(Slot::for_key));
         }
         let mut slot = None;
@@ -522,17 +530,9 @@ impl CommandInfo {
         req: &Request,
         mut f: impl FnMut(&[u8], Access) -> ControlFlow<()>,
     ) -> ControlFlow<()> {
-        if let [
-            KeySpec {
-                begin: Begin::Index(at),
-                find: Find::Range { last_key: 0, .. },
-                access,
-            },
-        ] = self.key_specs.as_slice()
-        {
-            // One key at a fixed place, as in `slot`.
-            return match usize::try_from(*at).ok().and_then(|at| req.arg(at)) {
-                Some(key) => f(key, *access),
+        if let Some((key, access)) = self.fixed_key(req) {
+            return match key {
+                Some(key) => f(key, access),
                 None => ControlFlow::Continue(()),
             };
         }

@@ -154,19 +154,28 @@ fn sample(
     if !matches!(route, Route::Slot(_) | Route::Blocking(_) | Route::Split(_)) {
         return None;
     }
+    let info = info?;
+    // Every key is a slice of the frame.
     let base = req.frame().as_ptr() as usize;
-    let (mut first, mut more) = (None, Vec::new());
-    let _ = info?.for_each_key(req, |key, _| {
-        // Every key is a slice of the frame.
+    let place = |key: &[u8]| {
         let start = (key.as_ptr() as usize).wrapping_sub(base);
-        let range = (start, start.saturating_add(key.len()));
-        match first {
-            None => first = Some(range),
-            Some(_) => more.push(range),
+        (start, start.saturating_add(key.len()))
+    };
+    let mut sample = Sample::new(generation)?;
+    match info.fixed_key(req) {
+        Some((key, _)) => {
+            let (start, end) = place(key?);
+            sample.push(start, end);
         }
-        ControlFlow::Continue(())
-    });
-    Sample::new(generation, first.into_iter().chain(more))
+        None => {
+            let _ = info.for_each_key(req, |key, _| {
+                let (start, end) = place(key);
+                sample.push(start, end);
+                ControlFlow::Continue(())
+            });
+        }
+    }
+    sample.has_keys().then_some(sample)
 }
 
 fn is_client_reply(req: &Request) -> bool {
