@@ -253,7 +253,11 @@ fn keys_are_checked_for_what_the_command_does_to_them() {
         )],
     );
     let deadline = Instant::now() + Duration::from_secs(20);
-    while !proxy.log_text().contains("command table learnt") {
+    // The key specs come from the learnt command table; requests need the
+    // topology.
+    let ready =
+        |log: String| log.contains("command table learnt") && log.contains("topology changed");
+    while !ready(proxy.log_text()) {
         assert!(Instant::now() < deadline, "{}", proxy.log_text());
         std::thread::sleep(Duration::from_millis(100));
     }
