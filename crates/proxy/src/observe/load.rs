@@ -18,6 +18,8 @@ use orthrus_cluster::{NodeAddr, SLOT_COUNT, Slot, SlotMap};
 pub const INTERVAL: Duration = Duration::from_secs(2);
 /// Intervals kept: the window is `INTERVAL * RING` long.
 const RING: usize = 5;
+/// What `ORTHRUS HOTSLOTS` rates are taken over: every interval kept.
+pub const WINDOW: Duration = Duration::from_secs(INTERVAL.as_secs() * RING as u64);
 
 /// Every worker's table, and the recent intervals.
 pub struct SlotLoad {

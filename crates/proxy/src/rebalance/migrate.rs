@@ -44,45 +44,39 @@ pub async fn move_slot(
         }
         // Both ends marked, then the keys; a second IMPORTING or
         // MIGRATING of the same slot to the same node is accepted.
-        links
-            .call(
-                &dst.addr,
-                &[b"CLUSTER", b"SETSLOT", n, b"IMPORTING", src.id.as_bytes()],
-            )
-            .await?;
-        links
-            .call(
-                &src.addr,
-                &[b"CLUSTER", b"SETSLOT", n, b"MIGRATING", dst.id.as_bytes()],
-            )
-            .await?;
+        setslot(links, dst, n, "IMPORTING", src).await?;
+        setslot(links, src, n, "MIGRATING", dst).await?;
     }
     let moved = migrate_keys(links, (src, dst), n, progress).await?;
     // The destination first, so that it owns the slot before the source
     // starts sending clients there; then the source; then the others.
-    links
-        .call(
-            &dst.addr,
-            &[b"CLUSTER", b"SETSLOT", n, b"NODE", dst.id.as_bytes()],
-        )
-        .await?;
-    links
-        .call(
-            &src.addr,
-            &[b"CLUSTER", b"SETSLOT", n, b"NODE", dst.id.as_bytes()],
-        )
-        .await?;
+    setslot(links, dst, n, "NODE", dst).await?;
+    setslot(links, src, n, "NODE", dst).await?;
     for (i, other) in masters.iter().enumerate() {
         if i != from && i != to {
-            links
-                .call(
-                    &other.addr,
-                    &[b"CLUSTER", b"SETSLOT", n, b"NODE", dst.id.as_bytes()],
-                )
-                .await?;
+            setslot(links, other, n, "NODE", dst).await?;
         }
     }
     Ok(moved)
+}
+
+/// `CLUSTER SETSLOT slot state node` sent to `on`, naming `node` by its id.
+async fn setslot(
+    links: &mut Links,
+    on: &Master,
+    slot: &[u8],
+    state: &str,
+    node: &Master,
+) -> anyhow::Result<()> {
+    let args: [&[u8]; 5] = [
+        b"CLUSTER",
+        b"SETSLOT",
+        slot,
+        state.as_bytes(),
+        node.id.as_bytes(),
+    ];
+    links.call(&on.addr, &args).await?;
+    Ok(())
 }
 
 /// Whether `master` still serves `slot` by its own account.

@@ -19,8 +19,6 @@ mod cluster;
 mod migrate;
 pub mod plan;
 
-/// The window of `ORTHRUS HOTSLOTS`, in seconds.
-const WINDOW_SECS: u64 = 10;
 /// Keyed requests orthrus must have seen in its window before a plan is
 /// made from them: fewer say more about chance than about the load.
 const MIN_REQUESTS: f64 = 1000.0;
@@ -88,7 +86,7 @@ pub async fn run(opts: &Options) -> anyhow::Result<()> {
         }
     }
     // The rates are over the last 10 s, or since orthrus started.
-    let window = uptime.clamp(1, WINDOW_SECS);
+    let window = uptime.clamp(1, crate::observe::load::WINDOW.as_secs());
     let seen = rates.rates.values().map(|r| r.0).sum::<f64>() * window as f64;
     if seen < MIN_REQUESTS {
         bail!(
