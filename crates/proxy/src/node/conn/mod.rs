@@ -1,11 +1,13 @@
 //! One multiplexed connection to a cluster node.
 //!
 //! Requests from every client of a worker are queued on it, written
-//! together (one syscall for whatever is queued), and matched to replies in
-//! FIFO order. Replies are forwarded as raw frames found by the reply
-//! scanner; nothing is decoded here.
+//! together (one syscall for whatever is queued; a lone request to an idle
+//! connection is written by its caller), and matched to replies in FIFO
+//! order. Replies are forwarded as raw frames found by the reply scanner;
+//! nothing is decoded here.
 //!
-//! - [`queue`] — the jobs a connection's task has yet to write.
+//! - [`queue`] — what the handles and the task share: the jobs yet to
+//!   write, the requests in flight, and the socket's write half.
 //! - [`read`] — its reader: replies matched to requests, the reply timeout.
 
 use std::cell::Cell;
