@@ -21,6 +21,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::rc::Weak;
 use std::sync::atomic::Ordering;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -29,9 +30,10 @@ use bytes::{Bytes, BytesMut};
 use orthrus_cluster::{Action, NodeAddr, Slot, SlotMap, replica_declined};
 use orthrus_resp::{Protocol, ReplyClass, classify, encode};
 
-use super::conn::{BackendError, Job, Reply, ReplyRx};
+use super::conn::{BackendError, Delivered, Job, Reply, ReplyRx};
 use super::pool::{Lane, Pool};
 use super::retry::{Next, Retry};
+use super::slot::Hook;
 use super::{Done, Env};
 use crate::observe::load::WorkerLoad;
 use crate::observe::stats::WorkerStats;
@@ -122,23 +124,40 @@ impl Remote {
     }
 
     /// Polls for the reply without following anything: `Some` when the
-    /// reply is the client's as it is (no error to look at), `None` when
-    /// it must go through [`resolve`] (a redirect, a retry, a failure),
-    /// `Pending` until it arrives.
-    pub fn poll_done(&mut self, cx: &mut Context<'_>) -> Poll<Option<Done>> {
+    /// reply is the client's as it is (no error to look at), with how many
+    /// of its bytes a hook wrote to the client already; `None` when it must
+    /// go through [`resolve`] (a redirect, a retry, a failure), `Pending`
+    /// until it arrives.
+    pub fn poll_done(&mut self, cx: &mut Context<'_>) -> Poll<Option<(Done, usize)>> {
         if self.early.is_none() {
             let reply = std::task::ready!(Pin::new(&mut self.rx).poll(cx));
             self.early = Some(reply.unwrap_or(Err(BackendError::Lost)));
         }
         match self.early.take() {
-            Some(Ok(delivered)) if delivered.frame.first() != Some(&b'-') => Poll::Ready(Some(
-                Done::from_nodes(delivered.frame, self.backend + delivered.took),
-            )),
+            Some(Ok(delivered)) if is_answer(&delivered) => {
+                let written = delivered.written;
+                Poll::Ready(Some((self.done(delivered), written)))
+            }
             other => {
                 self.early = other;
                 Poll::Ready(None)
             }
         }
+    }
+
+    /// The client's reply from a node's answer that [`is_answer`].
+    pub fn done(&self, delivered: Delivered) -> Done {
+        Done::from_nodes(delivered.frame, self.backend + delivered.took)
+    }
+
+    /// Offers the reply to `hook` when it arrives, before this request's
+    /// task is woken for it (until [`Remote::unhook`]).
+    pub fn hook(&self, hook: Weak<dyn Hook<Reply>>) {
+        self.rx.hook(hook);
+    }
+
+    pub fn unhook(&self) {
+        self.rx.unhook();
     }
 
     /// Counts the request, answered with `reply` after `took` at nodes,
@@ -148,6 +167,12 @@ impl Remote {
             load.add(slot, self.frame.len().saturating_add(reply.len()), took);
         }
     }
+}
+
+/// Whether a node's answer is the client's reply as it is: no error to
+/// look at (a redirect, TRYAGAIN, a replica declining, ...).
+pub fn is_answer(delivered: &Delivered) -> bool {
+    delivered.frame.first() != Some(&b'-')
 }
 
 /// Sends `frame` towards `target` on this worker's connections.

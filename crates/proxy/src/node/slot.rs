@@ -10,11 +10,15 @@
 //! ([`Stocked`]): a slot whose two ends are both gone goes back to it, and
 //! the next request takes one from it, so that a request costs no
 //! allocation for its slot.
+//!
+//! A receiver may name a [`Hook`] that is offered the value first: one that
+//! takes it (a session's reply written to its client by the node
+//! connection that read it) leaves the receiver's task asleep.
 
 use std::cell::RefCell;
 use std::future::Future;
 use std::pin::Pin;
-use std::rc::Rc;
+use std::rc::{Rc, Weak};
 use std::task::{Context, Poll, Waker};
 use std::thread::LocalKey;
 
@@ -26,9 +30,19 @@ const STOCK_MAX: usize = 1024;
 pub struct Dropped;
 
 enum State<T> {
-    Waiting(Option<Waker>),
+    Waiting {
+        waker: Option<Waker>,
+        hook: Option<Weak<dyn Hook<T>>>,
+    },
     Filled(T),
     Taken,
+}
+
+/// Offered a slot's value before the receiver: `None` when it took the
+/// value (the receiver is not woken, and must no longer wait for it), or
+/// the value to store, as it was or changed.
+pub trait Hook<T> {
+    fn offer(&self, value: T) -> Option<T>;
 }
 
 type Shared<T> = Rc<RefCell<State<T>>>;
@@ -55,7 +69,7 @@ pub fn slot<T: Stocked>() -> (SlotTx<T>, SlotRx<T>) {
         .try_with(|stock| stock.0.borrow_mut().pop())
         .ok()
         .flatten();
-    let state = reused.unwrap_or_else(|| Rc::new(RefCell::new(State::Waiting(None))));
+    let state = reused.unwrap_or_else(|| Rc::new(RefCell::new(State::waiting())));
     (SlotTx(state.clone()), SlotRx(state))
 }
 
@@ -67,13 +81,24 @@ fn recycle<T: Stocked>(state: &Shared<T>) {
     }
     // Whatever is left (a value never taken, a waker) is dropped here,
     // before the slot is shared again.
-    drop(state.replace(State::Waiting(None)));
+    drop(state.replace(State::waiting()));
     let _ = T::stock().try_with(|stock| {
         let mut stock = stock.0.borrow_mut();
         if stock.len() < STOCK_MAX {
             stock.push(state.clone());
         }
     });
+}
+
+// === impl State ===
+
+impl<T> State<T> {
+    fn waiting() -> State<T> {
+        State::Waiting {
+            waker: None,
+            hook: None,
+        }
+    }
 }
 
 // === impl Stock ===
@@ -87,9 +112,26 @@ impl<T> Stock<T> {
 // === impl SlotTx ===
 
 impl<T: Stocked> SlotTx<T> {
-    /// Stores the value and wakes the receiver. Dropped silently when the
-    /// receiver is gone.
+    /// Offers the value to the receiver's hook, if it has one; stores what
+    /// the hook did not take and wakes the receiver. Dropped silently when
+    /// the receiver is gone.
     pub fn send(self, value: T) {
+        let hook = match &mut *self.0.borrow_mut() {
+            State::Waiting { hook, .. } => hook.take(),
+            _ => None,
+        };
+        // Called with the slot not borrowed: the hook may drop the receiver.
+        let value = match hook.as_ref().and_then(Weak::upgrade) {
+            Some(hook) => match hook.offer(value) {
+                Some(value) => value,
+                None => {
+                    // Taken: nobody is to be woken for it.
+                    *self.0.borrow_mut() = State::Taken;
+                    return;
+                }
+            },
+            None => value,
+        };
         self.fill(value);
     }
 
@@ -102,7 +144,7 @@ impl<T: Stocked> SlotTx<T> {
         let waker = {
             let mut state = self.0.borrow_mut();
             match std::mem::replace(&mut *state, State::Filled(value)) {
-                State::Waiting(waker) => waker,
+                State::Waiting { waker, .. } => waker,
                 // Filled already (cannot happen: `send` takes the sender)
                 // or taken: keep what was there.
                 old => {
@@ -120,7 +162,7 @@ impl<T: Stocked> SlotTx<T> {
 impl<T: Stocked> Drop for SlotTx<T> {
     fn drop(&mut self) {
         let waker = match &mut *self.0.borrow_mut() {
-            State::Waiting(waker) => waker.take(),
+            State::Waiting { waker, .. } => waker.take(),
             _ => None,
         };
         // Still waiting: the receiver sees `Dropped` when polled again.
@@ -132,6 +174,23 @@ impl<T: Stocked> Drop for SlotTx<T> {
 }
 
 // === impl SlotRx ===
+
+impl<T: Stocked> SlotRx<T> {
+    /// Offers the value to `hook` before this receiver, until
+    /// [`SlotRx::unhook`]; nothing if the value is in already.
+    pub fn hook(&self, hook: Weak<dyn Hook<T>>) {
+        if let State::Waiting { hook: slot, .. } = &mut *self.0.borrow_mut() {
+            *slot = Some(hook);
+        }
+    }
+
+    /// No hook any more: the value comes to this receiver.
+    pub fn unhook(&self) {
+        if let State::Waiting { hook, .. } = &mut *self.0.borrow_mut() {
+            *hook = None;
+        }
+    }
+}
 
 impl<T: Stocked> Drop for SlotRx<T> {
     fn drop(&mut self) {
@@ -146,11 +205,11 @@ impl<T: Stocked> Future for SlotRx<T> {
         let sender_gone = Rc::strong_count(&self.0) == 1;
         let mut state = self.0.borrow_mut();
         match &mut *state {
-            State::Waiting(_) if sender_gone => {
+            State::Waiting { .. } if sender_gone => {
                 *state = State::Taken;
                 Poll::Ready(Err(Dropped))
             }
-            State::Waiting(waker) => {
+            State::Waiting { waker, .. } => {
                 match waker {
                     Some(w) if w.will_wake(cx.waker()) => {}
                     _ => *waker = Some(cx.waker().clone()),
@@ -243,6 +302,58 @@ mod tests {
         drop(rx);
         assert!(tx.is_closed());
         tx.send(1); // dropped silently
+    }
+
+    /// Takes even numbers; gives odd ones back changed.
+    struct Evens(std::cell::Cell<u32>);
+
+    impl Hook<u32> for Evens {
+        fn offer(&self, value: u32) -> Option<u32> {
+            if value % 2 == 0 {
+                self.0.set(value);
+                None
+            } else {
+                Some(value + 100)
+            }
+        }
+    }
+
+    #[test]
+    fn a_hook_that_takes_the_value_leaves_the_receiver_asleep() {
+        let count = Arc::new(Count(AtomicUsize::new(0)));
+        let waker = Waker::from(count.clone());
+        let hook = Rc::new(Evens(std::cell::Cell::new(0)));
+        let (tx, mut rx) = slot::<u32>();
+        assert!(poll(&mut rx, &waker).is_pending());
+        rx.hook(Rc::downgrade(&hook) as Weak<dyn Hook<u32>>);
+        tx.send(4);
+        assert_eq!(hook.0.get(), 4);
+        assert_eq!(count.0.load(Ordering::Relaxed), 0, "not woken");
+        assert_eq!(poll(&mut rx, &waker), Poll::Ready(Err(Dropped)));
+    }
+
+    #[test]
+    fn a_value_the_hook_gives_back_goes_to_the_receiver() {
+        let count = Arc::new(Count(AtomicUsize::new(0)));
+        let waker = Waker::from(count.clone());
+        let hook = Rc::new(Evens(std::cell::Cell::new(0)));
+        let (tx, mut rx) = slot::<u32>();
+        assert!(poll(&mut rx, &waker).is_pending());
+        rx.hook(Rc::downgrade(&hook) as Weak<dyn Hook<u32>>);
+        tx.send(5);
+        assert_eq!(count.0.load(Ordering::Relaxed), 1);
+        assert_eq!(poll(&mut rx, &waker), Poll::Ready(Ok(105)));
+        // Unhooked, or the hook gone: the value comes as it is.
+        let (tx, mut rx) = slot::<u32>();
+        rx.hook(Rc::downgrade(&hook) as Weak<dyn Hook<u32>>);
+        rx.unhook();
+        tx.send(6);
+        assert_eq!(poll(&mut rx, &waker), Poll::Ready(Ok(6)));
+        let (tx, mut rx) = slot::<u32>();
+        rx.hook(Rc::downgrade(&hook) as Weak<dyn Hook<u32>>);
+        drop(hook);
+        tx.send(8);
+        assert_eq!(poll(&mut rx, &waker), Poll::Ready(Ok(8)));
     }
 
     #[test]

@@ -133,7 +133,9 @@ async fn accept_loop(plain: Option<Acceptor>, tls: Option<Acceptor>, ctx: Rc<Wor
                     ctx.spawn(serve_tls(stream, peer, handshaking, ctx.clone()));
                 }
             }
-            Ok(Conn::Tcp(stream, peer)) => admit(stream, ClientAddr::Tcp(peer), &ctx),
+            Ok(Conn::Tcp(stream, peer)) => {
+                admit(session::TcpClient::new(stream), ClientAddr::Tcp(peer), &ctx);
+            }
             Ok(Conn::Unix(stream, path)) => admit(stream, ClientAddr::Unix(path), &ctx),
             Err(e) => {
                 // Out of file descriptors and the like: do not spin.

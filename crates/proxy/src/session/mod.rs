@@ -37,6 +37,7 @@ use crate::observe::stats::WorkerStats;
 use crate::route::kind::Family;
 use crate::worker::WorkerCtx;
 
+mod direct;
 mod dispatch;
 mod output;
 mod pushes;
@@ -45,6 +46,7 @@ mod stream;
 mod timers;
 mod work;
 
+pub use direct::TcpClient;
 use dispatch::dispatch;
 use pushes::push_sink;
 pub use stream::Stream;
@@ -267,6 +269,9 @@ fn new_client(stream: &impl Stream, peer: ClientAddr, ctx: &WorkerCtx) -> Client
 
 impl<S: Stream> Session<S> {
     fn new(stream: S, client: Client, ctx: Rc<WorkerCtx>) -> Session<S> {
+        if let Some(direct) = stream.direct() {
+            direct.bind(&ctx, &client.identity);
+        }
         Session {
             work: None,
             pushes: None,
@@ -297,21 +302,34 @@ impl<S: Stream> Session<S> {
             self.take_mail();
         }
         self.poll_pause_timer(cx);
+        if let Some(direct) = self.stream.direct() {
+            let (lent, size) = direct.take_back();
+            self.work = self.work.take().or(lent);
+            if let Some(size) = size {
+                self.fold_reply_size(size);
+            }
+        }
         let mut work = self.work.take().unwrap_or_else(Work::take);
         if let Some(end) = self.run(&mut work, cx) {
             return Poll::Ready(end);
         }
-        let waiting = !work.queue.is_empty();
+        let work = self.lend(work);
+        let waiting = work.as_ref().is_some_and(|w| !w.queue.is_empty());
         if waiting != self.waiting {
             self.ctx.pool.env().count_waiting(waiting);
             self.waiting = waiting;
         }
-        let idle = work.is_idle();
-        if idle {
-            work.give_back();
-        } else {
-            self.work = Some(work);
-        }
+        let idle = match work {
+            Some(work) if work.is_idle() => {
+                work.give_back();
+                true
+            }
+            Some(work) => {
+                self.work = Some(work);
+                false
+            }
+            None => false, // lent: a reply is owed
+        };
         if self.poll_pause_timer(cx) {
             cx.waker().wake_by_ref(); // the pause ended meanwhile
         }
@@ -324,6 +342,31 @@ impl<S: Stream> Session<S> {
             cx.waker().wake_by_ref(); // raised meanwhile
         }
         self.poll_idle(idle, cx)
+    }
+
+    /// Lends the work to the node connections ([`direct`]) when all it
+    /// holds is one plain request in flight and the client is owed nothing
+    /// else; gives it back otherwise.
+    fn lend(&self, work: Box<Work>) -> Option<Box<Work>> {
+        let Some(direct) = self.stream.direct() else {
+            return Some(work);
+        };
+        let lendable = work.queue.len() == 1
+            && work.queue.front().is_some_and(|entry| {
+                matches!(entry.pending, Pending::Remote(_))
+                    && entry.stamp.as_ref().is_some_and(|stamp| !stamp.hot)
+            })
+            && work.output.is_empty()
+            && work.input.is_empty()
+            && work.parser.is_none()
+            && self.pushes.is_none()
+            && self.client.tracking.is_none()
+            && !(self.closing || self.draining || self.deferred || self.holding());
+        if !lendable {
+            return Some(work);
+        }
+        direct.lend(work);
+        None
     }
 
     /// Reads, starts requests and writes replies until none of them can
@@ -590,7 +633,7 @@ mod tests {
     /// rarely used.
     #[test]
     fn the_session_task_fits_a_256_byte_task_cell() {
-        let size = std::mem::size_of::<super::Task<tokio::net::TcpStream>>();
+        let size = std::mem::size_of::<super::Task<super::TcpClient>>();
         assert!(size <= 160, "session task is {size} bytes");
     }
 }

@@ -14,10 +14,12 @@ use super::{OUTPUT_BATCH, Session, Stamp, Stream, dispatch};
 use crate::client::Pending;
 use crate::node::Done;
 use crate::node::forward;
+use crate::observe::clients::Identity;
 use crate::observe::commands::Call;
 use crate::observe::hotkeys::Sample;
 use crate::observe::slowlog::Finished;
 use crate::route::kind::Family;
+use crate::worker::WorkerCtx;
 
 impl<S: Stream> Session<S> {
     /// Takes every reply at the head of the queue that is ready into the
@@ -38,12 +40,15 @@ impl<S: Stream> Session<S> {
             let Some(entry) = w.queue.front_mut() else {
                 break;
             };
+            // Bytes of the reply a node connection wrote to the client.
+            let mut written = 0;
             let done = match &mut entry.pending {
                 Pending::Ready(reply) | Pending::Last(reply) => Done::local(std::mem::take(reply)),
                 Pending::Remote(remote) => match remote.poll_done(cx) {
-                    Poll::Ready(Some(done)) => {
+                    Poll::Ready(Some((done, was_written))) => {
                         let took = done.backend.unwrap_or_default();
                         remote.count(self.ctx.pool.env().load(), &done.reply, took);
+                        written = was_written;
                         done
                     }
                     Poll::Ready(None) => {
@@ -97,7 +102,7 @@ impl<S: Stream> Session<S> {
                     let now = *now.get_or_insert_with(Instant::now);
                     let none = Bytes::new();
                     let frame = entry.frame().unwrap_or(&none);
-                    self.account(stamp, frame, now, &done);
+                    account(&self.ctx, &self.client.identity, stamp, frame, now, &done);
                     if stamp.hot {
                         if let Some(sample) = w.samples.pop_front() {
                             self.record_sample(&sample, frame, &done);
@@ -105,11 +110,14 @@ impl<S: Stream> Session<S> {
                     }
                 }
             }
-            // Up at once to a larger reply, an eighth of the way down to a smaller one.
             let size = u32::try_from(done.reply.len()).unwrap_or(u32::MAX);
-            let hint = self.reply_hint;
-            self.reply_hint = size.max(hint - hint.saturating_sub(size) / 8);
-            w.output.push(done.reply);
+            self.fold_reply_size(size);
+            if written == 0 {
+                w.output.push(done.reply);
+            } else {
+                w.output
+                    .push(done.reply.slice(written.min(done.reply.len())..));
+            }
             took = true;
             if !tracking {
                 self.take_pushes(w, cx);
@@ -136,39 +144,53 @@ impl<S: Stream> Session<S> {
             .record(ctx.index, (sample, frame), bytes, done.backend);
     }
 
-    /// Counts a request whose reply is ready in the latency figures and
-    /// INFO commandstats, and in the SLOWLOG if it was slow.
-    fn account(&self, stamp: &Stamp, frame: &Bytes, now: Instant, done: &Done) {
-        let ctx = &self.ctx;
-        let backend = done.backend;
-        let total = now.saturating_duration_since(stamp.read);
-        ctx.latency().record(stamp.family, total, backend);
-        let call = Call {
+    /// Counts a reply of `size` bytes in the estimate of the client's
+    /// replies: up at once to a larger one, an eighth of the way down to a
+    /// smaller one.
+    pub(super) fn fold_reply_size(&mut self, size: u32) {
+        let hint = self.reply_hint;
+        self.reply_hint = size.max(hint - hint.saturating_sub(size) / 8);
+    }
+}
+
+/// Counts a request whose reply is ready in the latency figures and INFO
+/// commandstats, and in the SLOWLOG if it was slow.
+pub(super) fn account(
+    ctx: &WorkerCtx,
+    client: &Identity,
+    stamp: &Stamp,
+    frame: &Bytes,
+    now: Instant,
+    done: &Done,
+) {
+    let backend = done.backend;
+    let total = now.saturating_duration_since(stamp.read);
+    ctx.latency().record(stamp.family, total, backend);
+    let call = Call {
+        frame,
+        stat: stamp.stat,
+        took: total,
+        ran: stamp.ran,
+        reply: &done.reply,
+    };
+    ctx.shared.commands_seen.record(ctx.index, &call);
+    if !stamp.ran {
+        return; // refused before it ran
+    }
+    // A blocked command's wait for data is not slowness: like Redis,
+    // judge it by the rest of its time (orthrus's own).
+    let judged = match (stamp.family, backend) {
+        (Family::Blocking, Some(backend)) => total.saturating_sub(backend),
+        _ => total,
+    };
+    let slowlog = &ctx.shared.slowlog;
+    if slowlog.is_slow(judged) {
+        slowlog.push(Finished {
             frame,
-            stat: stamp.stat,
-            took: total,
-            ran: stamp.ran,
-            reply: &done.reply,
-        };
-        ctx.shared.commands_seen.record(ctx.index, &call);
-        if !stamp.ran {
-            return; // refused before it ran
-        }
-        // A blocked command's wait for data is not slowness: like Redis,
-        // judge it by the rest of its time (orthrus's own).
-        let judged = match (stamp.family, backend) {
-            (Family::Blocking, Some(backend)) => total.saturating_sub(backend),
-            _ => total,
-        };
-        let slowlog = &ctx.shared.slowlog;
-        if slowlog.is_slow(judged) {
-            slowlog.push(Finished {
-                frame,
-                total,
-                backend,
-                peer: self.client.peer(),
-                name: ctx.shared.clients.name(self.client.id()),
-            });
-        }
+            total,
+            backend,
+            peer: &client.peer,
+            name: ctx.shared.clients.name(client.id),
+        });
     }
 }

@@ -1,26 +1,24 @@
 //! The kinds of client connection a session serves.
 
 use std::net::SocketAddr;
+use std::rc::Rc;
 
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpStream, UnixStream};
 
-/// A client's connection: TCP, the Unix socket, or TLS over TCP. The
-/// session is generic over it, so the plain paths pay nothing for TLS.
+use super::direct::Direct;
+
+/// A client's connection: TCP ([`super::TcpClient`]), the Unix socket, or
+/// TLS over TCP. The session is generic over it, so the plain paths pay
+/// nothing for TLS.
 pub trait Stream: AsyncRead + AsyncWrite + Unpin + 'static {
     /// Readies a new connection (Nagle off for TCP).
     fn prepare(&self);
     /// orthrus's own address on it, for TCP.
     fn local(&self) -> Option<SocketAddr>;
-}
-
-impl Stream for TcpStream {
-    fn prepare(&self) {
-        let _ = self.set_nodelay(true);
-    }
-
-    fn local(&self) -> Option<SocketAddr> {
-        self.local_addr().ok()
+    /// Where node connections may write a reply to the client themselves.
+    fn direct(&self) -> Option<&Rc<Direct>> {
+        None
     }
 }
 

@@ -193,7 +193,11 @@ fn deliver(
             Some(Inflight::Reply { tx, sent, .. }) => {
                 let took = arrived.at.saturating_duration_since(sent);
                 arrived.latency.record(arrived.worker, took);
-                tx.send(Ok(Delivered { frame, took }));
+                tx.send(Ok(Delivered {
+                    frame,
+                    took,
+                    written: 0,
+                }));
             }
             Some(Inflight::Discard) => {}
             None => return Err(io::Error::other("reply without a request")),

@@ -1,0 +1,225 @@
+//! A plain TCP client's socket, shared by its session and the worker's node
+//! connections, so that a reply can go to the client from the node
+//! connection that read it, without waking the session.
+//!
+//! When a session goes to sleep owing exactly one reply, a plain keyed
+//! request's, with nothing else to write or read, it lends its [`Work`]
+//! here and hooks the request's reply slot. The node connection's reader
+//! offers the reply to the hook: if it is the client's answer as it is (no
+//! error to follow) and the socket takes all of it in one `try_write`, the
+//! reply is written, the request counted (latency, INFO commandstats, the
+//! SLOWLOG, the slot's load) and the work given back to the worker's
+//! stock; the session is not woken, and sleeps until its client sends
+//! again. Anything else (an error to follow, a full socket, a partial
+//! write) goes to the session as before, with what was written noted. A
+//! session that is woken for any reason first takes its work back.
+//!
+//! A request then costs two task polls: the session's (its client's
+//! readiness) and the node connection's (the node's).
+
+use std::cell::{Cell, OnceCell, RefCell};
+use std::io::{self, IoSlice};
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::rc::{Rc, Weak};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+
+use super::replies::account;
+use super::stream::Stream;
+use super::work::Work;
+use crate::client::Pending;
+use crate::node::conn::{Delivered, Reply};
+use crate::node::forward::is_answer;
+use crate::node::slot::Hook;
+use crate::observe::clients::Identity;
+use crate::worker::WorkerCtx;
+
+/// A plain TCP client connection (the session's stream).
+pub struct TcpClient(Rc<Direct>);
+
+/// What a client's session and the node connections share.
+pub struct Direct {
+    stream: RefCell<TcpStream>,
+    /// The session's work while it is lent: one request in flight.
+    lent: RefCell<Option<Box<Work>>>,
+    /// The size of the last reply written here, for the session's estimate
+    /// of its replies' size.
+    last_reply: Cell<Option<u32>>,
+    /// Whose requests are counted, and where.
+    owner: OnceCell<Owner>,
+}
+
+struct Owner {
+    ctx: Rc<WorkerCtx>,
+    identity: Arc<Identity>,
+}
+
+// === impl TcpClient ===
+
+impl TcpClient {
+    pub fn new(stream: TcpStream) -> TcpClient {
+        TcpClient(Rc::new(Direct {
+            stream: RefCell::new(stream),
+            lent: RefCell::new(None),
+            last_reply: Cell::new(None),
+            owner: OnceCell::new(),
+        }))
+    }
+
+    fn with<T>(&self, f: impl FnOnce(Pin<&mut TcpStream>) -> T) -> T {
+        f(Pin::new(&mut self.0.stream.borrow_mut()))
+    }
+}
+
+impl Stream for TcpClient {
+    fn prepare(&self) {
+        let _ = self.0.stream.borrow().set_nodelay(true);
+    }
+
+    fn local(&self) -> Option<SocketAddr> {
+        self.0.stream.borrow().local_addr().ok()
+    }
+
+    fn direct(&self) -> Option<&Rc<Direct>> {
+        Some(&self.0)
+    }
+}
+
+impl AsyncRead for TcpClient {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        self.with(|s| s.poll_read(cx, buf))
+    }
+}
+
+impl AsyncWrite for TcpClient {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        self.with(|s| s.poll_write(cx, buf))
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        self.with(|s| s.poll_write_vectored(cx, bufs))
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        true
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.with(|s| s.poll_flush(cx))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.with(|s| s.poll_shutdown(cx))
+    }
+}
+
+// === impl Direct ===
+
+impl Direct {
+    /// Names the session whose requests this counts (once, as it starts).
+    pub(super) fn bind(&self, ctx: &Rc<WorkerCtx>, identity: &Arc<Identity>) {
+        let _ = self.owner.set(Owner {
+            ctx: ctx.clone(),
+            identity: identity.clone(),
+        });
+    }
+
+    /// Lends the session's work, whose one entry is a request in flight,
+    /// and hooks that request's reply slot.
+    pub(super) fn lend(self: &Rc<Self>, work: Box<Work>) {
+        if let Some(Pending::Remote(remote)) = work.queue.front().map(|e| &e.pending) {
+            let hook: Weak<dyn Hook<Reply>> = Rc::downgrade(self) as Weak<dyn Hook<Reply>>;
+            remote.hook(hook);
+        }
+        *self.lent.borrow_mut() = Some(work);
+    }
+
+    /// The session's work back, if it is still lent (its reply not
+    /// written here), unhooked; and the size of the last reply written
+    /// here, if one was since.
+    pub(super) fn take_back(&self) -> (Option<Box<Work>>, Option<u32>) {
+        let work = self.lent.borrow_mut().take();
+        if let Some(Pending::Remote(remote)) = work
+            .as_ref()
+            .and_then(|w| w.queue.front())
+            .map(|e| &e.pending)
+        {
+            remote.unhook();
+        }
+        (work, self.last_reply.take())
+    }
+
+    /// Writes a reply to the client and counts its request; gives it back
+    /// (with how much of it was written) when the session must take it.
+    fn write(&self, mut delivered: Delivered) -> Option<Delivered> {
+        let (Ok(mut lent), Some(owner)) = (self.lent.try_borrow_mut(), self.owner.get()) else {
+            return Some(delivered);
+        };
+        let Some(work) = lent.as_mut() else {
+            return Some(delivered);
+        };
+        let written = match self.stream.try_borrow() {
+            Ok(stream) => match stream.try_write(&delivered.frame) {
+                Ok(n) => n,
+                Err(_) => return Some(delivered),
+            },
+            Err(_) => return Some(delivered),
+        };
+        if written < delivered.frame.len() {
+            delivered.written = written;
+            return Some(delivered);
+        }
+        let size = u32::try_from(written).unwrap_or(u32::MAX);
+        // The one entry of lent work is the request this reply answers.
+        if let Some(entry) = work.queue.pop_front() {
+            work.request_bytes = work.request_bytes.saturating_sub(entry.bytes);
+            if let Pending::Remote(remote) = &entry.pending {
+                let done = remote.done(delivered);
+                let ctx = &owner.ctx;
+                let took = done.backend.unwrap_or_default();
+                remote.count(ctx.pool.env().load(), &done.reply, took);
+                if let Some(stamp) = &entry.stamp {
+                    account(
+                        ctx,
+                        &owner.identity,
+                        stamp,
+                        remote.frame(),
+                        Instant::now(),
+                        &done,
+                    );
+                }
+            }
+        }
+        self.last_reply.set(Some(size));
+        if let Some(work) = lent.take_if(|w| w.is_idle()) {
+            work.give_back();
+        }
+        None
+    }
+}
+
+impl Hook<Reply> for Direct {
+    fn offer(&self, reply: Reply) -> Option<Reply> {
+        match reply {
+            Ok(delivered) if is_answer(&delivered) => self.write(delivered).map(Ok),
+            other => Some(other),
+        }
+    }
+}
