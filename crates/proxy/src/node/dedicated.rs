@@ -10,7 +10,7 @@ use std::io;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use orthrus_cluster::NodeAddr;
@@ -49,6 +49,9 @@ pub enum TakeError {
     /// `backend.max_connections_per_node` reached for the whole wait.
     #[error("{0}")]
     Crowded(io::Error),
+    /// The request's deadline came while a connection was being opened.
+    #[error("no connection to the node could be opened before the request's deadline")]
+    Late,
     #[error("cannot connect to the node: {0}")]
     Connect(#[from] io::Error),
 }
@@ -87,14 +90,16 @@ impl DedicatedPool {
     }
 
     /// Takes an idle connection to `addr` or opens one, within the bound;
-    /// while all are in use, waits for one to be given back, at most
-    /// `backend.request_timeout_ms`. A lease counted in `client` fails at
-    /// once when the client holds `client.max_dedicated` already.
+    /// while all are in use, waits for one to be given back, and opening
+    /// one waits for a place in the node's bound, both until `deadline`
+    /// (the request's). A lease counted in `client` fails at once when the
+    /// client holds `client.max_dedicated` already.
     pub async fn take(
         pool: &Rc<DedicatedPool>,
         addr: &NodeAddr,
         proto: Protocol,
         client: Option<&Holding>,
+        deadline: Instant,
     ) -> Result<Lease, TakeError> {
         if let Some(held) = client {
             let cap = pool.env.shared.settings.raw.client.max_dedicated;
@@ -102,7 +107,7 @@ impl DedicatedPool {
                 return Err(TakeError::PerClient(cap));
             }
         }
-        let deadline = tokio::time::Instant::now() + pool.env.shared.request_timeout();
+        let deadline = tokio::time::Instant::from_std(deadline);
         loop {
             // Made before the look: a connection freed after it wakes it.
             let freed = pool.freed.notified();
@@ -118,24 +123,23 @@ impl DedicatedPool {
             .borrow_mut()
             .get_mut(&(addr.clone(), proto))
             .and_then(Vec::pop);
-        let conn = match idle {
-            Some(conn) => conn,
-            None => match conn::connect(addr, proto, &pool.env.shared).await {
-                Ok(stream) => Dedicated {
-                    stream: FrameReader::new(stream, usize::MAX),
-                    addr: addr.clone(),
-                    proto,
-                },
-                Err(e) => {
-                    pool.forget(addr);
-                    return Err(if quota::is_full(&e) {
-                        TakeError::Crowded(e)
-                    } else {
-                        TakeError::Connect(e)
-                    });
+        let opened = match idle {
+            Some(conn) => Ok(conn),
+            None => {
+                let connect = conn::connect(addr, proto, &pool.env.shared);
+                match tokio::time::timeout_at(deadline, connect).await {
+                    Ok(Ok(stream)) => Ok(Dedicated {
+                        stream: FrameReader::new(stream, usize::MAX),
+                        addr: addr.clone(),
+                        proto,
+                    }),
+                    Ok(Err(e)) if quota::is_full(&e) => Err(TakeError::Crowded(e)),
+                    Ok(Err(e)) => Err(TakeError::Connect(e)),
+                    Err(_) => Err(TakeError::Late),
                 }
-            },
+            }
         };
+        let conn = opened.inspect_err(|_| pool.forget(addr))?;
         if let Some(held) = client {
             held.dedicated.fetch_add(1, Ordering::Relaxed);
         }
