@@ -165,7 +165,7 @@ fn queue(multi: &mut Multi, req: &Request, table: &CommandTable, passthrough: bo
     }
     let slot = match table.route(req) {
         Route::Slot(slot) | Route::Blocking(slot) => Some(slot),
-        Route::AnyNode | Route::Local(Local::Ping | Local::Echo) => None,
+        Route::AnyNode | Route::SubscriptionNode | Route::Local(Local::Ping | Local::Echo) => None,
         Route::Split(_) => {
             return abort(
                 multi,

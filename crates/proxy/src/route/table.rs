@@ -75,6 +75,8 @@ pub enum Route {
     Slot(Slot),
     /// Key-less and the same on every node: any master will do.
     AnyNode,
+    /// Key-less, to the master that holds orthrus's subscriptions.
+    SubscriptionNode,
     /// Keys in several slots, split per slot and merged.
     Split(kind::Merge),
     /// To every master, merged.
@@ -239,6 +241,7 @@ fn route_command(info: &Arc<CommandInfo>, req: &Request) -> Route {
     match kind {
         Kind::Local(local) => Route::Local(local),
         Kind::AnyNode => Route::AnyNode,
+        Kind::SubscriptionNode => Route::SubscriptionNode,
         Kind::Admin => Route::Admin(Arc::clone(info)),
         Kind::Unsupported(why) => Route::Reject(Rejection::Unsupported(Arc::clone(info), why)),
         Kind::Transaction => Route::Transaction,
