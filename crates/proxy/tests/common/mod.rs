@@ -91,6 +91,27 @@ impl Proxy {
         }
     }
 
+    /// Logs `s` in with `AUTH auth...`, then sends `probe` until it is
+    /// answered `+OK` (orthrus has found the cluster), for at most 20 s.
+    pub fn log_in(&self, s: &mut TcpStream, auth: &[&str], probe: &[&str]) {
+        let mut args = vec!["AUTH"];
+        args.extend_from_slice(auth);
+        assert_eq!(send(s, &args), "+OK\r\n");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let reply = send(s, probe);
+            if reply == "+OK\r\n" {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "never served the cluster: {reply}\n{}",
+                self.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
     pub fn pid(&self) -> u32 {
         self.child.id()
     }
