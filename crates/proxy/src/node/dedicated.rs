@@ -237,3 +237,70 @@ impl Dedicated {
         self.stream.reply(frames).await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use crate::process::Shared;
+
+    /// Ten minutes: a wait that took the whole request timeout instead of
+    /// the deadline given would outlast the test's own bound.
+    const TIMEOUT_MS: u64 = 600_000;
+    const BOUND: Duration = Duration::from_secs(10);
+
+    /// A worker's pool of `per_node` dedicated connections per node, in a
+    /// process that opens at most 4 connections to a node.
+    fn pool(per_node: usize) -> Rc<DedicatedPool> {
+        let mut config = Config {
+            seeds: vec!["127.0.0.1:1".to_owned()],
+            threads: 1,
+            ..Config::default()
+        };
+        config.backend.request_timeout_ms = TIMEOUT_MS;
+        config.backend.max_connections_per_node = 4;
+        let shared = Shared::new(config.validate().expect("valid config"));
+        Rc::new(DedicatedPool::new(Rc::new(Env::new(shared, 0)), per_node))
+    }
+
+    fn addr() -> NodeAddr {
+        NodeAddr::new("127.0.0.1", 1)
+    }
+
+    #[tokio::test]
+    async fn waiting_for_a_lent_connection_ends_at_the_deadline_given() {
+        let pool = pool(1);
+        assert!(pool.reserve(&addr()));
+        let deadline = Instant::now() + Duration::from_millis(20);
+        let addr = addr();
+        let taken = DedicatedPool::take(&pool, &addr, Protocol::Resp2, None, deadline);
+        let result = tokio::time::timeout(BOUND, taken)
+            .await
+            .expect("waited past the deadline");
+        assert!(
+            matches!(result, Err(TakeError::Exhausted(1))),
+            "{:?}",
+            result.err()
+        );
+    }
+
+    #[tokio::test]
+    async fn waiting_for_a_place_in_the_nodes_bound_ends_at_the_deadline_given() {
+        let pool = pool(8);
+        let quota = &pool.env.shared.node_quota;
+        let far = tokio::time::Instant::now() + BOUND;
+        let mut held = Vec::new();
+        for _ in 0..quota.per_node() {
+            held.push(quota.take(&addr(), far).await.expect("a place"));
+        }
+        let deadline = Instant::now() + Duration::from_millis(20);
+        let addr = addr();
+        let taken = DedicatedPool::take(&pool, &addr, Protocol::Resp2, None, deadline);
+        let result = tokio::time::timeout(BOUND, taken)
+            .await
+            .expect("waited past the deadline");
+        assert!(matches!(result, Err(TakeError::Late)), "{:?}", result.err());
+        // The place reserved for it is given back.
+        assert!(pool.busy.borrow().get(&addr).is_none_or(|n| *n == 0));
+    }
+}
