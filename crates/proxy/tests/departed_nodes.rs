@@ -9,8 +9,8 @@ use std::process::Command;
 use std::time::Duration;
 
 use common::admin::{get, spawn_with_admin};
-use common::{Proxy, cluster, reply_text, send};
-use orthrus_devcluster::{Cluster, Value, wait_until};
+use common::{Proxy, cluster, reply_text, send, tracking_conns};
+use orthrus_devcluster::{Cluster, wait_until};
 
 /// orthrus's established connections to `port`, with their timers.
 fn conns_to(pid: u32, port: u16) -> Vec<String> {
@@ -24,21 +24,6 @@ fn conns_to(pid: u32, port: u16) -> Vec<String> {
         .filter(|l| l.contains(&format!("pid={pid},")))
         .map(str::to_owned)
         .collect()
-}
-
-/// The clients of node `i` with tracking on (flag `t`).
-fn tracking_conns(cluster: &Cluster, i: usize) -> usize {
-    let mut node = cluster.nodes()[i].connect().expect("node");
-    let list = match node.cmd(&["CLIENT", "LIST"]).expect("CLIENT LIST") {
-        Value::Bulk(b) => String::from_utf8_lossy(&b).into_owned(),
-        other => panic!("CLIENT LIST: {other:?}"),
-    };
-    list.lines()
-        .filter(|l| {
-            l.split(' ')
-                .any(|f| f.strip_prefix("flags=").is_some_and(|f| f.contains('t')))
-        })
-        .count()
 }
 
 /// Makes node `gone` leave: it forgets the cluster, the cluster forgets it.

@@ -267,16 +267,21 @@ mod tests {
         NodeAddr::new("127.0.0.1", 1)
     }
 
+    /// A connection to [`addr`] within 20 ms from now.
+    async fn take_soon(pool: &Rc<DedicatedPool>) -> Result<Lease, TakeError> {
+        let deadline = Instant::now() + Duration::from_millis(20);
+        let addr = addr();
+        let taken = DedicatedPool::take(pool, &addr, Protocol::Resp2, None, deadline);
+        tokio::time::timeout(BOUND, taken)
+            .await
+            .expect("waited past the deadline")
+    }
+
     #[tokio::test]
     async fn waiting_for_a_lent_connection_ends_at_the_deadline_given() {
         let pool = pool(1);
         assert!(pool.reserve(&addr()));
-        let deadline = Instant::now() + Duration::from_millis(20);
-        let addr = addr();
-        let taken = DedicatedPool::take(&pool, &addr, Protocol::Resp2, None, deadline);
-        let result = tokio::time::timeout(BOUND, taken)
-            .await
-            .expect("waited past the deadline");
+        let result = take_soon(&pool).await;
         assert!(
             matches!(result, Err(TakeError::Exhausted(1))),
             "{:?}",
@@ -293,14 +298,9 @@ mod tests {
         for _ in 0..quota.per_node() {
             held.push(quota.take(&addr(), far).await.expect("a place"));
         }
-        let deadline = Instant::now() + Duration::from_millis(20);
-        let addr = addr();
-        let taken = DedicatedPool::take(&pool, &addr, Protocol::Resp2, None, deadline);
-        let result = tokio::time::timeout(BOUND, taken)
-            .await
-            .expect("waited past the deadline");
+        let result = take_soon(&pool).await;
         assert!(matches!(result, Err(TakeError::Late)), "{:?}", result.err());
         // The place reserved for it is given back.
-        assert!(pool.busy.borrow().get(&addr).is_none_or(|n| *n == 0));
+        assert!(pool.busy.borrow().get(&addr()).is_none_or(|n| *n == 0));
     }
 }

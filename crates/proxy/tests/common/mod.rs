@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use orthrus_devcluster::{Cluster, ClusterSpec, free_port};
+use orthrus_devcluster::{Cluster, ClusterSpec, Value, free_port};
 
 pub mod admin;
 pub mod tls;
@@ -291,6 +291,21 @@ pub fn frame_len(buf: &[u8], at: usize) -> Option<usize> {
         }
         _ => panic!("bad reply byte {kind}"),
     }
+}
+
+/// The clients of node `i` with tracking on (flag `t` in its CLIENT LIST).
+pub fn tracking_conns(cluster: &Cluster, i: usize) -> usize {
+    let mut node = cluster.nodes()[i].connect().expect("node");
+    let list = match node.cmd(&["CLIENT", "LIST"]).expect("CLIENT LIST") {
+        Value::Bulk(b) => String::from_utf8_lossy(&b).into_owned(),
+        other => panic!("CLIENT LIST: {other:?}"),
+    };
+    list.lines()
+        .filter(|l| {
+            l.split(' ')
+                .any(|f| f.strip_prefix("flags=").is_some_and(|f| f.contains('t')))
+        })
+        .count()
 }
 
 /// Which node index of `cluster` owns `key` now.
