@@ -162,13 +162,14 @@ pub struct BackendConfig {
     pub request_timeout_ms: u64,
     /// Dedicated connections (blocking commands, WATCH) per worker thread
     /// and per node; when all are in use, such a command waits for one to
-    /// be given back, at most `request_timeout_ms`, then gets an error.
-    /// Default 512.
+    /// be given back within what is left of its `request_timeout_ms`
+    /// deadline, then gets an error. Default 512.
     pub dedicated_per_node: usize,
     /// Connections orthrus opens to one node at most, counted across every
     /// worker and kind (shared, dedicated, subscriptions, tracking,
     /// MONITOR); past it, opening one waits for another to close, at most
-    /// `request_timeout_ms`, then the request gets an error naming this
+    /// `request_timeout_ms` (a blocking command's or WATCH's: what is left
+    /// of its deadline), then the request gets an error naming this
     /// setting. Default 2000 (a fifth of a node's default `maxclients`).
     /// Read at start-up.
     pub max_connections_per_node: usize,

@@ -2,7 +2,8 @@
 //! worker's index, and its connections to the cluster's nodes. Built once
 //! per worker thread; nothing in it is locked or crosses a thread.
 
-use std::rc::Rc;
+use std::cell::RefCell;
+use std::rc::{Rc, Weak};
 use std::sync::Arc;
 
 use orthrus_cluster::{NodeAddr, SlotMap};
@@ -23,6 +24,9 @@ pub struct WorkerCtx {
     pub index: usize,
     pub pool: Pool,
     pub dedicated: Rc<DedicatedPool>,
+    /// The contexts of the worker's tracking clients, each with its own
+    /// pool (see [`Self::with_pool`]), pruned with the worker's.
+    own_pools: Rc<RefCell<Vec<Weak<WorkerCtx>>>>,
 }
 
 // === impl WorkerCtx ===
@@ -36,18 +40,25 @@ impl WorkerCtx {
             dedicated: Rc::new(DedicatedPool::new(env, backend.dedicated_per_node)),
             shared,
             index,
+            own_pools: Rc::default(),
         }
     }
 
     /// The same worker's context with `pool` for the cluster's nodes (a
-    /// tracking client's own connections).
-    pub fn with_pool(&self, pool: Pool) -> WorkerCtx {
-        WorkerCtx {
+    /// tracking client's own connections); its departed nodes are
+    /// forgotten with the worker's for as long as it lives.
+    pub fn with_pool(&self, pool: Pool) -> Rc<WorkerCtx> {
+        let ctx = Rc::new(WorkerCtx {
             shared: self.shared.clone(),
             index: self.index,
             pool,
             dedicated: self.dedicated.clone(),
-        }
+            own_pools: self.own_pools.clone(),
+        });
+        let mut own = self.own_pools.borrow_mut();
+        own.retain(|c| c.strong_count() > 0);
+        own.push(Rc::downgrade(&ctx));
+        ctx
     }
 
     /// Runs `task` on this worker, its polls counted.
@@ -81,10 +92,10 @@ impl WorkerCtx {
         self.shared.latency.worker(self.index)
     }
 
-    /// Forgets what this worker keeps per node (shared connections, idle
-    /// dedicated ones, back-off) for nodes the topology no longer has.
-    /// Nothing while the slot map is empty (no discovery yet, or none that
-    /// worked).
+    /// Forgets what this worker keeps per node (shared connections, those
+    /// of its tracking clients' own pools, idle dedicated ones, back-off)
+    /// for nodes the topology no longer has. Nothing while the slot map is
+    /// empty (no discovery yet, or none that worked).
     pub fn forget_departed_nodes(&self) {
         let env = self.pool.env();
         let map = env.slots();
@@ -93,6 +104,15 @@ impl WorkerCtx {
         }
         let keep = |addr: &NodeAddr| map.node(addr).is_some();
         self.pool.prune(keep);
+        // Taken out first: a pool's hooks run as it is pruned.
+        let own: Vec<Rc<WorkerCtx>> = {
+            let mut own = self.own_pools.borrow_mut();
+            own.retain(|c| c.strong_count() > 0);
+            own.iter().filter_map(Weak::upgrade).collect()
+        };
+        for ctx in own {
+            ctx.pool.prune(keep);
+        }
         self.dedicated.prune(keep);
         env.prune(keep);
     }

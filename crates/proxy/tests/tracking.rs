@@ -11,7 +11,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use common::{Proxy, cluster, encode, encode_bytes, owner_of, reply_text as reply, send};
+use common::{
+    Proxy, cluster, encode, encode_bytes, owner_of, reply_text as reply, send, tracking_conns,
+};
 use orthrus_devcluster::{Cluster, Conn, Value, wait_until};
 
 /// One key per master, each owned by a different master.
@@ -47,21 +49,6 @@ fn tracking3(proxy: &Proxy, options: &[&str]) -> TcpStream {
     args.extend_from_slice(options);
     assert_eq!(send(&mut s, &args), "+OK\r\n");
     s
-}
-
-/// How many clients of master `i` have tracking on (flag `t`).
-fn tracking_conns(cluster: &Cluster, i: usize) -> usize {
-    let mut node = Conn::connect(cluster.nodes()[i].addr()).expect("node");
-    let list = match node.cmd(&["CLIENT", "LIST"]).expect("CLIENT LIST") {
-        Value::Bulk(b) => String::from_utf8_lossy(&b).into_owned(),
-        other => panic!("CLIENT LIST: {other:?}"),
-    };
-    list.lines()
-        .filter(|l| {
-            l.split(' ')
-                .any(|f| f.strip_prefix("flags=").is_some_and(|f| f.contains('t')))
-        })
-        .count()
 }
 
 fn wait_tracking_conns(cluster: &Cluster, masters: &[usize], want: usize) {

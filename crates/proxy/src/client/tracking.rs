@@ -14,8 +14,9 @@
 //! Invalidations go to the client as RESP3 pushes, or with REDIRECT to the
 //! client it names, through the registry (that client may be on another
 //! worker); a REDIRECT client that left makes the tracking client's
-//! redirect broken, as in Redis. A tracking connection that fails, or a
-//! request of the client answered with MOVED (its slot moved: the new
+//! redirect broken, as in Redis. A tracking connection that fails, one to
+//! a node gone from the topology (closed with the worker's ones to it),
+//! or a request of the client answered with MOVED (its slot moved: the new
 //! owner does not know what the client read), gives the client an
 //! invalidation of every key, and the connection is opened again on next
 //! use.
@@ -161,7 +162,7 @@ impl Tracking {
         });
         ctx.stats().tracking_clients.fetch_add(1, Ordering::Relaxed);
         let pool = Pool::private(ctx.pool.env().clone(), state.clone());
-        let own = Rc::new(ctx.with_pool(pool));
+        let own = ctx.with_pool(pool);
         if bcast {
             own.spawn(keep_bcast(Rc::downgrade(&own), Rc::downgrade(&state)));
         }

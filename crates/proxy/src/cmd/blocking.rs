@@ -71,12 +71,16 @@ async fn run(
     // share one deadline.
     let env = ctx.pool.env();
     let mut retry = Retry::new(env, Instant::now());
+    let held = Some(&account.client);
     loop {
         let mut lease =
-            match DedicatedPool::take(&ctx.dedicated, &addr, proto, Some(&account.client)).await {
+            match DedicatedPool::take(&ctx.dedicated, &addr, proto, held, retry.deadline()).await {
                 Ok(lease) => lease,
                 Err(
-                    e @ (TakeError::Exhausted(_) | TakeError::Crowded(_) | TakeError::PerClient(_)),
+                    e @ (TakeError::Exhausted(_)
+                    | TakeError::Crowded(_)
+                    | TakeError::PerClient(_)
+                    | TakeError::Late),
                 ) => {
                     return error_reply(&format!(
                         "ERR orthrus: cannot run a blocking command now: {e} ({addr}); retry later"

@@ -14,6 +14,7 @@
 
 use std::ops::Range;
 use std::rc::Rc;
+use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
 use orthrus_resp::{Protocol, Request, encode};
@@ -305,17 +306,19 @@ fn function_stats(ctx: &Rc<WorkerCtx>, frame: Bytes, proto: Protocol) -> Pending
 /// replies (or orthrus's errors) in the masters' order.
 async fn ask_every_master(ctx: &Rc<WorkerCtx>, frame: &Bytes, proto: Protocol) -> Vec<Bytes> {
     let masters = ctx.slots().masters();
-    let timeout = Some(ctx.shared.request_timeout());
+    let timeout = ctx.shared.request_timeout();
+    let deadline = Instant::now() + timeout;
     let asks = masters.iter().map(|addr| {
         let (ctx, frame) = (ctx.clone(), frame.clone());
         async move {
-            let mut conn = match DedicatedPool::take(&ctx.dedicated, addr, proto, None).await {
+            let taken = DedicatedPool::take(&ctx.dedicated, addr, proto, None, deadline).await;
+            let mut conn = match taken {
                 Ok(conn) => conn,
                 Err(e) => {
                     return forward::error_reply(&format!("ERR orthrus: cannot reach {addr}: {e}"));
                 }
             };
-            match conn.call(&frame, 1, timeout).await {
+            match conn.call(&frame, 1, Some(timeout)).await {
                 Ok(reply) => {
                     conn.release();
                     reply

@@ -165,7 +165,7 @@ fn queue(multi: &mut Multi, req: &Request, table: &CommandTable, passthrough: bo
     }
     let slot = match table.route(req) {
         Route::Slot(slot) | Route::Blocking(slot) => Some(slot),
-        Route::AnyNode | Route::Local(Local::Ping | Local::Echo) => None,
+        Route::AnyNode | Route::SubscriptionNode | Route::Local(Local::Ping | Local::Echo) => None,
         Route::Split(_) => {
             return abort(
                 multi,
@@ -293,13 +293,14 @@ async fn watch_on_owner(
     }
     let env = ctx.pool.env();
     let mut retry = Retry::new(env, Instant::now());
+    let held = Some(watch.held);
     loop {
         let map = ctx.slots();
         let Some(addr) = map.master(slot).cloned() else {
             return no_owner(&map);
         };
         let mut conn =
-            match DedicatedPool::take(&ctx.dedicated, &addr, proto, Some(watch.held)).await {
+            match DedicatedPool::take(&ctx.dedicated, &addr, proto, held, retry.deadline()).await {
                 Ok(conn) => conn,
                 Err(e) => return error_reply(&format!("ERR orthrus: cannot WATCH now: {e}")),
             };

@@ -10,7 +10,7 @@ use std::io;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use orthrus_cluster::NodeAddr;
@@ -49,6 +49,9 @@ pub enum TakeError {
     /// `backend.max_connections_per_node` reached for the whole wait.
     #[error("{0}")]
     Crowded(io::Error),
+    /// The request's deadline came while a connection was being opened.
+    #[error("no connection to the node could be opened before the request's deadline")]
+    Late,
     #[error("cannot connect to the node: {0}")]
     Connect(#[from] io::Error),
 }
@@ -87,14 +90,16 @@ impl DedicatedPool {
     }
 
     /// Takes an idle connection to `addr` or opens one, within the bound;
-    /// while all are in use, waits for one to be given back, at most
-    /// `backend.request_timeout_ms`. A lease counted in `client` fails at
-    /// once when the client holds `client.max_dedicated` already.
+    /// while all are in use, waits for one to be given back, and opening
+    /// one waits for a place in the node's bound, both until `deadline`
+    /// (the request's). A lease counted in `client` fails at once when the
+    /// client holds `client.max_dedicated` already.
     pub async fn take(
         pool: &Rc<DedicatedPool>,
         addr: &NodeAddr,
         proto: Protocol,
         client: Option<&Holding>,
+        deadline: Instant,
     ) -> Result<Lease, TakeError> {
         if let Some(held) = client {
             let cap = pool.env.shared.settings.raw.client.max_dedicated;
@@ -102,7 +107,7 @@ impl DedicatedPool {
                 return Err(TakeError::PerClient(cap));
             }
         }
-        let deadline = tokio::time::Instant::now() + pool.env.shared.request_timeout();
+        let deadline = tokio::time::Instant::from_std(deadline);
         loop {
             // Made before the look: a connection freed after it wakes it.
             let freed = pool.freed.notified();
@@ -118,24 +123,23 @@ impl DedicatedPool {
             .borrow_mut()
             .get_mut(&(addr.clone(), proto))
             .and_then(Vec::pop);
-        let conn = match idle {
-            Some(conn) => conn,
-            None => match conn::connect(addr, proto, &pool.env.shared).await {
-                Ok(stream) => Dedicated {
-                    stream: FrameReader::new(stream, usize::MAX),
-                    addr: addr.clone(),
-                    proto,
-                },
-                Err(e) => {
-                    pool.forget(addr);
-                    return Err(if quota::is_full(&e) {
-                        TakeError::Crowded(e)
-                    } else {
-                        TakeError::Connect(e)
-                    });
+        let opened = match idle {
+            Some(conn) => Ok(conn),
+            None => {
+                let connect = conn::connect(addr, proto, &pool.env.shared);
+                match tokio::time::timeout_at(deadline, connect).await {
+                    Ok(Ok(stream)) => Ok(Dedicated {
+                        stream: FrameReader::new(stream, usize::MAX),
+                        addr: addr.clone(),
+                        proto,
+                    }),
+                    Ok(Err(e)) if quota::is_full(&e) => Err(TakeError::Crowded(e)),
+                    Ok(Err(e)) => Err(TakeError::Connect(e)),
+                    Err(_) => Err(TakeError::Late),
                 }
-            },
+            }
         };
+        let conn = opened.inspect_err(|_| pool.forget(addr))?;
         if let Some(held) = client {
             held.dedicated.fetch_add(1, Ordering::Relaxed);
         }
@@ -231,5 +235,72 @@ impl Dedicated {
         stream.write_all(frame).await?;
         stream.flush().await?;
         self.stream.reply(frames).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use crate::process::Shared;
+
+    /// Ten minutes: a wait that took the whole request timeout instead of
+    /// the deadline given would outlast the test's own bound.
+    const TIMEOUT_MS: u64 = 600_000;
+    const BOUND: Duration = Duration::from_secs(10);
+
+    /// A worker's pool of `per_node` dedicated connections per node, in a
+    /// process that opens at most 4 connections to a node.
+    fn pool(per_node: usize) -> Rc<DedicatedPool> {
+        let mut config = Config {
+            seeds: vec!["127.0.0.1:1".to_owned()],
+            threads: 1,
+            ..Config::default()
+        };
+        config.backend.request_timeout_ms = TIMEOUT_MS;
+        config.backend.max_connections_per_node = 4;
+        let shared = Shared::new(config.validate().expect("valid config"));
+        Rc::new(DedicatedPool::new(Rc::new(Env::new(shared, 0)), per_node))
+    }
+
+    fn addr() -> NodeAddr {
+        NodeAddr::new("127.0.0.1", 1)
+    }
+
+    /// A connection to [`addr`] within 20 ms from now.
+    async fn take_soon(pool: &Rc<DedicatedPool>) -> Result<Lease, TakeError> {
+        let deadline = Instant::now() + Duration::from_millis(20);
+        let addr = addr();
+        let taken = DedicatedPool::take(pool, &addr, Protocol::Resp2, None, deadline);
+        tokio::time::timeout(BOUND, taken)
+            .await
+            .expect("waited past the deadline")
+    }
+
+    #[tokio::test]
+    async fn waiting_for_a_lent_connection_ends_at_the_deadline_given() {
+        let pool = pool(1);
+        assert!(pool.reserve(&addr()));
+        let result = take_soon(&pool).await;
+        assert!(
+            matches!(result, Err(TakeError::Exhausted(1))),
+            "{:?}",
+            result.err()
+        );
+    }
+
+    #[tokio::test]
+    async fn waiting_for_a_place_in_the_nodes_bound_ends_at_the_deadline_given() {
+        let pool = pool(8);
+        let quota = &pool.env.shared.node_quota;
+        let far = tokio::time::Instant::now() + BOUND;
+        let mut held = Vec::new();
+        for _ in 0..quota.per_node() {
+            held.push(quota.take(&addr(), far).await.expect("a place"));
+        }
+        let result = take_soon(&pool).await;
+        assert!(matches!(result, Err(TakeError::Late)), "{:?}", result.err());
+        // The place reserved for it is given back.
+        assert!(pool.busy.borrow().get(&addr()).is_none_or(|n| *n == 0));
     }
 }

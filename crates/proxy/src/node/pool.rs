@@ -4,7 +4,8 @@
 //! after a failure, with a back-off so a dead node is not hammered with
 //! connects. A client that tracks keys for client-side caching has a
 //! private pool of its own ([`Pool::private`]): one connection per node
-//! and protocol, set up and listened to by its [`Hooks`].
+//! and protocol, set up and listened to by its [`Hooks`], its departed nodes
+//! forgotten with the worker's.
 
 use rustc_hash::FxHashMap as HashMap;
 use std::cell::{Cell, RefCell};
@@ -146,8 +147,22 @@ impl Pool {
 
     /// Forgets the connections to nodes for which `keep` is false (nodes
     /// gone from the topology); each ends once its requests are answered.
+    /// A private pool's hooks hear of each open one as lost: what the
+    /// node would have invalidated is no longer heard.
     pub fn prune(&self, keep: impl Fn(&NodeAddr) -> bool) {
-        self.conns.borrow_mut().retain(|addr, _| keep(addr));
+        let mut gone = Vec::new();
+        self.conns.borrow_mut().retain(|addr, lists| {
+            let kept = keep(addr);
+            if !kept && self.hooks.is_some() && lists.iter().flatten().any(|c| !c.is_closed()) {
+                gone.push(addr.clone());
+            }
+            kept
+        });
+        if let Some(hooks) = &self.hooks {
+            for addr in &gone {
+                hooks.lost(addr);
+            }
+        }
     }
 
     /// The worker's node environment (counters, back-off).

@@ -10,6 +10,10 @@ pub enum Kind {
     Keyed,
     /// Has no key and means the same on every node.
     AnyNode,
+    /// Has no key and goes to the master where orthrus keeps its
+    /// subscriptions: PUBLISH, whose count of receivers includes them,
+    /// and PUBSUB NUMSUB and NUMPAT, which count them.
+    SubscriptionNode,
     /// Sent to every master, the replies merged.
     FanOut(FanOut),
     /// SCAN: one master at a time, the cursor says which.
@@ -290,7 +294,7 @@ fn listed(name: &str) -> Option<Kind> {
         "slowlog" => Kind::Local(SlowLog),
         // XREAD is flagged blocking, but only blocks with BLOCK: decided per request.
         "xread" | "xreadgroup" => Kind::Keyed,
-        "command" | "publish" | "pubsub" | "time" | "lastsave" | "lolwut" => Kind::AnyNode,
+        "command" | "pubsub" | "time" | "lastsave" | "lolwut" => Kind::AnyNode,
         "multi" | "exec" | "discard" | "watch" | "unwatch" => Kind::Transaction,
         "subscribe" | "psubscribe" | "ssubscribe" | "unsubscribe" | "punsubscribe"
         | "sunsubscribe" => Kind::Subscription,
@@ -304,9 +308,9 @@ fn listed(name: &str) -> Option<Kind> {
         "scan" => Kind::Scan,
         "pubsub|channels" | "pubsub|shardchannels" => Kind::FanOut(FanOut::Union),
         "pubsub|shardnumsub" => Kind::FanOut(FanOut::PairSum),
-        // Where the subscriptions are: the master PUBLISH goes to (other
-        // masters hold only copies made for keyspace notifications).
-        "pubsub|numsub" | "pubsub|numpat" => Kind::AnyNode,
+        // Where the subscriptions are (other masters hold only copies
+        // made for keyspace notifications).
+        "publish" | "pubsub|numsub" | "pubsub|numpat" => Kind::SubscriptionNode,
         "function|list" | "function|dump" | "function|stats" | "script|help" | "function|help" => {
             Kind::AnyNode
         }

@@ -19,6 +19,7 @@ use crate::acl::{Access, category};
 use crate::route::counted;
 use crate::route::kind::{self, Family, Kind};
 use keyspec::{Begin, Find, KeySpec};
+pub use rejection::Rejection;
 
 /// Longest command name looked up without allocating.
 const NAME_MAX: usize = 48;
@@ -75,6 +76,8 @@ pub enum Route {
     Slot(Slot),
     /// Key-less and the same on every node: any master will do.
     AnyNode,
+    /// Key-less, to the master that holds orthrus's subscriptions.
+    SubscriptionNode,
     /// Keys in several slots, split per slot and merged.
     Split(kind::Merge),
     /// To every master, merged.
@@ -91,25 +94,6 @@ pub enum Route {
     Admin(Arc<CommandInfo>),
     /// A RESP error for the client, connection stays usable.
     Reject(Rejection),
-}
-
-/// Why a request is refused before it reaches the cluster.
-#[derive(Debug)]
-pub enum Rejection {
-    UnknownCommand,
-    UnknownSubcommand,
-    WrongArity(Arc<CommandInfo>),
-    CrossSlot,
-    Unsupported(Arc<CommandInfo>, &'static str),
-}
-
-// === impl Rejection ===
-
-impl Rejection {
-    /// Why an administrative command is refused without `admin.passthrough`.
-    pub fn admin(info: Arc<CommandInfo>) -> Rejection {
-        Rejection::Unsupported(info, kind::ADMIN)
-    }
 }
 
 // === impl CommandTable ===
@@ -239,6 +223,7 @@ fn route_command(info: &Arc<CommandInfo>, req: &Request) -> Route {
     match kind {
         Kind::Local(local) => Route::Local(local),
         Kind::AnyNode => Route::AnyNode,
+        Kind::SubscriptionNode => Route::SubscriptionNode,
         Kind::Admin => Route::Admin(Arc::clone(info)),
         Kind::Unsupported(why) => Route::Reject(Rejection::Unsupported(Arc::clone(info), why)),
         Kind::Transaction => Route::Transaction,
@@ -267,54 +252,6 @@ fn route_command(info: &Arc<CommandInfo>, req: &Request) -> Route {
                 None => Route::Reject(Rejection::CrossSlot),
             },
         },
-    }
-}
-
-// === impl Rejection ===
-
-impl Rejection {
-    /// The error text for a refused request, worded as Redis words it where
-    /// Redis has a word for it.
-    pub fn message(&self, req: &Request) -> String {
-        let name = String::from_utf8_lossy(req.arg(0).unwrap_or_default());
-        match self {
-            Rejection::UnknownCommand => {
-                let mut args = String::new();
-                for arg in req.args().skip(1) {
-                    if args.len() >= 128 {
-                        break;
-                    }
-                    let arg = String::from_utf8_lossy(arg);
-                    let room = 128usize.saturating_sub(args.len());
-                    args.push('\'');
-                    args.extend(arg.chars().take(room));
-                    args.push_str("' ");
-                }
-                let name: String = name.chars().take(128).collect();
-                format!("ERR unknown command '{name}', with args beginning with: {args}")
-            }
-            Rejection::UnknownSubcommand => {
-                let sub = String::from_utf8_lossy(req.arg(1).unwrap_or_default());
-                let sub: String = sub.chars().take(128).collect();
-                format!(
-                    "ERR unknown subcommand '{sub}'. Try {} HELP.",
-                    name.to_ascii_uppercase()
-                )
-            }
-            Rejection::WrongArity(info) => {
-                format!(
-                    "ERR wrong number of arguments for '{}' command",
-                    info.full_name()
-                )
-            }
-            Rejection::CrossSlot => {
-                "CROSSSLOT Keys in request don't hash to the same slot".to_owned()
-            }
-            Rejection::Unsupported(info, why) => {
-                let shown = info.full_name().replace('|', " ").to_ascii_uppercase();
-                format!("ERR orthrus: {shown} is not supported: {why}")
-            }
-        }
     }
 }
 
@@ -598,6 +535,7 @@ fn lookup<'a, T>(map: &'a HashMap<Box<[u8]>, T>, name: &[u8]) -> Option<&'a T> {
 }
 
 mod keyspec;
+mod rejection;
 
 #[cfg(test)]
 mod tests;

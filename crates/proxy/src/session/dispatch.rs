@@ -13,6 +13,7 @@ use bytes::Bytes;
 use orthrus_resp::{Protocol, Request};
 
 use crate::acl;
+use crate::client::subscriptions::publish_target;
 use crate::client::{Client, Pending, PushSink, ReplyMode};
 use crate::cmd::{
     admin, blocking, fanout, local, pubsub, scan, script, split, tracking, transaction,
@@ -268,7 +269,7 @@ fn run(
         }
     }
     let ran = |pending, family| Next::Started(Started::ran(pending, family));
-    let target = match route {
+    let (target, access) = match route {
         Route::Subscription(info) => {
             let pending = pubsub::command(client, req, &info.name, &mut sink, ctx);
             return ran(pending, Family::PubSub);
@@ -288,8 +289,13 @@ fn run(
             return ran(tracking::command(client, req, &mut sink, ctx), family);
         }
         Route::Local(cmd) => return ran(local::execute(cmd, req, client, ctx), family),
-        Route::Slot(slot) => Target::Slot(slot),
-        Route::AnyNode => Target::Any,
+        Route::Slot(slot) => (Target::Slot(slot), access),
+        Route::AnyNode => (Target::Any, access),
+        // Where orthrus keeps its subscriptions: a master, never a replica.
+        Route::SubscriptionNode => match access {
+            Access::ReplicaRead => (publish_target(), Access::Read),
+            access => (publish_target(), access),
+        },
         Route::Split(merge) => {
             return ran(split::dispatch(ctx, req, merge, proto, access), family);
         }
@@ -313,19 +319,6 @@ fn run(
         Route::Admin(info) => return refuse(&Rejection::admin(info), req, family, ctx),
         Route::Reject(rejection) => return refuse(&rejection, req, family, ctx),
     };
-    // PUBLISH goes where this orthrus keeps its subscriptions, so that its
-    // count of receivers includes them; so do PUBSUB NUMSUB and NUMPAT,
-    // which count them.
-    let (target, access) = if matches!(target, Target::Any) && is_publish(req) {
-        (
-            crate::client::subscriptions::publish_target(),
-            Access::Write,
-        )
-    } else if matches!(target, Target::Any) && counts_subscribers(req) {
-        (crate::client::subscriptions::publish_target(), access)
-    } else {
-        (target, access)
-    };
     Next::Forward {
         target,
         access,
@@ -339,20 +332,6 @@ fn refuse(rejection: &Rejection, req: &Request, family: Family, ctx: &WorkerCtx)
     WorkerStats::bump(&ctx.stats().rejected_commands);
     let reply = error_reply(&rejection.message(req));
     Next::Started(Started::refused(Pending::Ready(reply), family))
-}
-
-/// PUBSUB NUMSUB or NUMPAT.
-fn counts_subscribers(req: &Request) -> bool {
-    req.arg(0)
-        .is_some_and(|n| n.eq_ignore_ascii_case(b"pubsub"))
-        && req
-            .arg(1)
-            .is_some_and(|s| s.eq_ignore_ascii_case(b"numsub") || s.eq_ignore_ascii_case(b"numpat"))
-}
-
-fn is_publish(req: &Request) -> bool {
-    req.arg(0)
-        .is_some_and(|n| n.eq_ignore_ascii_case(b"publish"))
 }
 
 /// What still runs while orthrus is over its memory limit: commands that

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use orthrus_devcluster::{Cluster, ClusterSpec, free_port};
+use orthrus_devcluster::{Cluster, ClusterSpec, Value, free_port};
 
 pub mod admin;
 pub mod tls;
@@ -88,6 +88,27 @@ impl Proxy {
                 self.log_text()
             );
             std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Logs `s` in with `AUTH auth...`, then sends `probe` until it is
+    /// answered `+OK` (orthrus has found the cluster), for at most 20 s.
+    pub fn log_in(&self, s: &mut TcpStream, auth: &[&str], probe: &[&str]) {
+        let mut args = vec!["AUTH"];
+        args.extend_from_slice(auth);
+        assert_eq!(send(s, &args), "+OK\r\n");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let reply = send(s, probe);
+            if reply == "+OK\r\n" {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "never served the cluster: {reply}\n{}",
+                self.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(100));
         }
     }
 
@@ -270,6 +291,21 @@ pub fn frame_len(buf: &[u8], at: usize) -> Option<usize> {
         }
         _ => panic!("bad reply byte {kind}"),
     }
+}
+
+/// The clients of node `i` with tracking on (flag `t` in its CLIENT LIST).
+pub fn tracking_conns(cluster: &Cluster, i: usize) -> usize {
+    let mut node = cluster.nodes()[i].connect().expect("node");
+    let list = match node.cmd(&["CLIENT", "LIST"]).expect("CLIENT LIST") {
+        Value::Bulk(b) => String::from_utf8_lossy(&b).into_owned(),
+        other => panic!("CLIENT LIST: {other:?}"),
+    };
+    list.lines()
+        .filter(|l| {
+            l.split(' ')
+                .any(|f| f.strip_prefix("flags=").is_some_and(|f| f.contains('t')))
+        })
+        .count()
 }
 
 /// Which node index of `cluster` owns `key` now.

@@ -123,7 +123,11 @@ fn kinds() {
     ));
     assert!(matches!(
         t.route(&req(&["PUBSUB", "NUMPAT"])),
-        Route::AnyNode
+        Route::SubscriptionNode
+    ));
+    assert!(matches!(
+        t.route(&req(&["PUBLISH", "c", "m"])),
+        Route::SubscriptionNode
     ));
     assert!(matches!(
         t.route(&req(&["COMMAND", "COUNT"])),
