@@ -248,3 +248,50 @@ fn one_client_costs_two_task_polls_per_request() {
         "{polls} polls for {commands} commands: {per_request:.3} per request"
     );
 }
+
+/// A reply larger than the client's socket takes at once: the node
+/// connection writes what the socket takes and leaves the rest to the
+/// session, which writes it in order, and the request is counted once.
+#[test]
+fn a_reply_the_socket_takes_in_part_is_finished_by_the_session() {
+    let cluster = cluster(3, 0);
+    let proxy = Proxy::start(&cluster.seeds(), &["--threads", "1"]);
+    let value: Vec<u8> = (0..16 * 1024 * 1024u32).map(|i| (i % 251) as u8).collect();
+    let mut con = proxy.client();
+    let _: () = redis::cmd("SET")
+        .arg("direct:big")
+        .arg(&value)
+        .query(&mut con)
+        .expect("SET");
+    let calls = |proxy: &Proxy| {
+        let mut con = proxy.client();
+        let info: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query(&mut con)
+            .expect("INFO");
+        let line = info.lines().find(|l| l.starts_with("cmdstat_get:"));
+        line.and_then(|l| l.split(['=', ',']).nth(1)?.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    let before = calls(&proxy);
+    let mut s = proxy.stream();
+    for round in 0..3 {
+        // One GET at a time; the reply read only after a pause, so that
+        // the socket is full when the reply arrives.
+        s.write_all(&encode(&["GET", "direct:big"])).expect("send");
+        std::thread::sleep(Duration::from_millis(200));
+        let reply = common::read_reply(&mut s).expect("reply");
+        let header = format!("${}\r\n", value.len());
+        assert!(reply.starts_with(header.as_bytes()), "round {round}");
+        assert_eq!(
+            &reply[header.len()..reply.len() - 2],
+            &value[..],
+            "round {round}"
+        );
+        // A small one after it, on the same connection, still in order.
+        s.write_all(&encode(&["PING", "after"])).expect("send");
+        let pong = common::read_reply(&mut s).expect("reply");
+        assert_eq!(pong, b"$5\r\nafter\r\n");
+    }
+    assert_eq!(calls(&proxy) - before, 3, "each GET counted once");
+}

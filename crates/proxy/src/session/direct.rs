@@ -166,48 +166,50 @@ impl Direct {
         (work, self.last_reply.take())
     }
 
-    /// Writes a reply to the client and counts its request; gives it back
-    /// (with how much of it was written) when the session must take it.
-    fn write(&self, mut delivered: Delivered) -> Option<Delivered> {
+    /// Counts a reply's request and writes the reply to the client; gives
+    /// the reply back (with how much of it was written) when the session
+    /// must take it: it will not count the request again.
+    fn write(&self, delivered: Delivered) -> Option<Delivered> {
         let (Ok(mut lent), Some(owner)) = (self.lent.try_borrow_mut(), self.owner.get()) else {
             return Some(delivered);
         };
-        let Some(work) = lent.as_mut() else {
-            return Some(delivered);
-        };
-        let written = match self.stream.try_borrow() {
-            Ok(stream) => match stream.try_write(&delivered.frame) {
-                Ok(n) => n,
-                Err(_) => return Some(delivered),
-            },
-            Err(_) => return Some(delivered),
-        };
-        if written < delivered.frame.len() {
-            delivered.written = written;
-            return Some(delivered);
-        }
-        let size = u32::try_from(written).unwrap_or(u32::MAX);
         // The one entry of lent work is the request this reply answers.
-        if let Some(entry) = work.queue.pop_front() {
-            work.request_bytes = work.request_bytes.saturating_sub(entry.bytes);
-            if let Pending::Remote(remote) = &entry.pending {
-                let done = remote.done(delivered);
-                let ctx = &owner.ctx;
-                let took = done.backend.unwrap_or_default();
-                remote.count(ctx.pool.env().load(), &done.reply, took);
-                if let Some(stamp) = &entry.stamp {
-                    account(
-                        ctx,
-                        &owner.identity,
-                        stamp,
-                        remote.frame(),
-                        Instant::now(),
-                        &done,
-                    );
-                }
-            }
+        let Some(entry) = lent.as_mut().and_then(|work| work.queue.front_mut()) else {
+            return Some(delivered);
+        };
+        let (Pending::Remote(remote), Ok(stream)) = (&entry.pending, self.stream.try_borrow())
+        else {
+            return Some(delivered);
+        };
+        // Counted before the client can see the reply, as the session does.
+        let took = delivered.took;
+        let done = remote.done(delivered);
+        let ctx = &owner.ctx;
+        remote.count(
+            ctx.pool.env().load(),
+            &done.reply,
+            done.backend.unwrap_or_default(),
+        );
+        if let Some(stamp) = entry.stamp.take() {
+            let now = Instant::now();
+            account(ctx, &owner.identity, &stamp, remote.frame(), now, &done);
         }
-        self.last_reply.set(Some(size));
+        let written = stream.try_write(&done.reply).unwrap_or(0);
+        if written < done.reply.len() {
+            return Some(Delivered {
+                frame: done.reply,
+                took,
+                written,
+            });
+        }
+        drop(stream);
+        self.last_reply
+            .set(Some(u32::try_from(written).unwrap_or(u32::MAX)));
+        if let Some(work) = lent.as_mut()
+            && let Some(entry) = work.queue.pop_front()
+        {
+            work.request_bytes = work.request_bytes.saturating_sub(entry.bytes);
+        }
         if let Some(work) = lent.take_if(|w| w.is_idle()) {
             work.give_back();
         }

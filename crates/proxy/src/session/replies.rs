@@ -42,12 +42,16 @@ impl<S: Stream> Session<S> {
             };
             // Bytes of the reply a node connection wrote to the client.
             let mut written = 0;
+            // A request without a stamp is not counted (or was already).
+            let counted = entry.stamp.is_some();
             let done = match &mut entry.pending {
                 Pending::Ready(reply) | Pending::Last(reply) => Done::local(std::mem::take(reply)),
                 Pending::Remote(remote) => match remote.poll_done(cx) {
                     Poll::Ready(Some((done, was_written))) => {
-                        let took = done.backend.unwrap_or_default();
-                        remote.count(self.ctx.pool.env().load(), &done.reply, took);
+                        if counted {
+                            let took = done.backend.unwrap_or_default();
+                            remote.count(self.ctx.pool.env().load(), &done.reply, took);
+                        }
                         written = was_written;
                         done
                     }
