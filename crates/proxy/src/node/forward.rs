@@ -124,20 +124,16 @@ impl Remote {
     }
 
     /// Polls for the reply without following anything: `Some` when the
-    /// reply is the client's as it is (no error to look at), with how many
-    /// of its bytes a hook wrote to the client already; `None` when it must
-    /// go through [`resolve`] (a redirect, a retry, a failure), `Pending`
-    /// until it arrives.
-    pub fn poll_done(&mut self, cx: &mut Context<'_>) -> Poll<Option<(Done, usize)>> {
+    /// reply is the client's as it is (no error to look at), `None` when
+    /// it must go through [`resolve`] (a redirect, a retry, a failure),
+    /// `Pending` until it arrives.
+    pub fn poll_done(&mut self, cx: &mut Context<'_>) -> Poll<Option<Done>> {
         if self.early.is_none() {
             let reply = std::task::ready!(Pin::new(&mut self.rx).poll(cx));
             self.early = Some(reply.unwrap_or(Err(BackendError::Lost)));
         }
         match self.early.take() {
-            Some(Ok(delivered)) if is_answer(&delivered) => {
-                let written = delivered.written;
-                Poll::Ready(Some((self.done(delivered), written)))
-            }
+            Some(Ok(delivered)) if is_answer(&delivered) => Poll::Ready(Some(self.done(delivered))),
             other => {
                 self.early = other;
                 Poll::Ready(None)

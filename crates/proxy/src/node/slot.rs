@@ -116,11 +116,29 @@ impl<T: Stocked> SlotTx<T> {
     /// the hook did not take and wakes the receiver. Dropped silently when
     /// the receiver is gone.
     pub fn send(self, value: T) {
-        let hook = match &mut *self.0.borrow_mut() {
+        let mut state = self.0.borrow_mut();
+        let hook = match &mut *state {
+            State::Waiting { hook: None, waker } => {
+                // Most replies: no hook, one look at the slot.
+                let waker = waker.take();
+                *state = State::Filled(value);
+                drop(state);
+                if let Some(waker) = waker {
+                    waker.wake();
+                }
+                return;
+            }
             State::Waiting { hook, .. } => hook.take(),
             _ => None,
         };
-        // Called with the slot not borrowed: the hook may drop the receiver.
+        drop(state);
+        self.offer(hook, value);
+    }
+
+    /// Offers the value to `hook` (called with the slot not borrowed: the
+    /// hook may drop the receiver), then stores what it did not take.
+    #[cold]
+    fn offer(&self, hook: Option<Weak<dyn Hook<T>>>, value: T) {
         let value = match hook.as_ref().and_then(Weak::upgrade) {
             Some(hook) => match hook.offer(value) {
                 Some(value) => value,

@@ -10,9 +10,10 @@
 //! reply is written, the request counted (latency, INFO commandstats, the
 //! SLOWLOG, the slot's load) and the work given back to the worker's
 //! stock; the session is not woken, and sleeps until its client sends
-//! again. Anything else (an error to follow, a full socket, a partial
-//! write) goes to the session as before, with what was written noted. A
-//! session that is woken for any reason first takes its work back.
+//! again. Anything else (an error to follow, a full socket) goes to the
+//! session as before; so does the rest of a reply the socket took in part
+//! (its request counted already). A session that is woken for any reason
+//! first takes its work back.
 //!
 //! A request then costs two task polls: the session's (its client's
 //! readiness) and the node connection's (the node's).
@@ -167,8 +168,8 @@ impl Direct {
     }
 
     /// Counts a reply's request and writes the reply to the client; gives
-    /// the reply back (with how much of it was written) when the session
-    /// must take it: it will not count the request again.
+    /// back what the socket did not take, for the session to write (it
+    /// does not count the request again).
     fn write(&self, delivered: Delivered) -> Option<Delivered> {
         let (Ok(mut lent), Some(owner)) = (self.lent.try_borrow_mut(), self.owner.get()) else {
             return Some(delivered);
@@ -197,9 +198,8 @@ impl Direct {
         let written = stream.try_write(&done.reply).unwrap_or(0);
         if written < done.reply.len() {
             return Some(Delivered {
-                frame: done.reply,
+                frame: done.reply.slice(written..),
                 took,
-                written,
             });
         }
         drop(stream);

@@ -40,19 +40,17 @@ impl<S: Stream> Session<S> {
             let Some(entry) = w.queue.front_mut() else {
                 break;
             };
-            // Bytes of the reply a node connection wrote to the client.
-            let mut written = 0;
-            // A request without a stamp is not counted (or was already).
+            // A request without a stamp is not counted (or was already: a
+            // reply its node connection began writing to the client).
             let counted = entry.stamp.is_some();
             let done = match &mut entry.pending {
                 Pending::Ready(reply) | Pending::Last(reply) => Done::local(std::mem::take(reply)),
                 Pending::Remote(remote) => match remote.poll_done(cx) {
-                    Poll::Ready(Some((done, was_written))) => {
+                    Poll::Ready(Some(done)) => {
                         if counted {
                             let took = done.backend.unwrap_or_default();
                             remote.count(self.ctx.pool.env().load(), &done.reply, took);
                         }
-                        written = was_written;
                         done
                     }
                     Poll::Ready(None) => {
@@ -116,12 +114,7 @@ impl<S: Stream> Session<S> {
             }
             let size = u32::try_from(done.reply.len()).unwrap_or(u32::MAX);
             self.fold_reply_size(size);
-            if written == 0 {
-                w.output.push(done.reply);
-            } else {
-                w.output
-                    .push(done.reply.slice(written.min(done.reply.len())..));
-            }
+            w.output.push(done.reply);
             took = true;
             if !tracking {
                 self.take_pushes(w, cx);

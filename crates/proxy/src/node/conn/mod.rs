@@ -67,9 +67,6 @@ impl Stocked for Reply {
 pub struct Delivered {
     pub frame: Bytes,
     pub took: Duration,
-    /// Bytes of `frame` already written to the client (a reply slot's hook
-    /// began writing it and the client's socket took only these).
-    pub written: usize,
 }
 
 /// Why a request got no reply. Says whether it is safe to resend.

@@ -193,11 +193,7 @@ fn deliver(
             Some(Inflight::Reply { tx, sent, .. }) => {
                 let took = arrived.at.saturating_duration_since(sent);
                 arrived.latency.record(arrived.worker, took);
-                tx.send(Ok(Delivered {
-                    frame,
-                    took,
-                    written: 0,
-                }));
+                tx.send(Ok(Delivered { frame, took }));
             }
             Some(Inflight::Discard) => {}
             None => return Err(io::Error::other("reply without a request")),
