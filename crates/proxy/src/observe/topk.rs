@@ -366,12 +366,14 @@ impl Top {
             return;
         };
         loop {
-            let left = at.saturating_mul(2).saturating_add(1);
+            // Places stay far below `usize::MAX` (a heap of at most 640).
+            let left = at.wrapping_mul(2).wrapping_add(1);
             let Some(&l) = self.heap.get(left) else {
                 break;
             };
-            let (child, lighter) = match self.heap.get(left.saturating_add(1)) {
-                Some(&r) if r.count < l.count => (left.saturating_add(1), r),
+            let right = left.wrapping_add(1);
+            let (child, lighter) = match self.heap.get(right) {
+                Some(&r) if r.count < l.count => (right, r),
                 _ => (left, l),
             };
             if lighter.count >= moving.count {
