@@ -4,9 +4,11 @@
 //! none collects). While one does, a worker samples 1 in `SAMPLE` keyed
 //! requests (random gaps from a thread-local xorshift) and, when the reply
 //! is taken, adds each key's share of the bytes and of the time at the
-//! node to its own [`TopK`] summaries. Those sit behind a per-worker mutex that only that
-//! worker and `HOTKEYS GET` take, with `try_lock` on the request path: a
-//! worker never waits (a sample that meets GET reading is dropped).
+//! node (in nanoseconds: no division on the request path) to its own
+//! [`TopK`] summaries, one sketch for both. Those sit behind a per-worker
+//! mutex that only that worker and `HOTKEYS GET` take, with `try_lock` on
+//! the request path: a worker never waits (a sample that meets GET
+//! reading is dropped).
 //! Totals for every command come from the per-slot load counters
 //! (`observe::load`), read at START and at GET.
 
@@ -559,3 +561,6 @@ impl Merged {
         all
     }
 }
+
+#[cfg(test)]
+mod tests;
