@@ -4,9 +4,11 @@
 //! none collects). While one does, a worker samples 1 in `SAMPLE` keyed
 //! requests (random gaps from a thread-local xorshift) and, when the reply
 //! is taken, adds each key's share of the bytes and of the time at the
-//! node to its own [`TopK`] summaries. Those sit behind a per-worker mutex that only that
-//! worker and `HOTKEYS GET` take, with `try_lock` on the request path: a
-//! worker never waits (a sample that meets GET reading is dropped).
+//! node (in nanoseconds: no division on the request path) to its own
+//! [`TopK`] summaries, one sketch for both. Those sit behind a per-worker
+//! mutex that only that worker and `HOTKEYS GET` take, with `try_lock` on
+//! the request path: a worker never waits (a sample that meets GET
+//! reading is dropped).
 //! Totals for every command come from the per-slot load counters
 //! (`observe::load`), read at START and at GET.
 
@@ -19,7 +21,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use orthrus_cluster::{SLOT_COUNT, Slot};
 
 use super::load::{Counts, SlotLoad};
-use super::topk::TopK;
+use super::topk::{METRICS, TopK};
 
 /// Redis's bound on `COUNT`.
 pub const MAX_COUNT: usize = 64;
@@ -33,7 +35,9 @@ pub struct HotKeys {
     /// Sessions started so far: the next one's number.
     starts: AtomicU32,
     session: Mutex<Option<Session>>,
-    workers: Box<[Mutex<WorkerTops>]>,
+    /// parking_lot's: no poisoning to check, an unlock of one atomic
+    /// exchange on the request path.
+    workers: Box<[parking_lot::Mutex<WorkerTops>]>,
 }
 
 /// What `HOTKEYS START` asked for.
@@ -49,18 +53,14 @@ pub struct Options {
 }
 
 /// A sampled request's keys, as places in its frame, carried until its
-/// reply is taken (no copy, no allocation for a one-key request).
+/// reply is taken (no copy; no allocation for a one-key request).
 #[derive(Debug)]
 pub struct Sample {
     generation: NonZeroU32,
-    keys: KeyRanges,
-}
-
-#[derive(Debug)]
-enum KeyRanges {
-    None,
-    One((u32, u32)),
-    Many(Vec<(u32, u32)>),
+    /// The first key's `start..end`.
+    first: (u32, u32),
+    /// The others', for a request of several keys (empty: no allocation).
+    more: Box<[(u32, u32)]>,
 }
 
 /// What `HOTKEYS GET` reports.
@@ -107,11 +107,14 @@ struct Session {
 struct WorkerTops {
     generation: u32,
     slots: Option<Box<[u64]>>,
-    cpu: Option<TopK>,
-    net: Option<TopK>,
-    sampled_bytes: u64,
-    sampled_micros: u64,
+    /// Bytes ([`NET`]) and nanoseconds at the node ([`CPU`]), with their
+    /// totals over every sampled key of the selected slots.
+    tops: Option<TopK>,
 }
+
+/// The summaries' weights: request and reply bytes, time at the node.
+const NET: usize = 0;
+const CPU: usize = 1;
 
 thread_local! {
     static RNG: Cell<u64> = Cell::new(seed());
@@ -210,40 +213,32 @@ fn minus(a: Counts, b: Counts) -> Counts {
 // === impl Sample ===
 
 impl Sample {
-    /// A sample for session `generation`, without keys yet; `None` when
-    /// no session collects.
-    pub fn new(generation: u32) -> Option<Sample> {
+    /// A sample for session `generation` with its first key at
+    /// `start..end` of the request's frame; `None` when no session
+    /// collects, or for a key beyond `u32`.
+    #[inline]
+    pub fn new(generation: u32, (start, end): (usize, usize)) -> Option<Sample> {
         Some(Sample {
             generation: NonZeroU32::new(generation)?,
-            keys: KeyRanges::None,
+            first: (u32::try_from(start).ok()?, u32::try_from(end).ok()?),
+            more: Box::default(),
         })
     }
 
-    /// Adds the key at `start..end` of the request's frame (one beyond
-    /// `u32` is left out).
-    #[inline]
-    pub fn push(&mut self, start: usize, end: usize) {
-        let (Ok(start), Ok(end)) = (u32::try_from(start), u32::try_from(end)) else {
-            return;
-        };
-        match &mut self.keys {
-            KeyRanges::None => self.keys = KeyRanges::One((start, end)),
-            KeyRanges::One(first) => self.keys = KeyRanges::Many(vec![*first, (start, end)]),
-            KeyRanges::Many(all) => all.push((start, end)),
-        }
-    }
-
-    /// Whether it has any key.
-    pub fn has_keys(&self) -> bool {
-        !matches!(self.keys, KeyRanges::None)
-    }
-
-    fn ranges(&self) -> &[(u32, u32)] {
-        match &self.keys {
-            KeyRanges::None => &[],
-            KeyRanges::One(pair) => std::slice::from_ref(pair),
-            KeyRanges::Many(all) => all,
-        }
+    /// A sample of a request's keys, `start..end` each, in order (those
+    /// beyond `u32` left out); `None` without any.
+    pub fn of_keys(
+        generation: u32,
+        keys: impl IntoIterator<Item = (usize, usize)>,
+    ) -> Option<Sample> {
+        let mut keys = keys.into_iter().filter_map(|(start, end)| {
+            Some((u32::try_from(start).ok()?, u32::try_from(end).ok()?))
+        });
+        Some(Sample {
+            generation: NonZeroU32::new(generation)?,
+            first: keys.next()?,
+            more: keys.collect(),
+        })
     }
 }
 
@@ -257,7 +252,7 @@ impl HotKeys {
             starts: AtomicU32::new(0),
             session: Mutex::new(None),
             workers: (0..workers.max(1))
-                .map(|_| Mutex::new(WorkerTops::default()))
+                .map(|_| parking_lot::Mutex::new(WorkerTops::default()))
                 .collect(),
         }
     }
@@ -292,45 +287,31 @@ impl HotKeys {
     pub fn record(
         &self,
         worker: usize,
-        (sample, frame): (&Sample, &[u8]),
+        (sample, frame): (Sample, &[u8]),
         bytes: usize,
         took: Option<Duration>,
     ) {
         let Some(tops) = self.workers.get(worker) else {
             return;
         };
-        let Ok(mut tops) = tops.try_lock() else {
+        let Some(mut tops) = tops.try_lock() else {
             return; // GET is reading: never wait on the request path
         };
+        let tops = &mut *tops;
         if tops.generation != sample.generation.get() {
             return;
         }
-        let ranges = sample.ranges();
-        let mut bytes = u64::try_from(bytes).unwrap_or(u64::MAX);
-        let mut micros = took.map_or(0, |t| u64::try_from(t.as_micros()).unwrap_or(u64::MAX));
-        if let Ok(keys @ 2..) = u64::try_from(ranges.len()) {
-            bytes /= keys;
-            micros /= keys;
-        }
-        let tops = &mut *tops;
-        for &(start, end) in ranges {
-            let Some(key) = frame.get(start as usize..end as usize) else {
-                continue;
-            };
-            if let Some(set) = tops.slots.as_deref() {
-                if !in_set(set, Slot::for_key(key)) {
-                    continue;
-                }
-            }
-            tops.sampled_bytes = tops.sampled_bytes.saturating_add(bytes);
-            tops.sampled_micros = tops.sampled_micros.saturating_add(micros);
-            let hash = TopK::hash(key);
-            if let Some(net) = &mut tops.net {
-                net.add(key, hash, bytes);
-            }
-            if let Some(cpu) = &mut tops.cpu {
-                cpu.add(key, hash, micros);
-            }
+        let bytes = u64::try_from(bytes).unwrap_or(u64::MAX);
+        // In nanoseconds: no division on the way (GET reports µs).
+        let nanos = took.map_or(0, |t| {
+            t.as_secs()
+                .saturating_mul(1_000_000_000)
+                .saturating_add(u64::from(t.subsec_nanos()))
+        });
+        if sample.more.is_empty() {
+            tops.add(frame, sample.first, (bytes, nanos));
+        } else {
+            tops.add_shares(frame, (sample.first, &sample.more), (bytes, nanos));
         }
     }
 
@@ -353,17 +334,15 @@ impl HotKeys {
         let capacity = options.count.saturating_mul(10);
         let width = options.count.saturating_mul(100);
         let set = options.slots.as_deref().map(slot_set);
+        let mut metrics = [false; METRICS];
+        metrics[NET] = options.net;
+        metrics[CPU] = options.cpu;
         for tops in self.workers.iter() {
-            if let Ok(mut tops) = tops.lock() {
-                *tops = WorkerTops {
-                    generation,
-                    slots: set.clone(),
-                    cpu: options.cpu.then(|| TopK::new(capacity, width)),
-                    net: options.net.then(|| TopK::new(capacity, width)),
-                    sampled_bytes: 0,
-                    sampled_micros: 0,
-                };
-            }
+            *tops.lock() = WorkerTops {
+                generation,
+                slots: set.clone(),
+                tops: Some(TopK::new(capacity, width, metrics)),
+            };
         }
         self.sample.store(options.sample.max(1), Ordering::Relaxed);
         *session = Some(Session {
@@ -413,9 +392,7 @@ impl HotKeys {
         }
         *session = None;
         for tops in self.workers.iter() {
-            if let Ok(mut tops) = tops.lock() {
-                *tops = WorkerTops::default();
-            }
+            *tops.lock() = WorkerTops::default();
         }
         true
     }
@@ -458,16 +435,18 @@ impl HotKeys {
         };
         let mut cpu = Merged::default();
         let mut net = Merged::default();
-        let (mut sampled_bytes, mut sampled_micros) = (0u64, 0u64);
+        let (mut sampled_bytes, mut sampled_nanos) = (0u64, 0u64);
         for tops in self.workers.iter() {
-            let Ok(tops) = tops.lock() else { continue };
+            let tops = tops.lock();
             if tops.generation != s.generation {
                 continue;
             }
-            sampled_bytes = sampled_bytes.saturating_add(tops.sampled_bytes);
-            sampled_micros = sampled_micros.saturating_add(tops.sampled_micros);
-            cpu.add(tops.cpu.as_ref());
-            net.add(tops.net.as_ref());
+            if let Some(top) = &tops.tops {
+                sampled_bytes = sampled_bytes.saturating_add(top.total(NET));
+                sampled_nanos = sampled_nanos.saturating_add(top.total(CPU));
+                cpu.add(top, CPU);
+                net.add(top, NET);
+            }
         }
         Some(Report {
             active: s.running_since.is_some(),
@@ -476,12 +455,12 @@ impl HotKeys {
             all,
             selected,
             sampled_bytes,
-            sampled_micros,
+            sampled_micros: sampled_nanos / 1_000,
             cpu_user_ms: user1.saturating_sub(user0),
             cpu_sys_ms: sys1.saturating_sub(sys0),
             total_net_bytes: net.total,
-            by_cpu: cpu.top(options.count),
-            by_net: net.top(options.count),
+            by_cpu: cpu.top(options.count, 1_000),
+            by_net: net.top(options.count, 1),
             options,
         })
     }
@@ -511,6 +490,47 @@ impl HotKeys {
     }
 }
 
+// === impl WorkerTops ===
+
+impl WorkerTops {
+    /// Adds each key of a request of several keys an equal share.
+    #[cold]
+    fn add_shares(
+        &mut self,
+        frame: &[u8],
+        (first, more): ((u32, u32), &[(u32, u32)]),
+        (bytes, nanos): (u64, u64),
+    ) {
+        let keys = u64::try_from(more.len())
+            .unwrap_or(u64::MAX)
+            .saturating_add(1);
+        let share = (bytes / keys, nanos / keys);
+        for &range in std::iter::once(&first).chain(more) {
+            self.add(frame, range, share);
+        }
+    }
+
+    /// Adds one key's share of a sampled request: `bytes`, and `nanos` at
+    /// the node.
+    #[inline(always)]
+    fn add(&mut self, frame: &[u8], (start, end): (u32, u32), (bytes, nanos): (u64, u64)) {
+        let Some(key) = frame.get(start as usize..end as usize) else {
+            return;
+        };
+        if let Some(set) = self.slots.as_deref() {
+            if !in_set(set, Slot::for_key(key)) {
+                return;
+            }
+        }
+        if let Some(top) = &mut self.tops {
+            let mut weights = [0; METRICS];
+            weights[NET] = bytes;
+            weights[CPU] = nanos;
+            top.add(key, TopK::hash(key), weights);
+        }
+    }
+}
+
 /// Every worker's summary of one metric, added up by key.
 #[derive(Default)]
 struct Merged {
@@ -519,20 +539,28 @@ struct Merged {
 }
 
 impl Merged {
-    fn add(&mut self, top: Option<&TopK>) {
-        let Some(top) = top else { return };
-        self.total = self.total.saturating_add(top.total());
-        for (key, count) in top.list() {
+    /// Adds `metric` of a worker's summaries.
+    fn add(&mut self, top: &TopK, metric: usize) {
+        self.total = self.total.saturating_add(top.total(metric));
+        for (key, count) in top.list(metric) {
             let c = self.counts.entry(key.to_vec()).or_default();
             *c = c.saturating_add(count);
         }
     }
 
-    fn top(self, count: usize) -> Vec<(Vec<u8>, u64)> {
-        let mut all: Vec<(Vec<u8>, u64)> =
-            self.counts.into_iter().filter(|(_, c)| *c > 0).collect();
+    /// The `count` heaviest keys, their counts divided by `unit`.
+    fn top(self, count: usize, unit: u64) -> Vec<(Vec<u8>, u64)> {
+        let mut all: Vec<(Vec<u8>, u64)> = self
+            .counts
+            .into_iter()
+            .map(|(key, c)| (key, c / unit.max(1)))
+            .filter(|(_, c)| *c > 0)
+            .collect();
         all.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
         all.truncate(count);
         all
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -4,6 +4,7 @@
 //! whatever a subscriber or a client inside MULTI sends, go to their
 //! handlers first.
 
+use std::collections::VecDeque;
 use std::ops::ControlFlow;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -41,6 +42,8 @@ pub struct Started {
     /// The request, for the SLOWLOG and INFO commandstats; `None` when
     /// `pending` is a [`Pending::Remote`], which holds it.
     pub frame: Option<Bytes>,
+    /// A HOTKEYS session sampled it: its keys went into `samples`.
+    pub hot: bool,
 }
 
 /// What [`run`] decided: started (the request only borrowed), or to be
@@ -63,6 +66,7 @@ impl Started {
             ran: true,
             stat: None,
             frame: None,
+            hot: false,
         }
     }
 
@@ -73,18 +77,19 @@ impl Started {
             ran: false,
             stat: None,
             frame: None,
+            hot: false,
         }
     }
 }
 
-/// Decides what to do with one request and starts doing it; `hot` gets
-/// its keys when a HOTKEYS session samples it.
+/// Decides what to do with one request and starts doing it; `samples`
+/// gets its keys when a HOTKEYS session samples it.
 pub fn dispatch(
     client: &mut Client,
     req: Request,
     sink: impl FnMut(Closer) -> PushSink,
     ctx: &Rc<WorkerCtx>,
-    hot: &mut Option<Sample>,
+    samples: &mut VecDeque<Sample>,
 ) -> Started {
     // CLIENT REPLY OFF/SKIP: the command runs, its reply is not sent
     // (CLIENT REPLY itself always answers).
@@ -98,8 +103,12 @@ pub fn dispatch(
     let ctx = own.as_ref().unwrap_or(ctx);
     let table = ctx.commands();
     let (route, info) = table.route_info(&req);
+    let mut hot = false;
     if let Some(generation) = ctx.shared.hotkeys.sampled() {
-        *hot = sample(generation, client, &req, (&route, info));
+        if let Some(sample) = sample(generation, client, &req, (&route, info)) {
+            samples.push_back(sample);
+            hot = true;
+        }
     }
     let mut started = match run(client, &req, (route, info), &table, sink, ctx) {
         Next::Started(started) => Started {
@@ -120,6 +129,7 @@ pub fn dispatch(
         },
     };
     started.stat = info.and_then(|info| info.stat);
+    started.hot = hot;
     if silent {
         keep_frame(&mut started.frame, &started.pending);
         Started {
@@ -141,8 +151,9 @@ pub(super) fn keep_frame(frame: &mut Option<Bytes>, pending: &Pending) {
 }
 
 /// The keys of a keyed request, as places in its frame, for the HOTKEYS
-/// session `generation` that sampled it.
-#[cold]
+/// session `generation` that sampled it. Inlined: a one-key command's key
+/// is one lookup, the same routing made.
+#[inline]
 fn sample(
     generation: u32,
     client: &Client,
@@ -156,27 +167,28 @@ fn sample(
         return None;
     }
     let info = info?;
-    // Every key is a slice of the frame.
-    let base = req.frame().as_ptr() as usize;
-    let place = |key: &[u8]| {
-        let start = (key.as_ptr() as usize).wrapping_sub(base);
-        (start, start.saturating_add(key.len()))
-    };
-    let mut sample = Sample::new(generation)?;
     match info.fixed_key(req) {
-        Some((key, _)) => {
-            let (start, end) = place(key?);
-            sample.push(start, end);
-        }
-        None => {
-            let _ = info.for_each_key(req, |key, _| {
-                let (start, end) = place(key);
-                sample.push(start, end);
-                ControlFlow::Continue(())
-            });
-        }
+        Some((key, _)) => Sample::new(generation, place(req, key?)),
+        None => sample_keys(generation, req, info),
     }
-    sample.has_keys().then_some(sample)
+}
+
+/// [`sample`] for a command whose keys its key specifications find.
+#[cold]
+fn sample_keys(generation: u32, req: &Request, info: &CommandInfo) -> Option<Sample> {
+    let mut places = Vec::new();
+    let _ = info.for_each_key(req, |key, _| {
+        places.push(place(req, key));
+        ControlFlow::Continue(())
+    });
+    Sample::of_keys(generation, places)
+}
+
+/// Where `key`, a slice of `req`'s frame, is in it.
+#[inline]
+fn place(req: &Request, key: &[u8]) -> (usize, usize) {
+    let start = (key.as_ptr() as usize).wrapping_sub(req.frame().as_ptr() as usize);
+    (start, start.saturating_add(key.len()))
 }
 
 fn is_client_reply(req: &Request) -> bool {

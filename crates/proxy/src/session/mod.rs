@@ -581,8 +581,7 @@ impl<S: Stream> Session<S> {
                     // once by an idle node connection.
                     let env = self.ctx.pool.env();
                     env.set_last_request(w.input.is_empty() && !env.others_waiting(self.waiting));
-                    let mut hot = None;
-                    let run = dispatch(&mut self.client, req, sink, &self.ctx, &mut hot);
+                    let run = dispatch(&mut self.client, req, sink, &self.ctx, &mut w.samples);
                     env.set_last_request(false);
                     let mut entry = Entry {
                         pending: run.pending,
@@ -592,14 +591,11 @@ impl<S: Stream> Session<S> {
                             frame: run.frame,
                             ran: run.ran,
                             stat: run.stat,
-                            hot: hot.is_some(),
+                            hot: run.hot,
                         }),
                         bytes: 0,
                     };
                     entry.bytes = entry.frame().map_or(0, Bytes::len);
-                    if let Some(sample) = hot {
-                        w.samples.push_back(sample);
-                    }
                     entry
                 }
                 Ok(None) => break,

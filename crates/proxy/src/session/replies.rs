@@ -107,7 +107,7 @@ impl<S: Stream> Session<S> {
                     account(&self.ctx, &self.client.identity, stamp, frame, now, &done);
                     if stamp.hot {
                         if let Some(sample) = w.samples.pop_front() {
-                            self.record_sample(&sample, frame, &done);
+                            self.record_sample(sample, frame, &done);
                         }
                     }
                 }
@@ -133,7 +133,7 @@ impl<S: Stream> Session<S> {
 
     /// Gives a sampled request's keys their share of its bytes and time.
     #[cold]
-    fn record_sample(&self, sample: &Sample, frame: &Bytes, done: &Done) {
+    fn record_sample(&self, sample: Sample, frame: &Bytes, done: &Done) {
         let bytes = frame.len().saturating_add(done.reply.len());
         let ctx = &self.ctx;
         ctx.shared
