@@ -17,6 +17,9 @@ use crate::{DevError, Relay};
 
 /// How long [`Cluster::start`] waits for the nodes to meet, agree and sync.
 pub const CREATE_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long creating a cluster waits for gossip before it sends the MEETs
+/// a node still misses again.
+const MEET_AGAIN: Duration = Duration::from_secs(3);
 
 /// Read timeout of the probes that waits send: a node that does not answer
 /// within it counts as "not ready yet", not as a reason to stall the wait.
@@ -361,9 +364,19 @@ impl Cluster {
             conn.cmd_ok(&["CLUSTER", "ADDSLOTSRANGE", &lo.to_string(), &hi.to_string()])?;
         }
         self.meet_all(&mut conns)?;
+        // A MEET is sent once: a handshake that fails (a node busy past
+        // the handshake timeout) is dropped, and gossip does not always
+        // make up for it. A node that still misses others is told to meet
+        // them again.
+        let mut meet_again = Instant::now() + MEET_AGAIN;
         let remaining = deadline.saturating_duration_since(Instant::now());
         wait_until(remaining, "every node to know every other", || {
-            self.check_all_known()
+            let known = self.check_all_known();
+            if known.is_err() && Instant::now() >= meet_again {
+                meet_again = Instant::now() + MEET_AGAIN;
+                self.meet_missing(&mut conns);
+            }
+            known
         })?;
         for i in self.spec.masters..self.nodes.len() {
             if let (Some(Some(m)), Some(conn)) = (self.created_replica_of.get(i), conns.get_mut(i))
@@ -396,6 +409,31 @@ impl Cluster {
             }
         }
         Ok(())
+    }
+
+    /// Each node meets the nodes it does not know yet (best effort: the
+    /// wait that calls this judges the outcome).
+    fn meet_missing(&self, conns: &mut [Conn]) {
+        for (node, conn) in self.nodes.iter().zip(conns.iter_mut()) {
+            let Ok(lines) = cluster_nodes(node) else {
+                continue;
+            };
+            let known = |port: u16| {
+                lines
+                    .iter()
+                    .any(|l| l.port == port && !l.has_flag("handshake") && !l.has_flag("noaddr"))
+            };
+            for other in self.nodes.iter().filter(|o| !known(o.port())) {
+                let bus = other.cluster_port().unwrap_or_default();
+                let _ = conn.cmd_ok(&[
+                    "CLUSTER",
+                    "MEET",
+                    "127.0.0.1",
+                    &other.port().to_string(),
+                    &bus.to_string(),
+                ]);
+            }
+        }
     }
 
     fn check_all_known(&self) -> Result<(), String> {
