@@ -306,7 +306,7 @@ fn latency(out: &mut String, ctx: &WorkerCtx) {
 /// now), and its share of all of them, in percent.
 fn load(out: &mut String, ctx: &WorkerCtx) {
     out.push_str("# Load\r\n");
-    let masters = ctx.shared.load.by_master(&ctx.shared.slots.load());
+    let masters = ctx.shared.load.by_master(&ctx.slots());
     let requests: u64 = masters.iter().map(|m| m.counts.requests).sum();
     let bytes: u64 = masters.iter().map(|m| m.counts.bytes).sum();
     let share = |part: u64, all: u64| {

@@ -425,7 +425,7 @@ fn retry_after_failure(
         // deadline. After two attempts the fixed wait is a floor, so a
         // connection that keeps failing is not retried in a tight loop.
         BackendError::Lost | BackendError::TimedOut | BackendError::NotSent => {
-            let map = env.shared.slots.load();
+            let map = env.slots();
             let left = owner(&map, &remote.target)
                 .and_then(|addr| env.backoff_left(addr))
                 .unwrap_or_default();
