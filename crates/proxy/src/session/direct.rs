@@ -8,12 +8,12 @@
 //! offers the reply to the hook: if it is the client's answer as it is (no
 //! error to follow) and the socket takes all of it in one `try_write`, the
 //! reply is written, the request counted (latency, INFO commandstats, the
-//! SLOWLOG, the slot's load) and the work given back to the worker's
-//! stock; the session is not woken, and sleeps until its client sends
-//! again. Anything else (an error to follow, a full socket) goes to the
-//! session as before; so does the rest of a reply the socket took in part
-//! (its request counted already). A session that is woken for any reason
-//! first takes its work back.
+//! SLOWLOG, the slot's load, a HOTKEYS sample) and the work given back to
+//! the worker's stock; the session is not woken, and sleeps until its
+//! client sends again. Anything else (an error to follow, a full socket)
+//! goes to the session as before; so does the rest of a reply the socket
+//! took in part (its request counted already). A session that is woken for
+//! any reason first takes its work back.
 //!
 //! A request then costs two task polls: the session's (its client's
 //! readiness) and the node connection's (the node's).
@@ -30,7 +30,7 @@ use std::time::Instant;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
-use super::replies::account;
+use super::replies::{account, record_sample};
 use super::stream::Stream;
 use super::work::Work;
 use crate::client::Pending;
@@ -175,7 +175,11 @@ impl Direct {
             return Some(delivered);
         };
         // The one entry of lent work is the request this reply answers.
-        let Some(entry) = lent.as_mut().and_then(|work| work.queue.front_mut()) else {
+        let Some(work) = lent.as_mut() else {
+            return Some(delivered);
+        };
+        let Work { queue, samples, .. } = &mut **work;
+        let Some(entry) = queue.front_mut() else {
             return Some(delivered);
         };
         let (Pending::Remote(remote), Ok(stream)) = (&entry.pending, self.stream.try_borrow())
@@ -194,6 +198,11 @@ impl Direct {
         if let Some(stamp) = entry.stamp.take() {
             let now = Instant::now();
             account(ctx, &owner.identity, &stamp, remote.frame(), now, &done);
+            if stamp.hot
+                && let Some(sample) = samples.pop_front()
+            {
+                record_sample(ctx, sample, remote.frame(), &done);
+            }
         }
         let written = stream.try_write(&done.reply).unwrap_or(0);
         if written < done.reply.len() {

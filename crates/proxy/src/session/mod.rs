@@ -353,8 +353,7 @@ impl<S: Stream> Session<S> {
         };
         let lendable = work.queue.len() == 1
             && work.queue.front().is_some_and(|entry| {
-                matches!(entry.pending, Pending::Remote(_))
-                    && entry.stamp.as_ref().is_some_and(|stamp| !stamp.hot)
+                matches!(entry.pending, Pending::Remote(_)) && entry.stamp.is_some()
             })
             && work.output.is_empty()
             && work.input.is_empty()

@@ -107,7 +107,7 @@ impl<S: Stream> Session<S> {
                     account(&self.ctx, &self.client.identity, stamp, frame, now, &done);
                     if stamp.hot {
                         if let Some(sample) = w.samples.pop_front() {
-                            self.record_sample(sample, frame, &done);
+                            record_sample(&self.ctx, sample, frame, &done);
                         }
                     }
                 }
@@ -129,16 +129,6 @@ impl<S: Stream> Session<S> {
             w.queue = VecDeque::new();
         }
         Ok(took)
-    }
-
-    /// Gives a sampled request's keys their share of its bytes and time.
-    #[cold]
-    fn record_sample(&self, sample: Sample, frame: &Bytes, done: &Done) {
-        let bytes = frame.len().saturating_add(done.reply.len());
-        let ctx = &self.ctx;
-        ctx.shared
-            .hotkeys
-            .record(ctx.index, (sample, frame), bytes, done.backend);
     }
 
     /// Counts a reply of `size` bytes in the estimate of the client's
@@ -190,4 +180,13 @@ pub(super) fn account(
             name: ctx.shared.clients.name(client.id),
         });
     }
+}
+
+/// Gives a sampled request's keys their share of its bytes and time.
+#[cold]
+pub(super) fn record_sample(ctx: &WorkerCtx, sample: Sample, frame: &Bytes, done: &Done) {
+    let bytes = frame.len().saturating_add(done.reply.len());
+    ctx.shared
+        .hotkeys
+        .record(ctx.index, (sample, frame), bytes, done.backend);
 }
