@@ -99,7 +99,7 @@ fn clients_opening_many_connections_meet_the_bound_not_the_nodes_maxclients() {
         &["--threads", "2"],
         &[
             ("ORTHRUS_BACKEND__MAX_CONNECTIONS_PER_NODE", "24"),
-            ("ORTHRUS_BACKEND__REQUEST_TIMEOUT_MS", "1500"),
+            ("ORTHRUS_BACKEND__REQUEST_TIMEOUT_MS", "800"),
         ],
     );
     proxy.wait_ready(Duration::from_secs(20));

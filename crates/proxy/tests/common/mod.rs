@@ -245,6 +245,13 @@ pub fn read_reply(s: &mut impl Read) -> std::io::Result<Vec<u8>> {
             );
             return Ok(buf);
         }
+        // A bulk string's body is read whole once its header is in.
+        if let Some(rest) = bulk_rest(&buf) {
+            let start = buf.len();
+            buf.resize(start + rest, 0);
+            s.read_exact(&mut buf[start..])?;
+            continue;
+        }
         let mut byte = [0u8; 1];
         // One byte at a time so no following reply is consumed.
         if s.read(&mut byte)? == 0 {
@@ -255,6 +262,20 @@ pub fn read_reply(s: &mut impl Read) -> std::io::Result<Vec<u8>> {
         }
         buf.push(byte[0]);
     }
+}
+
+/// What is left of a top-level bulk string whose header line `buf` has
+/// just completed: its body and final CRLF.
+fn bulk_rest(buf: &[u8]) -> Option<usize> {
+    if !matches!(buf.first(), Some(b'$' | b'!' | b'=')) || !buf.ends_with(b"\r\n") {
+        return None;
+    }
+    let header = &buf[1..buf.len() - 2];
+    if header.contains(&b'\r') {
+        return None; // the header ended earlier: the body is being read
+    }
+    let n: usize = std::str::from_utf8(header).ok()?.parse().ok()?;
+    Some(n + 2)
 }
 
 /// Length of the complete frame starting at `at`, if complete.
