@@ -30,7 +30,7 @@ use std::time::Instant;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
-use super::replies::{account, record_sample};
+use super::replies::account;
 use super::stream::Stream;
 use super::work::Work;
 use crate::client::Pending;
@@ -196,13 +196,8 @@ impl Direct {
             done.backend.unwrap_or_default(),
         );
         if let Some(stamp) = entry.stamp.take() {
-            let now = Instant::now();
-            account(ctx, &owner.identity, &stamp, remote.frame(), now, &done);
-            if stamp.hot
-                && let Some(sample) = samples.pop_front()
-            {
-                record_sample(ctx, sample, remote.frame(), &done);
-            }
+            let (frame, now) = (remote.frame(), Instant::now());
+            account(ctx, &owner.identity, &stamp, frame, now, &done, samples);
         }
         let written = stream.try_write(&done.reply).unwrap_or(0);
         if written < done.reply.len() {
@@ -214,10 +209,8 @@ impl Direct {
         drop(stream);
         self.last_reply
             .set(Some(u32::try_from(written).unwrap_or(u32::MAX)));
-        if let Some(work) = lent.as_mut()
-            && let Some(entry) = work.queue.pop_front()
-        {
-            work.request_bytes = work.request_bytes.saturating_sub(entry.bytes);
+        if let Some(work) = lent.as_mut() {
+            work.pop_answered();
         }
         if let Some(work) = lent.take_if(|w| w.is_idle()) {
             work.give_back();

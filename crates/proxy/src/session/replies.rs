@@ -98,19 +98,14 @@ impl<S: Stream> Session<S> {
                     }
                 }
             };
-            if let Some(entry) = w.queue.pop_front() {
-                w.request_bytes = w.request_bytes.saturating_sub(entry.bytes);
-                if let Some(stamp) = &entry.stamp {
-                    let now = *now.get_or_insert_with(Instant::now);
-                    let none = Bytes::new();
-                    let frame = entry.frame().unwrap_or(&none);
-                    account(&self.ctx, &self.client.identity, stamp, frame, now, &done);
-                    if stamp.hot {
-                        if let Some(sample) = w.samples.pop_front() {
-                            record_sample(&self.ctx, sample, frame, &done);
-                        }
-                    }
-                }
+            if let Some(entry) = w.pop_answered()
+                && let Some(stamp) = &entry.stamp
+            {
+                let now = *now.get_or_insert_with(Instant::now);
+                let none = Bytes::new();
+                let frame = entry.frame().unwrap_or(&none);
+                let client = &self.client.identity;
+                account(&self.ctx, client, stamp, frame, now, &done, &mut w.samples);
             }
             let size = u32::try_from(done.reply.len()).unwrap_or(u32::MAX);
             self.fold_reply_size(size);
@@ -141,7 +136,8 @@ impl<S: Stream> Session<S> {
 }
 
 /// Counts a request whose reply is ready in the latency figures and INFO
-/// commandstats, and in the SLOWLOG if it was slow.
+/// commandstats, in the SLOWLOG if it was slow, and in the HOTKEYS
+/// summaries if it was sampled (its keys the front of `samples`).
 pub(super) fn account(
     ctx: &WorkerCtx,
     client: &Identity,
@@ -149,7 +145,13 @@ pub(super) fn account(
     frame: &Bytes,
     now: Instant,
     done: &Done,
+    samples: &mut VecDeque<Sample>,
 ) {
+    if stamp.hot
+        && let Some(sample) = samples.pop_front()
+    {
+        record_sample(ctx, sample, frame, done);
+    }
     let backend = done.backend;
     let total = now.saturating_duration_since(stamp.read);
     ctx.latency().record(stamp.family, total, backend);
@@ -184,7 +186,7 @@ pub(super) fn account(
 
 /// Gives a sampled request's keys their share of its bytes and time.
 #[cold]
-pub(super) fn record_sample(ctx: &WorkerCtx, sample: Sample, frame: &Bytes, done: &Done) {
+fn record_sample(ctx: &WorkerCtx, sample: Sample, frame: &Bytes, done: &Done) {
     let bytes = frame.len().saturating_add(done.reply.len());
     ctx.shared
         .hotkeys

@@ -67,6 +67,14 @@ impl Work {
         })
     }
 
+    /// The request at the head of the queue, answered: out of the queue
+    /// and of [`Work::request_bytes`].
+    pub fn pop_answered(&mut self) -> Option<Entry> {
+        let entry = self.queue.pop_front()?;
+        self.request_bytes = self.request_bytes.saturating_sub(entry.bytes);
+        Some(entry)
+    }
+
     /// Nothing read and unparsed, owed or unwritten.
     pub fn is_idle(&self) -> bool {
         self.parser.is_none()
