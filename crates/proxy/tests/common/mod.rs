@@ -28,6 +28,7 @@ impl Proxy {
     pub fn start(seeds: &[SocketAddr], extra: &[&str]) -> Proxy {
         let proxy = Proxy::spawn(seeds, extra, &[]);
         proxy.wait_ready(Duration::from_secs(20));
+        proxy.wait_probes_gone(Duration::from_secs(10));
         proxy
     }
 
@@ -88,6 +89,29 @@ impl Proxy {
                 self.log_text()
             );
             std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Waits until the connections that probed for readiness are closed on
+    /// orthrus's side too (only the asking one is counted), so that a test
+    /// counting clients sees its own. Returns at once where INFO does not
+    /// say (a proxy that refuses it).
+    pub fn wait_probes_gone(&self, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let Ok(reply) = self.raw_command(&["INFO", "clients"]) else {
+                return;
+            };
+            let text = String::from_utf8_lossy(&reply);
+            if !text.contains("connected_clients:") || text.contains("connected_clients:1\r\n") {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "readiness probes still connected: {text}\n{}",
+                self.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(20));
         }
     }
 
