@@ -86,16 +86,55 @@ impl fmt::Display for Slot {
 /// tag is empty), `foo{{bar}}` hashes `{bar`, and `foo{bar}{zap}` hashes `bar`.
 #[inline]
 pub fn hash_tag(key: &[u8]) -> &[u8] {
-    let Some(open) = memchr::memchr(b'{', key) else {
+    let Some(open) = find(b'{', key) else {
         return key;
     };
     let Some(after) = key.get(open + 1..) else {
         return key;
     };
-    match memchr::memchr(b'}', after) {
+    match find(b'}', after) {
         Some(len) if len > 0 => after.get(..len).unwrap_or(key),
         _ => key,
     }
+}
+
+/// Keys up to this long are searched eight bytes at a time in a
+/// register; longer ones with `memchr`, whose vector set-up costs more
+/// than a short key's whole search.
+const SHORT_KEY: usize = 64;
+
+/// The first position of `byte` in `hay`.
+#[inline]
+fn find(byte: u8, hay: &[u8]) -> Option<usize> {
+    if hay.len() > SHORT_KEY {
+        return memchr::memchr(byte, hay);
+    }
+    let mut words = hay.chunks_exact(8);
+    let mut at = 0;
+    for word in &mut words {
+        let word: [u8; 8] = word.try_into().unwrap_or_default();
+        if let Some(i) = find_in_word(byte, u64::from_le_bytes(word)) {
+            return Some(at + i);
+        }
+        at += 8;
+    }
+    words
+        .remainder()
+        .iter()
+        .position(|&b| b == byte)
+        .map(|i| at + i)
+}
+
+/// The first byte of `word` (little-endian order) equal to `byte`: the
+/// bytes equal to it become zero, and the lowest zero byte is exact (the
+/// borrow that can mark a byte above it never reaches below).
+#[inline]
+fn find_in_word(byte: u8, word: u64) -> Option<usize> {
+    const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
+    const HIGHS: u64 = u64::from_ne_bytes([0x80; 8]);
+    let x = word ^ ONES.wrapping_mul(u64::from(byte));
+    let zeros = x.wrapping_sub(ONES) & !x & HIGHS;
+    (zeros != 0).then(|| (zeros.trailing_zeros() / 8) as usize)
 }
 
 #[cfg(test)]
@@ -157,7 +196,7 @@ mod tests {
                 Some(len) => &key[open + 1..open + 1 + len],
             }
         }
-        for len in 0..80 {
+        for len in (0..80).chain([127, 128, 129]) {
             for open in 0..len {
                 for close in open..len {
                     let mut key = vec![b'k'; len];
@@ -165,6 +204,29 @@ mod tests {
                     key[close] = b'}';
                     assert_eq!(hash_tag(&key), reference(&key), "{len} {open} {close}");
                 }
+            }
+        }
+    }
+
+    #[test]
+    fn tags_are_found_among_bytes_next_to_the_braces() {
+        // Bytes one apart from `{` and `}`, zero and the high ones are
+        // what a word-at-a-time search could mistake for a brace.
+        for filler in [0x00, 0x7a, 0x7c, 0x7e, 0x80, 0xfb, 0xfd, 0xff] {
+            for len in 0..40 {
+                for open in 0..len {
+                    for close in open..len {
+                        let mut key = vec![filler; len];
+                        key[open] = b'{';
+                        key[close] = b'}';
+                        let want = match key[open + 1..].iter().position(|&b| b == b'}') {
+                            Some(0) | None => &key[..],
+                            Some(n) => &key[open + 1..open + 1 + n],
+                        };
+                        assert_eq!(hash_tag(&key), want, "{filler} {len} {open} {close}");
+                    }
+                }
+                assert_eq!(hash_tag(&vec![filler; len]), &vec![filler; len][..]);
             }
         }
     }
