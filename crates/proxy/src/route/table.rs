@@ -8,7 +8,6 @@
 //! locally, sent to any node, refused) is orthrus's own decision and always
 //! comes from the built-in rules in [`crate::route::kind`].
 
-use rustc_hash::FxHashMap as HashMap;
 use std::ops::ControlFlow;
 use std::sync::Arc;
 
@@ -19,10 +18,8 @@ use crate::acl::{Access, category};
 use crate::route::counted;
 use crate::route::kind::{self, Family, Kind};
 use keyspec::{Begin, Find, KeySpec};
+use names::Names;
 pub use rejection::Rejection;
-
-/// Longest command name looked up without allocating.
-const NAME_MAX: usize = 48;
 
 /// One command (or `container|subcommand`).
 #[derive(Debug)]
@@ -58,13 +55,13 @@ pub struct CommandInfo {
     /// not list: the subcommand's rule is looked up per request.
     rules_by_subcommand: bool,
     key_specs: Vec<KeySpec>,
-    subcommands: HashMap<Box<[u8]>, Arc<CommandInfo>>,
+    subcommands: Names<Arc<CommandInfo>>,
 }
 
 /// Everything orthrus knows about commands; cheap to share behind an `Arc`.
 #[derive(Debug, Default)]
 pub struct CommandTable {
-    commands: HashMap<Box<[u8]>, Arc<CommandInfo>>,
+    commands: Names<Arc<CommandInfo>>,
 }
 
 /// Where a request goes.
@@ -101,11 +98,11 @@ pub enum Route {
 impl CommandTable {
     /// The built-in table: the common commands with their key positions.
     pub fn builtin() -> CommandTable {
-        let mut commands = HashMap::default();
+        let mut commands = Names::default();
         for &(family, entries) in kind::BUILTIN {
             for entry in entries {
-                let info = CommandInfo::from_builtin(entry, family);
-                commands.insert(info.name.as_bytes().into(), Arc::new(info));
+                let info = Arc::new(CommandInfo::from_builtin(entry, family));
+                commands.insert(info.name.as_bytes(), Arc::clone(&info));
             }
         }
         CommandTable { commands }
@@ -126,9 +123,10 @@ impl CommandTable {
                         info.family = known.family;
                     }
                 }
+                let info = Arc::new(info);
                 table
                     .commands
-                    .insert(info.name.as_bytes().into(), Arc::new(info));
+                    .insert(info.name.as_bytes(), Arc::clone(&info));
                 learnt = learnt.saturating_add(1);
             }
         }
@@ -163,7 +161,7 @@ impl CommandTable {
     }
 
     pub fn get(&self, name: &[u8]) -> Option<&Arc<CommandInfo>> {
-        lookup(&self.commands, name)
+        self.commands.get(name)
     }
 
     /// Decides where `req` goes.
@@ -181,7 +179,7 @@ impl CommandTable {
             return (Route::Reject(Rejection::UnknownCommand), None);
         };
         if !info.subcommands.is_empty() && !matches!(info.kind, Kind::Local(_)) {
-            match req.arg(1).and_then(|sub| lookup(&info.subcommands, sub)) {
+            match req.arg(1).and_then(|sub| info.subcommands.get(sub)) {
                 Some(sub) => info = sub,
                 None if req.arg_count() < 2 => {
                     return (
@@ -317,7 +315,7 @@ impl CommandInfo {
             blocks_with_block_option: is_xread(entry.name),
             rules_by_subcommand: kind::CONTAINERS.contains(&entry.name),
             key_specs,
-            subcommands: HashMap::default(),
+            subcommands: Names::default(),
         }
     }
 
@@ -372,7 +370,7 @@ impl CommandInfo {
                 access: Access::of_command(has("readonly")),
             });
         }
-        let subcommands: HashMap<Box<[u8]>, Arc<CommandInfo>> = fields
+        let subcommands: Names<Arc<CommandInfo>> = fields
             .get(9)
             .and_then(Value::as_array)
             .map(|subs| {
@@ -494,7 +492,7 @@ impl CommandInfo {
     /// The entry of `req`'s subcommand, when this is a container the
     /// table lists subcommands for (`client|kill` for CLIENT KILL).
     pub fn subcommand(&self, req: &Request) -> Option<&Arc<CommandInfo>> {
-        req.arg(1).and_then(|sub| lookup(&self.subcommands, sub))
+        req.arg(1).and_then(|sub| self.subcommands.get(sub))
     }
 
     /// Lower-case name used in error texts (`get`, `client|setname`).
@@ -523,18 +521,8 @@ fn has_block_option(req: &Request) -> bool {
     req.args().skip(1).any(|a| a.eq_ignore_ascii_case(b"block"))
 }
 
-fn lookup<'a, T>(map: &'a HashMap<Box<[u8]>, T>, name: &[u8]) -> Option<&'a T> {
-    if name.len() > NAME_MAX {
-        return None;
-    }
-    let mut buf = [0u8; NAME_MAX];
-    let lower = buf.get_mut(..name.len())?;
-    lower.copy_from_slice(name);
-    lower.make_ascii_lowercase();
-    map.get(&*lower)
-}
-
 mod keyspec;
+mod names;
 mod rejection;
 
 #[cfg(test)]
