@@ -3,14 +3,17 @@
 //! name (`container|sub` for the commands Redis counts per subcommand),
 //! with its time through orthrus, and every error reply by its first word.
 //!
-//! Each worker writes its own table behind its own (uncontended) lock; INFO
-//! adds them up. A request of a command the table knows is counted by the
-//! number its entry carries (`route::counted`), others by the name they
-//! sent. Names are bounded (a client sending made-up command names
+//! Each worker writes its own counters; INFO adds them up. A request of a
+//! command the table knows is counted by the number its entry carries
+//! (`route::counted`), in counters only its worker writes (plain loads and
+//! stores, no lock: CONFIG RESETSTAT moves a baseline instead of writing
+//! them); others by the name they sent, and errors by their name, in a
+//! table behind the worker's own (uncontended) lock. Names are bounded (a client sending made-up command names
 //! cannot grow them without end), as Redis bounds its error names.
 
 use std::fmt::Write as _;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use rustc_hash::FxHashMap as HashMap;
@@ -24,15 +27,35 @@ const NAME_BUF: usize = 64;
 const MAX_COMMANDS: usize = 1024;
 /// Most error names counted (Redis's `ERROR_STATS_NUMBER`).
 const MAX_ERRORS: usize = 128;
+/// Numbered counters come in chunks of this many, made on first use.
+const CHUNK: usize = 64;
+const CHUNKS: usize = counted::MAX_NAMES.div_ceil(CHUNK);
+
 /// Every worker's counters.
 pub struct CommandStats {
-    workers: Vec<Mutex<Table>>,
+    workers: Vec<Worker>,
+    /// The numbered counters' sums when CONFIG RESETSTAT ran, by number:
+    /// readers subtract them.
+    base: Mutex<Vec<Counters>>,
+}
+
+struct Worker {
+    /// By the number of the command's name.
+    numbered: [OnceLock<Box<[Numbered; CHUNK]>>; CHUNKS],
+    table: Mutex<Table>,
+}
+
+/// One command's counters, written by one worker only.
+#[derive(Default)]
+struct Numbered {
+    calls: AtomicU64,
+    usec: AtomicU64,
+    rejected: AtomicU64,
+    failed: AtomicU64,
 }
 
 #[derive(Default)]
 struct Table {
-    /// By the number of the command's name.
-    numbered: Vec<Counters>,
     /// By the name sent, for what has no number.
     commands: HashMap<Vec<u8>, Counters>,
     errors: HashMap<Vec<u8>, u64>,
@@ -66,57 +89,60 @@ impl CommandStats {
     pub fn new(workers: usize) -> CommandStats {
         CommandStats {
             workers: (0..workers.max(1))
-                .map(|_| Mutex::new(Table::default()))
+                .map(|_| Worker {
+                    numbered: std::array::from_fn(|_| OnceLock::new()),
+                    table: Mutex::default(),
+                })
                 .collect(),
+            base: Mutex::default(),
         }
     }
 
     /// Counts one request of `worker`.
     pub fn record(&self, worker: usize, call: &Call<'_>) {
-        let mut buf = [0u8; NAME_BUF];
-        let name = match call.stat {
-            Some(_) => None,
-            None => match command_name(call.frame, &mut buf) {
-                Some(name) => Some(name),
-                None => return,
-            },
-        };
-        let error = error_name(call.reply);
-        let Some(table) = self.workers.get(worker % self.workers.len()) else {
+        let Some(this) = self.workers.get(worker % self.workers.len()) else {
             return;
         };
-        let Ok(mut table) = table.lock() else {
+        let error = error_name(call.reply);
+        let usec = micros(call.took);
+        if let Some(id) = call.stat {
+            if let Some(c) = this.numbered(usize::from(id)) {
+                if call.ran {
+                    add(&c.calls, 1);
+                    add(&c.usec, usec);
+                    add(&c.failed, u64::from(error.is_some()));
+                } else {
+                    add(&c.rejected, 1);
+                }
+            }
+            if error.is_none() {
+                return; // the common case: no lock taken
+            }
+        }
+        let Ok(mut table) = this.table.lock() else {
             return;
         };
         let table = &mut *table;
-        let usec = micros(call.took);
-        let counters = match (call.stat, name) {
-            (Some(id), _) => {
-                let id = usize::from(id);
-                if table.numbered.len() <= id {
-                    table.numbered.resize(id + 1, Counters::default());
-                }
-                table.numbered.get_mut(id)
-            }
-            (None, Some(name)) => {
+        if call.stat.is_none() {
+            let mut buf = [0u8; NAME_BUF];
+            if let Some(name) = command_name(call.frame, &mut buf) {
                 let len = table.commands.len();
-                match table.commands.get_mut(name) {
+                let counters = match table.commands.get_mut(name) {
                     Some(c) => Some(c),
                     None if len < MAX_COMMANDS => {
                         Some(table.commands.entry(name.to_vec()).or_default())
                     }
                     None => None,
-                }
-            }
-            (None, None) => None,
-        };
-        if let Some(c) = counters {
-            match (call.ran, error.is_some()) {
-                (false, _) => c.rejected += 1,
-                (true, failed) => {
-                    c.calls += 1;
-                    c.usec += usec;
-                    c.failed += u64::from(failed);
+                };
+                if let Some(c) = counters {
+                    match call.ran {
+                        false => c.rejected += 1,
+                        true => {
+                            c.calls += 1;
+                            c.usec += usec;
+                            c.failed += u64::from(error.is_some());
+                        }
+                    }
                 }
             }
         }
@@ -132,11 +158,37 @@ impl CommandStats {
 
     /// CONFIG RESETSTAT.
     pub fn reset(&self) {
-        for table in &self.workers {
-            if let Ok(mut t) = table.lock() {
+        let sums = self.numbered_sums();
+        if let Ok(mut base) = self.base.lock() {
+            *base = sums;
+        }
+        for worker in &self.workers {
+            if let Ok(mut t) = worker.table.lock() {
                 *t = Table::default();
             }
         }
+    }
+
+    /// Every worker's numbered counters added up, by number (not less
+    /// the baseline).
+    fn numbered_sums(&self) -> Vec<Counters> {
+        let mut sums: Vec<Counters> = Vec::new();
+        for worker in &self.workers {
+            for (chunk, cells) in worker.numbered.iter().enumerate() {
+                let Some(cells) = cells.get() else { continue };
+                let first = chunk * CHUNK;
+                if sums.len() < first + CHUNK {
+                    sums.resize(first + CHUNK, Counters::default());
+                }
+                for (sum, c) in sums.iter_mut().skip(first).zip(cells.iter()) {
+                    sum.calls += c.calls.load(Ordering::Relaxed);
+                    sum.usec += c.usec.load(Ordering::Relaxed);
+                    sum.rejected += c.rejected.load(Ordering::Relaxed);
+                    sum.failed += c.failed.load(Ordering::Relaxed);
+                }
+            }
+        }
+        sums
     }
 
     /// The lines of INFO commandstats, sorted by name.
@@ -149,16 +201,26 @@ impl CommandStats {
             sum.rejected += c.rejected;
             sum.failed += c.failed;
         };
-        for table in &self.workers {
-            let Ok(t) = table.lock() else { continue };
-            for (id, c) in t.numbered.iter().enumerate() {
-                if c.calls + c.rejected == 0 {
-                    continue; // a number no request of this worker had
-                }
-                if let Some(name) = counted::name(id) {
-                    add(&mut all, name.as_bytes(), c);
-                }
+        let base = self.base.lock().map(|b| b.clone()).unwrap_or_default();
+        for (id, sum) in self.numbered_sums().iter().enumerate() {
+            let c = match base.get(id) {
+                Some(b) => Counters {
+                    calls: sum.calls.saturating_sub(b.calls),
+                    usec: sum.usec.saturating_sub(b.usec),
+                    rejected: sum.rejected.saturating_sub(b.rejected),
+                    failed: sum.failed.saturating_sub(b.failed),
+                },
+                None => *sum,
+            };
+            if c.calls + c.rejected == 0 {
+                continue; // a number no request had (since RESETSTAT)
             }
+            if let Some(name) = counted::name(id) {
+                add(&mut all, name.as_bytes(), &c);
+            }
+        }
+        for worker in &self.workers {
+            let Ok(t) = worker.table.lock() else { continue };
             for (name, c) in &t.commands {
                 add(&mut all, name, c);
             }
@@ -187,15 +249,15 @@ impl CommandStats {
     pub fn total_errors(&self) -> u64 {
         self.workers
             .iter()
-            .filter_map(|t| t.lock().ok().map(|t| t.errors.values().sum::<u64>()))
+            .filter_map(|w| w.table.lock().ok().map(|t| t.errors.values().sum::<u64>()))
             .sum()
     }
 
     /// The lines of INFO errorstats, sorted by name.
     pub fn write_errors(&self, out: &mut String) {
         let mut all: HashMap<Vec<u8>, u64> = HashMap::default();
-        for table in &self.workers {
-            let Ok(t) = table.lock() else { continue };
+        for worker in &self.workers {
+            let Ok(t) = worker.table.lock() else { continue };
             for (name, n) in &t.errors {
                 *all.entry(name.clone()).or_default() += n;
             }
@@ -210,6 +272,26 @@ impl CommandStats {
             );
         }
     }
+}
+
+// === impl Worker ===
+
+impl Worker {
+    /// The counters numbered `id`, their chunk made on first use.
+    #[inline]
+    fn numbered(&self, id: usize) -> Option<&Numbered> {
+        let chunk = self.numbered.get(id / CHUNK)?;
+        let cells = chunk.get_or_init(|| Box::new(std::array::from_fn(|_| Numbered::default())));
+        cells.get(id % CHUNK)
+    }
+}
+
+/// `counter += n` for a counter that only the calling thread writes.
+fn add(counter: &AtomicU64, n: u64) {
+    counter.store(
+        counter.load(Ordering::Relaxed).wrapping_add(n),
+        Ordering::Relaxed,
+    );
 }
 
 /// The command's name in lower case, with its subcommand for the commands
@@ -378,5 +460,14 @@ mod tests {
         let mut out = String::new();
         stats.write_commands(&mut out);
         assert!(out.is_empty());
+        assert_eq!(stats.total_errors(), 0);
+        // Counted again from zero after the reset, on either worker.
+        stats.record(1, &numbered);
+        let mut out = String::new();
+        stats.write_commands(&mut out);
+        assert_eq!(
+            out,
+            "cmdstat_geoadd:calls=1,usec=10,usec_per_call=10.00,rejected_calls=0,failed_calls=0\r\n"
+        );
     }
 }

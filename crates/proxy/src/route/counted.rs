@@ -14,7 +14,7 @@ use rustc_hash::FxHashMap as HashMap;
 
 /// Most names numbered (Redis 7.0 has about 240 commands and 200
 /// subcommands; modules add some). Past it, names are counted the slow way.
-const MAX_NAMES: usize = 4096;
+pub const MAX_NAMES: usize = 4096;
 
 #[derive(Default)]
 struct Names {
