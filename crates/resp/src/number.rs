@@ -55,7 +55,17 @@ pub(crate) fn parse_len(s: &[u8]) -> Option<u64> {
 /// by CRLF at the start of `line`: the number and the bytes it took, CRLF
 /// included. `None` for anything else, longer numbers too: the one-pass
 /// readers leave every other case to the general ones.
+#[inline]
 pub(crate) fn short_len(line: &[u8]) -> Option<(usize, usize)> {
+    // One and two digits, what nearly every request's lengths are, by
+    // pattern; the loop for the rest.
+    match *line {
+        [d @ b'0'..=b'9', b'\r', b'\n', ..] => return Some((usize::from(d - b'0'), 3)),
+        [t @ b'1'..=b'9', d @ b'0'..=b'9', b'\r', b'\n', ..] => {
+            return Some((usize::from(t - b'0') * 10 + usize::from(d - b'0'), 4));
+        }
+        _ => {}
+    }
     let mut n = 0;
     for (i, &b) in line.iter().enumerate().take(10) {
         match b {
@@ -125,10 +135,18 @@ mod tests {
     fn short_len_takes_only_plain_short_lengths() {
         assert_eq!(short_len(b"0\r\n"), Some((0, 3)));
         assert_eq!(short_len(b"42\r\nxx"), Some((42, 4)));
+        assert_eq!(short_len(b"7\r\n"), Some((7, 3)));
+        assert_eq!(short_len(b"10\r\n"), Some((10, 4)));
+        assert_eq!(short_len(b"99\r\n$"), Some((99, 4)));
+        assert_eq!(short_len(b"123\r\n"), Some((123, 5)));
         assert_eq!(short_len(b"999999999\r\n"), Some((999_999_999, 11)));
         for refused in [
             &b"1234567890\r\n"[..],
             b"01\r\n",
+            b"00\r\n",
+            b"0\r",
+            b"12\r",
+            b"1\n\r",
             b"-1\r\n",
             b"\r\n",
             b"1\r",
