@@ -56,7 +56,12 @@ impl Histogram {
     /// so a plain load and store suffice, no locked read-modify-write;
     /// readers on other threads see each counter whole.
     pub fn record(&self, took: Duration) {
-        let us = micros(took);
+        self.record_us(micros(took));
+    }
+
+    /// Records one value in whole microseconds.
+    #[inline]
+    pub fn record_us(&self, us: u64) {
         if let Some(c) = self.counts.get(bucket(us)) {
             add(c, 1);
         }
@@ -221,13 +226,16 @@ impl Latency {
     /// not known (pub/sub commands): then only the total counts.
     pub fn record(&self, family: Family, total: Duration, backend: Option<Duration>) {
         let i = family.index();
+        // In whole microseconds once; orthrus's part is the difference.
+        let total = micros(total);
         if let Some(h) = self.total.get(i) {
-            h.record(total);
+            h.record_us(total);
         }
         if let Some(backend) = backend {
             if let (Some(b), Some(p)) = (self.backend.get(i), self.proxy.get(i)) {
-                b.record(backend);
-                p.record(total.saturating_sub(backend));
+                let backend = micros(backend);
+                b.record_us(backend);
+                p.record_us(total.saturating_sub(backend));
             }
         }
     }
