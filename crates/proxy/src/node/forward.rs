@@ -173,6 +173,19 @@ pub fn is_answer(delivered: &Delivered) -> bool {
 
 /// Sends `frame` towards `target` on this worker's connections.
 pub fn forward(pool: &Pool, frame: Bytes, target: Target, proto: Protocol, access: Access) -> Sent {
+    forward_read_at(pool, frame, target, proto, access, Instant::now())
+}
+
+/// [`forward`] for a request read at `read`, in this turn: its deadline
+/// counts from then, with no clock read of its own.
+pub fn forward_read_at(
+    pool: &Pool,
+    frame: Bytes,
+    target: Target,
+    proto: Protocol,
+    access: Access,
+    read: Instant,
+) -> Sent {
     let env = pool.env();
     let map = env.slots();
     let replica = match (access, &target) {
@@ -208,7 +221,7 @@ pub fn forward(pool: &Pool, frame: Bytes, target: Target, proto: Protocol, acces
         replicas_tried: u8::from(on_replica),
         on_replica,
         sent_to: addr,
-        started: Instant::now(),
+        started: read,
         backend: Duration::ZERO,
         rx,
         early: None,

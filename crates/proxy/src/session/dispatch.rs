@@ -9,6 +9,7 @@ use std::ops::ControlFlow;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::time::Instant;
 
 use bytes::Bytes;
 use orthrus_resp::{Protocol, Request};
@@ -82,11 +83,12 @@ impl Started {
     }
 }
 
-/// Decides what to do with one request and starts doing it; `samples`
-/// gets its keys when a HOTKEYS session samples it.
+/// Decides what to do with one request, read at `read`, and starts doing
+/// it; `samples` gets its keys when a HOTKEYS session samples it.
 pub fn dispatch(
     client: &mut Client,
     req: Request,
+    read: Instant,
     sink: impl FnMut(Closer) -> PushSink,
     ctx: &Rc<WorkerCtx>,
     samples: &mut VecDeque<Sample>,
@@ -120,13 +122,16 @@ pub fn dispatch(
             access,
             proto,
             family,
-        } => match forward::forward(&ctx.pool, req.into_frame(), target, proto, access) {
-            Sent::Remote(remote) => Started::ran(Pending::Remote(remote), family),
-            Sent::Refused { reply, frame } => Started {
-                frame: Some(frame),
-                ..Started::ran(Pending::Ready(reply), family)
-            },
-        },
+        } => {
+            match forward::forward_read_at(&ctx.pool, req.into_frame(), target, proto, access, read)
+            {
+                Sent::Remote(remote) => Started::ran(Pending::Remote(remote), family),
+                Sent::Refused { reply, frame } => Started {
+                    frame: Some(frame),
+                    ..Started::ran(Pending::Ready(reply), family)
+                },
+            }
+        }
     };
     started.stat = info.and_then(|info| info.stat);
     started.hot = hot;

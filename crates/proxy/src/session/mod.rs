@@ -580,7 +580,8 @@ impl<S: Stream> Session<S> {
                     // once by an idle node connection.
                     let env = self.ctx.pool.env();
                     env.set_last_request(w.input.is_empty() && !env.others_waiting(self.waiting));
-                    let run = dispatch(&mut self.client, req, sink, &self.ctx, &mut w.samples);
+                    let run =
+                        dispatch(&mut self.client, req, read, sink, &self.ctx, &mut w.samples);
                     env.set_last_request(false);
                     let mut entry = Entry {
                         pending: run.pending,
