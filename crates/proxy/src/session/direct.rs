@@ -25,7 +25,6 @@ use std::pin::Pin;
 use std::rc::{Rc, Weak};
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Instant;
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
@@ -196,8 +195,8 @@ impl Direct {
             done.backend.unwrap_or_default(),
         );
         if let Some(stamp) = entry.stamp.take() {
-            let (frame, now) = (remote.frame(), Instant::now());
-            account(ctx, &owner.identity, &stamp, frame, now, &done, samples);
+            let (frame, total) = (remote.frame(), stamp.read.elapsed());
+            account(ctx, &owner.identity, &stamp, frame, total, &done, samples);
         }
         let written = stream.try_write(&done.reply).unwrap_or(0);
         if written < done.reply.len() {

@@ -5,7 +5,7 @@
 use std::collections::VecDeque;
 use std::io;
 use std::task::{Context, Poll};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
@@ -17,6 +17,7 @@ use crate::node::forward;
 use crate::observe::clients::Identity;
 use crate::observe::commands::Call;
 use crate::observe::hotkeys::Sample;
+use crate::observe::latency::Since;
 use crate::observe::slowlog::Finished;
 use crate::route::kind::Family;
 use crate::worker::WorkerCtx;
@@ -28,7 +29,7 @@ impl<S: Stream> Session<S> {
     pub(super) fn take_replies(&mut self, w: &mut Work, cx: &mut Context<'_>) -> io::Result<bool> {
         let mut took = false;
         // Replies taken in one pass became ready together: one clock read.
-        let mut now: Option<Instant> = None;
+        let mut since: Option<Since> = None;
         // A tracking client's invalidations wait until every reply queued
         // is written: one its own command caused (a write, a FLUSHDB over
         // every master) may arrive before that command's reply is whole.
@@ -101,11 +102,20 @@ impl<S: Stream> Session<S> {
             if let Some(entry) = w.pop_answered()
                 && let Some(stamp) = &entry.stamp
             {
-                let now = *now.get_or_insert_with(Instant::now);
+                let since = since.get_or_insert_with(|| Since::new(Instant::now()));
+                let total = since.of(stamp.read);
                 let none = Bytes::new();
                 let frame = entry.frame().unwrap_or(&none);
                 let client = &self.client.identity;
-                account(&self.ctx, client, stamp, frame, now, &done, &mut w.samples);
+                account(
+                    &self.ctx,
+                    client,
+                    stamp,
+                    frame,
+                    total,
+                    &done,
+                    &mut w.samples,
+                );
             }
             let size = u32::try_from(done.reply.len()).unwrap_or(u32::MAX);
             self.fold_reply_size(size);
@@ -135,15 +145,16 @@ impl<S: Stream> Session<S> {
     }
 }
 
-/// Counts a request whose reply is ready in the latency figures and INFO
-/// commandstats, in the SLOWLOG if it was slow, and in the HOTKEYS
-/// summaries if it was sampled (its keys the front of `samples`).
+/// Counts a request whose reply is ready, `total` after it was read, in
+/// the latency figures and INFO commandstats, in the SLOWLOG if it was
+/// slow, and in the HOTKEYS summaries if it was sampled (its keys the
+/// front of `samples`).
 pub(super) fn account(
     ctx: &WorkerCtx,
     client: &Identity,
     stamp: &Stamp,
     frame: &Bytes,
-    now: Instant,
+    total: Duration,
     done: &Done,
     samples: &mut VecDeque<Sample>,
 ) {
@@ -153,7 +164,6 @@ pub(super) fn account(
         record_sample(ctx, sample, frame, done);
     }
     let backend = done.backend;
-    let total = now.saturating_duration_since(stamp.read);
     ctx.latency().record(stamp.family, total, backend);
     let call = Call {
         frame,

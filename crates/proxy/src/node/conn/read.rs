@@ -16,7 +16,7 @@ use super::{Delivered, Hooks, Inflight};
 use crate::node::Env;
 use crate::node::frames::{Frame, FrameReader, Frames};
 use crate::node::stream::{NodeReadHalf, NodeStream};
-use crate::observe::latency::NodeLatency;
+use crate::observe::latency::{NodeLatency, Since};
 
 const READ_CHUNK: usize = 16 * 1024;
 
@@ -172,6 +172,7 @@ fn deliver(
     frames: &mut Frames,
     arrived: &Arrival<'_>,
 ) -> io::Result<()> {
+    let mut since = Since::new(arrived.at);
     // Most reads end with a whole reply: once it is split off, nothing is
     // left to look at.
     while !buf.is_empty() {
@@ -191,7 +192,7 @@ fn deliver(
         };
         match inflight.borrow_mut().pop_front() {
             Some(Inflight::Reply { tx, sent, .. }) => {
-                let took = arrived.at.saturating_duration_since(sent);
+                let took = since.of(sent);
                 arrived.latency.record(arrived.worker, took);
                 tx.send(Ok(Delivered { frame, took }));
             }
