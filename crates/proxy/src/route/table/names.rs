@@ -141,11 +141,14 @@ fn fold(name: &[u8]) -> (u64, u64) {
         first.get_or_insert(word);
         hash = (hash.rotate_left(5) ^ word).wrapping_mul(SEED);
     }
-    let mut tail = [0u8; 8];
-    for (to, from) in tail.iter_mut().zip(words.remainder()) {
-        *to = *from;
-    }
-    let tail = lower(u64::from_le_bytes(tail));
+    // The last bytes shifted into place (a copy into an array would call
+    // memcpy for a name of three bytes).
+    let tail = words
+        .remainder()
+        .iter()
+        .rev()
+        .fold(0u64, |word, &b| (word << 8) | u64::from(b));
+    let tail = lower(tail);
     hash = (hash.rotate_left(5) ^ tail).wrapping_mul(SEED);
     (first.unwrap_or(tail), hash)
 }
