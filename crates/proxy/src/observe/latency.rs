@@ -39,13 +39,13 @@ pub const PROMETHEUS_EXPONENTS: std::ops::RangeInclusive<u32> = 4..=25;
 /// values in microseconds, in one allocation of its own (so that no two
 /// workers' counters share a cache line).
 pub struct Histogram {
-    counts: Box<[AtomicU64]>,
+    counts: Box<[AtomicU64; BUCKETS + 1]>,
 }
 
 impl Default for Histogram {
     fn default() -> Self {
         Histogram {
-            counts: (0..=BUCKETS).map(|_| AtomicU64::new(0)).collect(),
+            counts: Box::new(std::array::from_fn(|_| AtomicU64::new(0))),
         }
     }
 }
@@ -65,9 +65,8 @@ impl Histogram {
         if let Some(c) = self.counts.get(bucket(us)) {
             add(c, 1);
         }
-        if let Some(sum) = self.counts.get(BUCKETS) {
-            add(sum, us);
-        }
+        let [.., sum] = &*self.counts;
+        add(sum, us);
     }
 }
 
@@ -197,18 +196,22 @@ impl Summary {
 
 /// One worker's per-family histograms.
 pub struct Latency {
-    total: Vec<Histogram>,
-    backend: Vec<Histogram>,
-    proxy: Vec<Histogram>,
+    families: Vec<Parts>,
+}
+
+/// One family's histograms: a request's whole time, its time at nodes,
+/// and the rest (orthrus's own).
+#[derive(Default)]
+struct Parts {
+    total: Histogram,
+    backend: Histogram,
+    proxy: Histogram,
 }
 
 impl Default for Latency {
     fn default() -> Self {
-        let make = || (0..Family::COUNT).map(|_| Histogram::default()).collect();
         Latency {
-            total: make(),
-            backend: make(),
-            proxy: make(),
+            families: (0..Family::COUNT).map(|_| Parts::default()).collect(),
         }
     }
 }
@@ -225,28 +228,26 @@ impl Latency {
     /// Records one request. `backend` is `None` when its backend time is
     /// not known (pub/sub commands): then only the total counts.
     pub fn record(&self, family: Family, total: Duration, backend: Option<Duration>) {
-        let i = family.index();
+        let Some(parts) = self.families.get(family.index()) else {
+            return;
+        };
         // In whole microseconds once; orthrus's part is the difference.
         let total = micros(total);
-        if let Some(h) = self.total.get(i) {
-            h.record_us(total);
-        }
+        parts.total.record_us(total);
         if let Some(backend) = backend {
-            if let (Some(b), Some(p)) = (self.backend.get(i), self.proxy.get(i)) {
-                let backend = micros(backend);
-                b.record_us(backend);
-                p.record_us(total.saturating_sub(backend));
-            }
+            let backend = micros(backend);
+            parts.backend.record_us(backend);
+            parts.proxy.record_us(total.saturating_sub(backend));
         }
     }
 
     pub fn histogram(&self, family: Family, part: Part) -> Option<&Histogram> {
-        let list = match part {
-            Part::Total => &self.total,
-            Part::Backend => &self.backend,
-            Part::Proxy => &self.proxy,
-        };
-        list.get(family.index())
+        let parts = self.families.get(family.index())?;
+        Some(match part {
+            Part::Total => &parts.total,
+            Part::Backend => &parts.backend,
+            Part::Proxy => &parts.proxy,
+        })
     }
 }
 
