@@ -255,16 +255,31 @@ impl Part {
         (proto, access): (Protocol, Access),
     ) -> Sent {
         let name = req.arg(0).unwrap_or_default();
-        let mut args: Vec<&[u8]> =
-            Vec::with_capacity(self.keys.len().saturating_mul(step).saturating_add(1));
-        args.push(name);
-        for &k in &self.keys {
-            for j in 0..step {
-                args.push(arg_of_key(req, k, step, j).unwrap_or_default());
-            }
+        let args = || {
+            std::iter::once(name).chain(self.keys.iter().flat_map(move |&k| {
+                (0..step).map(move |j| arg_of_key(req, k, step, j).unwrap_or_default())
+            }))
+        };
+        // Encoded straight into the frame's one buffer: `$`, up to 20
+        // digits and two CRLFs around each argument.
+        let (count, size) = args().fold((0usize, 32usize), |(n, size), a| {
+            (
+                n.saturating_add(1),
+                size.saturating_add(a.len()).saturating_add(26),
+            )
+        });
+        let mut frame = BytesMut::with_capacity(size);
+        encode::array_header(&mut frame, count);
+        for arg in args() {
+            encode::bulk(&mut frame, arg);
         }
-        let frame = Request::from_args(&args).into_frame();
-        forward::forward(&ctx.pool, frame, Target::Slot(self.slot), proto, access)
+        forward::forward(
+            &ctx.pool,
+            frame.freeze(),
+            Target::Slot(self.slot),
+            proto,
+            access,
+        )
     }
 }
 

@@ -259,8 +259,18 @@ pub async fn resolve_all(pool: &Pool, sent: Vec<Sent>) -> (Vec<Bytes>, Duration)
     let mut backend = Duration::ZERO;
     for s in sent {
         replies.push(match s {
-            Sent::Remote(remote) => {
-                let done = resolve(pool, remote).await;
+            Sent::Remote(mut remote) => {
+                // A plain answer is taken as the session takes one; only a
+                // redirect, a retry or a failure goes through `resolve`
+                // (and its deadline's timer).
+                let done = match std::future::poll_fn(|cx| remote.poll_done(cx)).await {
+                    Some(done) => {
+                        let took = done.backend.unwrap_or_default();
+                        remote.count(pool.env().load(), &done.reply, took);
+                        done
+                    }
+                    None => resolve(pool, remote).await,
+                };
                 backend = backend.max(done.backend.unwrap_or_default());
                 done.reply
             }
