@@ -176,15 +176,15 @@ pub fn forward(pool: &Pool, frame: Bytes, target: Target, proto: Protocol, acces
     forward_read_at(pool, frame, target, proto, access, Instant::now())
 }
 
-/// [`forward`] for a request read at `read`, in this turn: its deadline
-/// counts from then, with no clock read of its own.
+/// [`forward`] for a request whose deadline counts from `start` (when it
+/// was read, in this turn): no clock read of its own.
 pub fn forward_read_at(
     pool: &Pool,
     frame: Bytes,
     target: Target,
     proto: Protocol,
     access: Access,
-    read: Instant,
+    start: Instant,
 ) -> Sent {
     let env = pool.env();
     let map = env.slots();
@@ -221,7 +221,7 @@ pub fn forward_read_at(
         replicas_tried: u8::from(on_replica),
         on_replica,
         sent_to: addr,
-        started: read,
+        started: start,
         backend: Duration::ZERO,
         rx,
         early: None,

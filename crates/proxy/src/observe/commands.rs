@@ -8,8 +8,9 @@
 //! (`route::counted`), in counters only its worker writes (plain loads and
 //! stores, no lock: CONFIG RESETSTAT moves a baseline instead of writing
 //! them); others by the name they sent, and errors by their name, in a
-//! table behind the worker's own (uncontended) lock. Names are bounded (a client sending made-up command names
-//! cannot grow them without end), as Redis bounds its error names.
+//! table behind the worker's own (uncontended) lock. Names are bounded (a
+//! client sending made-up command names cannot grow them without end), as
+//! Redis bounds its error names.
 
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};

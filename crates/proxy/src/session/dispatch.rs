@@ -83,12 +83,13 @@ impl Started {
     }
 }
 
-/// Decides what to do with one request, read at `read`, and starts doing
-/// it; `samples` gets its keys when a HOTKEYS session samples it.
+/// Decides what to do with one request and starts doing it (its deadline
+/// counts from `start`); `samples` gets its keys when a HOTKEYS session
+/// samples it.
 pub fn dispatch(
     client: &mut Client,
     req: Request,
-    read: Instant,
+    start: Instant,
     sink: impl FnMut(Closer) -> PushSink,
     ctx: &Rc<WorkerCtx>,
     samples: &mut VecDeque<Sample>,
@@ -123,8 +124,14 @@ pub fn dispatch(
             proto,
             family,
         } => {
-            match forward::forward_read_at(&ctx.pool, req.into_frame(), target, proto, access, read)
-            {
+            match forward::forward_read_at(
+                &ctx.pool,
+                req.into_frame(),
+                target,
+                proto,
+                access,
+                start,
+            ) {
                 Sent::Remote(remote) => Started::ran(Pending::Remote(remote), family),
                 Sent::Refused { reply, frame } => Started {
                     frame: Some(frame),

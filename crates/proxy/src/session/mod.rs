@@ -376,6 +376,7 @@ impl<S: Stream> Session<S> {
         // this poll would cost a readiness check and learn nothing.
         let mut read_blocked = false;
         let mut reads = 0u32;
+        w.read_now = false;
         loop {
             let mut progress = false;
             let reading = !read_blocked && self.wants_input(w);
@@ -388,6 +389,7 @@ impl<S: Stream> Session<S> {
                     Poll::Ready(Ok(0) | Err(_)) => return Some(End::Gone),
                     Poll::Ready(Ok(_)) => {
                         w.read_at = Instant::now();
+                        w.read_now = true;
                         reads += 1;
                         progress = true;
                     }
@@ -543,13 +545,13 @@ impl<S: Stream> Session<S> {
         let mut started = false;
         while !self.deferred && !self.closing && self.has_room(w) {
             let was_held = self.holding();
-            let (parsed, read) = match self.timers.as_mut().and_then(|t| t.held.take()) {
-                Some((req, read)) => (Ok(Some(req)), read),
+            let (parsed, read, read_now) = match self.timers.as_mut().and_then(|t| t.held.take()) {
+                Some((req, read)) => (Ok(Some(req)), read, false),
                 None => {
                     // Redis's pre-AUTH limits, read per request: AUTH may
                     // be the request just before this one.
                     parser.set_unauthenticated(!self.client.authenticated);
-                    (parser.parse(&mut w.input), w.read_at)
+                    (parser.parse(&mut w.input), w.read_at, w.read_now)
                 }
             };
             let entry = match parsed {
@@ -580,8 +582,18 @@ impl<S: Stream> Session<S> {
                     // once by an idle node connection.
                     let env = self.ctx.pool.env();
                     env.set_last_request(w.input.is_empty() && !env.others_waiting(self.waiting));
-                    let run =
-                        dispatch(&mut self.client, req, read, sink, &self.ctx, &mut w.samples);
+                    // Its deadline counts from its read if that was in
+                    // this poll; a request held (CLIENT PAUSE) or left
+                    // from an earlier poll starts its own clock now.
+                    let start = if read_now { read } else { Instant::now() };
+                    let run = dispatch(
+                        &mut self.client,
+                        req,
+                        start,
+                        sink,
+                        &self.ctx,
+                        &mut w.samples,
+                    );
                     env.set_last_request(false);
                     let mut entry = Entry {
                         pending: run.pending,

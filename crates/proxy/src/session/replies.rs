@@ -93,6 +93,7 @@ impl<S: Stream> Session<S> {
                             // design (its commands take effect in order):
                             // timed from now on.
                             w.read_at = Instant::now();
+                            w.read_now = true;
                             done
                         }
                         Poll::Pending => break,
