@@ -6,6 +6,7 @@ use std::io::Write;
 use std::time::{Duration, Instant};
 
 use common::{Proxy, cluster, encode, reply_text, send};
+use orthrus_cluster::Slot;
 
 #[test]
 fn pause_write_holds_writes_and_lets_reads_through() {
@@ -223,4 +224,43 @@ fn pause_write_lets_declared_read_only_calls_through() {
         send(&mut admin, &["FUNCTION", "DELETE", "pauselib"]),
         "+OK\r\n"
     );
+}
+
+/// A write held by CLIENT PAUSE for longer than the request timeout still
+/// gets its full deadline once the pause ends: its slot moved meanwhile,
+/// behind orthrus's back, so it needs a MOVED and a second try.
+#[test]
+fn a_held_write_has_its_whole_deadline_after_the_pause() {
+    let cluster = cluster(2, 0);
+    let proxy = Proxy::spawn(
+        &cluster.seeds(),
+        &[],
+        &[
+            ("ORTHRUS_BACKEND__REQUEST_TIMEOUT_MS", "500"),
+            // The slot map stays stale until the MOVED says otherwise.
+            ("ORTHRUS_CLUSTER__REFRESH_INTERVAL_MS", "600000"),
+        ],
+    );
+    proxy.wait_ready(Duration::from_secs(20));
+    let key = "pausemove:k";
+    let slot = Slot::for_key(key.as_bytes()).get();
+    let mut admin = proxy.stream();
+    let mut writer = proxy.stream();
+    assert_eq!(send(&mut writer, &["SET", key, "1"]), "+OK\r\n");
+
+    assert_eq!(
+        send(&mut admin, &["CLIENT", "PAUSE", "1500", "WRITE"]),
+        "+OK\r\n"
+    );
+    writer.write_all(&encode(&["SET", key, "2"])).expect("send");
+    let owner = cluster.master_of_slot(slot).unwrap();
+    let other = cluster
+        .masters()
+        .unwrap()
+        .into_iter()
+        .find(|&m| m != owner)
+        .unwrap();
+    cluster.move_slot(slot, other).unwrap();
+    assert_eq!(reply_text(&mut writer), "+OK\r\n");
+    assert_eq!(send(&mut writer, &["GET", key]), "$1\r\n2\r\n");
 }
