@@ -390,6 +390,10 @@ fn info_commandstats_and_errorstats_as_orthrus_sees_them() {
         .unwrap_err();
     assert_eq!(err.code(), Some("WRONGTYPE"));
     let _ = redis::cmd("SYNC").query::<String>(&mut con).unwrap_err();
+    // An unknown command: an error, no commandstats line (as in Redis).
+    let _ = redis::cmd("NOSUCHCMD")
+        .query::<String>(&mut con)
+        .unwrap_err();
 
     let stats = info(&mut con, "commandstats");
     assert!(stats.contains("cmdstat_set:calls=1,"), "{stats}");
@@ -405,11 +409,12 @@ fn info_commandstats_and_errorstats_as_orthrus_sees_them() {
         "{stats}"
     );
     assert!(!stats.contains("cmdstat_zadd"), "{stats}");
+    assert!(!stats.contains("nosuchcmd"), "{stats}");
     let errors = info(&mut con, "errorstats");
     assert!(errors.contains("errorstat_WRONGTYPE:count=1"), "{errors}");
-    assert!(errors.contains("errorstat_ERR:count=1"), "{errors}");
+    assert!(errors.contains("errorstat_ERR:count=2"), "{errors}");
     let stats: String = redis::cmd("INFO").arg("stats").query(&mut con).unwrap();
-    assert!(stats.contains("total_error_replies:2\r\n"), "{stats}");
+    assert!(stats.contains("total_error_replies:3\r\n"), "{stats}");
     let default: String = redis::cmd("INFO").query(&mut con).unwrap();
     assert!(
         default.contains("used_cpu_user:") && default.contains("used_memory:"),

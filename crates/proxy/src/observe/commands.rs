@@ -126,7 +126,11 @@ impl CommandStats {
         let table = &mut *table;
         if call.stat.is_none() {
             let mut buf = [0u8; NAME_BUF];
-            if let Some(name) = command_name(call.frame, &mut buf) {
+            // A container's subcommand is counted by the name sent (as
+            // `client|list`); an unknown command only among the errors.
+            let name = command_name(call.frame, &mut buf)
+                .filter(|name| name.contains(&b'|') || counted::known(name));
+            if let Some(name) = name {
                 let len = table.commands.len();
                 let counters = match table.commands.get_mut(name) {
                     Some(c) => Some(c),
@@ -443,7 +447,14 @@ mod tests {
         };
         stats.record(0, &numbered);
         stats.record(1, &call(geoadd, true, b"-WRONGTYPE x\r\n"));
+        // Counted by name: a command some table knows (numbered when a
+        // table is built); an unknown one only among the errors.
+        counted::id("sync");
         stats.record(1, &call(b"*1\r\n$4\r\nSYNC\r\n", false, b"-ERR no\r\n"));
+        stats.record(
+            0,
+            &call(b"*1\r\n$5\r\nNOSUC\r\n", false, b"-ERR unknown\r\n"),
+        );
         let mut out = String::new();
         stats.write_commands(&mut out);
         assert_eq!(
@@ -455,7 +466,7 @@ mod tests {
         stats.write_errors(&mut out);
         assert_eq!(
             out,
-            "errorstat_ERR:count=1\r\nerrorstat_WRONGTYPE:count=1\r\n"
+            "errorstat_ERR:count=2\r\nerrorstat_WRONGTYPE:count=1\r\n"
         );
         stats.reset();
         let mut out = String::new();

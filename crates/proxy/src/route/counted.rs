@@ -69,6 +69,22 @@ pub fn id(name: &str) -> Option<u16> {
     Some(id)
 }
 
+/// Whether `name` (lower case) is a command or subcommand some command
+/// table has numbered, or a container: what Redis has a commandstats line
+/// for. A name no table knows is an unknown command, which Redis counts
+/// only among the errors.
+pub fn known(name: &[u8]) -> bool {
+    if is_container(name) {
+        return true;
+    }
+    let Ok(name) = std::str::from_utf8(name) else {
+        return false;
+    };
+    names()
+        .lock()
+        .is_ok_and(|names| names.ids.contains_key(name))
+}
+
 /// The name numbered `id`.
 pub fn name(id: usize) -> Option<Box<str>> {
     names().lock().ok()?.names.get(id).cloned()
@@ -86,5 +102,7 @@ mod tests {
         assert_eq!(name(usize::from(get)).as_deref(), Some("get"));
         assert_eq!(id("client"), None);
         assert_eq!(id("config"), None);
+        assert!(known(b"get") && known(b"client|list") && known(b"client"));
+        assert!(!known(b"nosuchcommand") && !known(b"\xff"));
     }
 }
