@@ -1,7 +1,7 @@
 //! Writing replies the proxy produces itself. Integers are formatted with
 //! `itoa` on the stack; nothing here allocates beyond growing `out`.
 
-use bytes::{BufMut, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
 
 use crate::Protocol;
 use crate::double::format_double;
@@ -31,6 +31,34 @@ pub fn integer(out: &mut BytesMut, n: i64) {
     out.put_u8(b':');
     out.put_slice(digits);
     out.put_slice(b"\r\n");
+}
+
+/// A command as a client sends it (`*n`, then each argument as a bulk
+/// string), in a buffer of exactly its size: a frame to send to a node.
+pub fn command<I>(args: I) -> Bytes
+where
+    I: IntoIterator + Clone,
+    I::Item: AsRef<[u8]>,
+{
+    let (n, size) = args
+        .clone()
+        .into_iter()
+        .fold((0usize, 0usize), |(n, size), a| {
+            let a = a.as_ref().len();
+            let header = crate::request::header_len(a);
+            (
+                n.saturating_add(1),
+                size.saturating_add(header)
+                    .saturating_add(a)
+                    .saturating_add(2),
+            )
+        });
+    let mut out = BytesMut::with_capacity(size.saturating_add(crate::request::header_len(n)));
+    header(&mut out, b'*', n);
+    for a in args {
+        bulk(&mut out, a.as_ref());
+    }
+    out.freeze()
 }
 
 /// `$len\r\nb\r\n`

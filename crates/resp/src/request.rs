@@ -167,7 +167,7 @@ pub(crate) fn write_header(out: &mut BytesMut, kind: u8, n: usize) {
 }
 
 /// Length of a `$n\r\n` / `*n\r\n` header.
-fn header_len(n: usize) -> usize {
+pub(crate) fn header_len(n: usize) -> usize {
     let mut digits = itoa::Buffer::new();
     digits.format(n).len() + 3
 }
@@ -293,6 +293,18 @@ mod tests {
             format!("{r:?}"),
             r#"Request { args: ["GET", "a\\r\\n"], inline: false }"#
         );
+    }
+
+    #[test]
+    fn a_command_encodes_as_its_request_does() {
+        for args in [
+            &[][..],
+            &["GET", "k"][..],
+            &["MSET", "a", "", "b", "0123456789"][..],
+        ] {
+            let frame = crate::encode::command(args);
+            assert_eq!(frame, Request::from_args(args).into_frame());
+        }
     }
 
     #[test]

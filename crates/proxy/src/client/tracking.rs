@@ -118,7 +118,7 @@ impl Options {
             args.push(b"REDIRECT");
             args.push(id.as_bytes());
         }
-        Request::from_args(&args).into_frame()
+        orthrus_resp::encode::command(&args)
     }
 
     /// The flags TRACKINGINFO shows for these options.

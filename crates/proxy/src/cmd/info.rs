@@ -66,7 +66,7 @@ pub fn reply(req: &Request, client: &Client, ctx: &Rc<WorkerCtx>) -> Pending {
     // progress (scripts wait for them with INFO): ask every master.
     let map = ctx.slots();
     let frame =
-        Request::from_args(&["INFO", "persistence", "memory", "keyspace", "stats"]).into_frame();
+        orthrus_resp::encode::command(["INFO", "persistence", "memory", "keyspace", "stats"]);
     let sent = fanout::send_to_each(ctx, map.masters(), &frame, Protocol::Resp2, true);
     let ctx = ctx.clone();
     Pending::Future(Box::pin(async move {

@@ -46,7 +46,7 @@ pub fn dispatch(ctx: &Rc<WorkerCtx>, req: &Request, proto: Protocol) -> Pending 
     if let Some(arg) = args.get_mut(1) {
         *arg = node_cursor.as_bytes();
     }
-    let frame = Request::from_args(&args).into_frame();
+    let frame = orthrus_resp::encode::command(&args);
     let target = Target::Node(node.clone());
     let sent = forward::forward(&ctx.pool, frame, target, proto, Access::Read);
     let count = masters.len();

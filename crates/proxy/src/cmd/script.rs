@@ -99,7 +99,7 @@ fn as_eval(req: &Request, body: &[u8]) -> Option<Bytes> {
     };
     let mut args: Vec<&[u8]> = vec![eval, body];
     args.extend((2..req.arg_count()).filter_map(|i| req.arg(i)));
-    Some(Request::from_args(&args).into_frame())
+    Some(orthrus_resp::encode::command(&args))
 }
 
 /// Whether an EXEC's reply says its commands ran: an array, not a nil (a

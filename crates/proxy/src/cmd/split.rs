@@ -260,26 +260,8 @@ impl Part {
                 (0..step).map(move |j| arg_of_key(req, k, step, j).unwrap_or_default())
             }))
         };
-        // Encoded straight into the frame's one buffer: `$`, up to 20
-        // digits and two CRLFs around each argument.
-        let (count, size) = args().fold((0usize, 32usize), |(n, size), a| {
-            (
-                n.saturating_add(1),
-                size.saturating_add(a.len()).saturating_add(26),
-            )
-        });
-        let mut frame = BytesMut::with_capacity(size);
-        encode::array_header(&mut frame, count);
-        for arg in args() {
-            encode::bulk(&mut frame, arg);
-        }
-        forward::forward(
-            &ctx.pool,
-            frame.freeze(),
-            Target::Slot(self.slot),
-            proto,
-            access,
-        )
+        let frame = encode::command(args());
+        forward::forward(&ctx.pool, frame, Target::Slot(self.slot), proto, access)
     }
 }
 

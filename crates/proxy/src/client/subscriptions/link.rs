@@ -79,7 +79,7 @@ impl Inner {
                         }
                         let mut args: Vec<&[u8]> = vec![cmd.as_bytes()];
                         args.extend(names.iter().map(|n| &n[..]));
-                        let frame = Request::from_args(&args).into_frame();
+                        let frame = orthrus_resp::encode::command(&args);
                         // The client sees these confirmations again; its
                         // subscription count stays right.
                         let _ = Inner::send(&this, &cmd.to_ascii_lowercase(), frame, Vec::new());
