@@ -156,11 +156,11 @@ impl Remote {
         self.rx.unhook();
     }
 
-    /// Counts the request, answered with `reply` after `took` at nodes,
-    /// in its slot's load.
-    pub fn count(&self, load: &WorkerLoad, reply: &Bytes, took: Duration) {
+    /// Counts the request, answered with `done`, in its slot's load.
+    pub fn count(&self, load: &WorkerLoad, done: &Done) {
         if let Target::Slot(slot) = self.target {
-            load.add(slot, self.frame.len().saturating_add(reply.len()), took);
+            let bytes = self.frame.len().saturating_add(done.reply.len());
+            load.add(slot, bytes, done.backend.unwrap_or_default());
         }
     }
 }
@@ -173,12 +173,12 @@ pub fn is_answer(delivered: &Delivered) -> bool {
 
 /// Sends `frame` towards `target` on this worker's connections.
 pub fn forward(pool: &Pool, frame: Bytes, target: Target, proto: Protocol, access: Access) -> Sent {
-    forward_read_at(pool, frame, target, proto, access, Instant::now())
+    forward_from(pool, frame, target, proto, access, Instant::now())
 }
 
 /// [`forward`] for a request whose deadline counts from `start` (when it
 /// was read, in this turn): no clock read of its own.
-pub fn forward_read_at(
+pub fn forward_from(
     pool: &Pool,
     frame: Bytes,
     target: Target,
@@ -247,9 +247,16 @@ fn pick_replica<'a>(
 /// Waits for the reply of `remote`, following redirections, and returns
 /// what the client gets, with the time spent waiting for nodes.
 pub async fn resolve(pool: &Pool, mut remote: Remote) -> Done {
+    // A plain answer is taken as the session takes one: no deadline timer
+    // (the node connection's reply timer fails a silent node's requests).
+    if let Some(done) = std::future::poll_fn(|cx| remote.poll_done(cx)).await {
+        remote.count(pool.env().load(), &done);
+        return done;
+    }
     let reply = follow(pool, &mut remote).await;
-    remote.count(pool.env().load(), &reply, remote.backend);
-    Done::from_nodes(reply, remote.backend)
+    let done = Done::from_nodes(reply, remote.backend);
+    remote.count(pool.env().load(), &done);
+    done
 }
 
 /// Resolves every request of a command split over several nodes; its
@@ -259,18 +266,8 @@ pub async fn resolve_all(pool: &Pool, sent: Vec<Sent>) -> (Vec<Bytes>, Duration)
     let mut backend = Duration::ZERO;
     for s in sent {
         replies.push(match s {
-            Sent::Remote(mut remote) => {
-                // A plain answer is taken as the session takes one; only a
-                // redirect, a retry or a failure goes through `resolve`
-                // (and its deadline's timer).
-                let done = match std::future::poll_fn(|cx| remote.poll_done(cx)).await {
-                    Some(done) => {
-                        let took = done.backend.unwrap_or_default();
-                        remote.count(pool.env().load(), &done.reply, took);
-                        done
-                    }
-                    None => resolve(pool, remote).await,
-                };
+            Sent::Remote(remote) => {
+                let done = resolve(pool, remote).await;
                 backend = backend.max(done.backend.unwrap_or_default());
                 done.reply
             }

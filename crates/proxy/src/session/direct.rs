@@ -189,11 +189,7 @@ impl Direct {
         let took = delivered.took;
         let done = remote.done(delivered);
         let ctx = &owner.ctx;
-        remote.count(
-            ctx.pool.env().load(),
-            &done.reply,
-            done.backend.unwrap_or_default(),
-        );
+        remote.count(ctx.pool.env().load(), &done);
         if let Some(stamp) = entry.stamp.take() {
             let (frame, total) = (remote.frame(), stamp.read.elapsed());
             account(ctx, &owner.identity, &stamp, frame, total, &done, samples);

@@ -124,14 +124,7 @@ pub fn dispatch(
             proto,
             family,
         } => {
-            match forward::forward_read_at(
-                &ctx.pool,
-                req.into_frame(),
-                target,
-                proto,
-                access,
-                start,
-            ) {
+            match forward::forward_from(&ctx.pool, req.into_frame(), target, proto, access, start) {
                 Sent::Remote(remote) => Started::ran(Pending::Remote(remote), family),
                 Sent::Refused { reply, frame } => Started {
                     frame: Some(frame),

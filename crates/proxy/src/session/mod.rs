@@ -376,7 +376,6 @@ impl<S: Stream> Session<S> {
         // this poll would cost a readiness check and learn nothing.
         let mut read_blocked = false;
         let mut reads = 0u32;
-        w.read_now = false;
         loop {
             let mut progress = false;
             let reading = !read_blocked && self.wants_input(w);
@@ -389,14 +388,15 @@ impl<S: Stream> Session<S> {
                     Poll::Ready(Ok(0) | Err(_)) => return Some(End::Gone),
                     Poll::Ready(Ok(_)) => {
                         w.read_at = Instant::now();
-                        w.read_now = true;
                         reads += 1;
                         progress = true;
                     }
                     Poll::Pending => read_blocked = true,
                 }
             }
-            progress |= self.start_requests(w);
+            // Read in this poll: its requests may count their deadlines
+            // from `read_at`.
+            progress |= self.start_requests(w, reads > 0);
             if !w.input.is_empty() {
                 self.check_query_buffer(w);
             }
@@ -506,18 +506,19 @@ impl<S: Stream> Session<S> {
 
     /// Parses and starts every complete request buffered, in order, until
     /// one must finish before the next may start. True if any started.
+    /// `read_now`: the input was read in this poll (see `parse_with`).
     ///
     /// Sessions of a worker share one parser: its state matters only while
     /// a request is incomplete, and only then does a session keep a parser
     /// of its own.
-    fn start_requests(&mut self, w: &mut Work) -> bool {
+    fn start_requests(&mut self, w: &mut Work, read_now: bool) -> bool {
         if w.input.is_empty() && !self.holding() {
             return false;
         }
         let limits = self.ctx.shared.settings.limits();
         let started = match w.parser.take() {
             Some(mut own) => {
-                let started = self.parse_with(w, &mut own);
+                let started = self.parse_with(w, &mut own, read_now);
                 if !w.input.is_empty() {
                     w.parser = Some(own);
                 }
@@ -525,7 +526,7 @@ impl<S: Stream> Session<S> {
             }
             None => PARSER.with_borrow_mut(|shared| {
                 let parser = shared.get_or_insert_with(|| RequestParser::new(limits.clone()));
-                let started = self.parse_with(w, parser);
+                let started = self.parse_with(w, parser, read_now);
                 if !w.input.is_empty() {
                     let fresh = RequestParser::new(limits);
                     w.parser = Some(Box::new(std::mem::replace(parser, fresh)));
@@ -541,7 +542,7 @@ impl<S: Stream> Session<S> {
         started
     }
 
-    fn parse_with(&mut self, w: &mut Work, parser: &mut RequestParser) -> bool {
+    fn parse_with(&mut self, w: &mut Work, parser: &mut RequestParser, read_now: bool) -> bool {
         let mut started = false;
         while !self.deferred && !self.closing && self.has_room(w) {
             let was_held = self.holding();
@@ -551,7 +552,7 @@ impl<S: Stream> Session<S> {
                     // Redis's pre-AUTH limits, read per request: AUTH may
                     // be the request just before this one.
                     parser.set_unauthenticated(!self.client.authenticated);
-                    (parser.parse(&mut w.input), w.read_at, w.read_now)
+                    (parser.parse(&mut w.input), w.read_at, read_now)
                 }
             };
             let entry = match parsed {

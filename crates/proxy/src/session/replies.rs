@@ -49,8 +49,7 @@ impl<S: Stream> Session<S> {
                 Pending::Remote(remote) => match remote.poll_done(cx) {
                     Poll::Ready(Some(done)) => {
                         if counted {
-                            let took = done.backend.unwrap_or_default();
-                            remote.count(self.ctx.pool.env().load(), &done.reply, took);
+                            remote.count(self.ctx.pool.env().load(), &done);
                         }
                         done
                     }
@@ -93,7 +92,6 @@ impl<S: Stream> Session<S> {
                             // design (its commands take effect in order):
                             // timed from now on.
                             w.read_at = Instant::now();
-                            w.read_now = true;
                             done
                         }
                         Poll::Pending => break,

@@ -44,9 +44,6 @@ pub(super) struct Work {
     pub output: Output,
     /// When the requests being parsed were read: one clock read per read.
     pub read_at: Instant,
-    /// `read_at` was read in this poll: a request parsed now may count
-    /// its deadline from it (one parsed in a later poll takes the clock).
-    pub read_now: bool,
     /// Bytes of the requests in `queue` (counted in the client's budget,
     /// `client.max_pending_bytes`, as their frames are held until answered).
     pub request_bytes: usize,
@@ -65,7 +62,6 @@ impl Work {
                 samples: VecDeque::new(),
                 output: Output::default(),
                 read_at: Instant::now(),
-                read_now: false,
                 request_bytes: 0,
             })
         })
