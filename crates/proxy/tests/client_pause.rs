@@ -232,7 +232,7 @@ fn pause_write_lets_declared_read_only_calls_through() {
 #[test]
 fn a_held_write_has_its_whole_deadline_after_the_pause() {
     let cluster = cluster(2, 0);
-    let proxy = Proxy::spawn(
+    let proxy = Proxy::start_env(
         &cluster.seeds(),
         &[],
         &[
@@ -241,7 +241,6 @@ fn a_held_write_has_its_whole_deadline_after_the_pause() {
             ("ORTHRUS_CLUSTER__REFRESH_INTERVAL_MS", "600000"),
         ],
     );
-    proxy.wait_ready(Duration::from_secs(20));
     let key = "pausemove:k";
     let slot = Slot::for_key(key.as_bytes()).get();
     let mut admin = proxy.stream();

@@ -26,7 +26,12 @@ impl Proxy {
     /// Starts orthrus on a free port with these seeds and extra flags, and
     /// waits until it serves the cluster.
     pub fn start(seeds: &[SocketAddr], extra: &[&str]) -> Proxy {
-        let proxy = Proxy::spawn(seeds, extra, &[]);
+        Proxy::start_env(seeds, extra, &[])
+    }
+
+    /// [`Proxy::start`] with these environment variables (`ORTHRUS_...`).
+    pub fn start_env(seeds: &[SocketAddr], extra: &[&str], env: &[(&str, &str)]) -> Proxy {
+        let proxy = Proxy::spawn(seeds, extra, env);
         proxy.wait_ready(Duration::from_secs(20));
         proxy.wait_probes_gone(Duration::from_secs(10));
         proxy
@@ -97,22 +102,18 @@ impl Proxy {
     /// counting clients sees its own. Returns at once where INFO does not
     /// say (a proxy that refuses it).
     pub fn wait_probes_gone(&self, timeout: Duration) {
-        let deadline = Instant::now() + timeout;
-        loop {
+        orthrus_devcluster::wait_until(timeout, "readiness probes closed", || {
             let Ok(reply) = self.raw_command(&["INFO", "clients"]) else {
-                return;
+                return Ok(());
             };
             let text = String::from_utf8_lossy(&reply);
             if !text.contains("connected_clients:") || text.contains("connected_clients:1\r\n") {
-                return;
+                Ok(())
+            } else {
+                Err(text.into_owned())
             }
-            assert!(
-                Instant::now() < deadline,
-                "readiness probes still connected: {text}\n{}",
-                self.log_text()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        })
+        .unwrap_or_else(|e| panic!("{e}\n{}", self.log_text()));
     }
 
     /// Logs `s` in with `AUTH auth...`, then sends `probe` until it is
