@@ -75,6 +75,14 @@ impl Request {
         self.frame.get(r.start as usize..r.end as usize)
     }
 
+    /// Where argument `i` lies in the frame, `start..end` (`start > end`
+    /// for one beyond 32-bit offsets): its place without slicing.
+    #[inline]
+    pub fn arg_place(&self, i: usize) -> Option<(u32, u32)> {
+        let r = self.args.as_slice().get(i)?;
+        Some((r.start, r.end))
+    }
+
     /// Argument `i` as a zero-copy slice of the frame.
     pub fn arg_bytes(&self, i: usize) -> Option<Bytes> {
         let r = self.args.as_slice().get(i)?;

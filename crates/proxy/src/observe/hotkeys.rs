@@ -213,14 +213,13 @@ fn minus(a: Counts, b: Counts) -> Counts {
 // === impl Sample ===
 
 impl Sample {
-    /// A sample for session `generation` with its first key at
-    /// `start..end` of the request's frame; `None` when no session
-    /// collects, or for a key beyond `u32`.
+    /// A sample for session `generation` of a request with one key, at
+    /// `start..end` of its frame; `None` when no session collects.
     #[inline]
-    pub fn new(generation: u32, (start, end): (usize, usize)) -> Option<Sample> {
+    pub fn new(generation: u32, first: (u32, u32)) -> Option<Sample> {
         Some(Sample {
             generation: NonZeroU32::new(generation)?,
-            first: (u32::try_from(start).ok()?, u32::try_from(end).ok()?),
+            first,
             more: Box::default(),
         })
     }

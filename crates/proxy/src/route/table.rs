@@ -420,6 +420,15 @@ impl CommandInfo {
     /// the walk over key specs; `Some((None, _))` if the request lacks it, `None` otherwise.
     #[inline]
     pub fn fixed_key<'r>(&self, req: &'r Request) -> Option<(Option<&'r [u8]>, Access)> {
+        let (at, access) = self.fixed_key_at()?;
+        Some((at.and_then(|at| req.arg(at)), access))
+    }
+
+    /// Which argument is the one key of a command with one key at a fixed
+    /// place (`Some((None, _))` for a place beyond `usize`), and what the
+    /// command does to it; `None` for any other command.
+    #[inline]
+    pub fn fixed_key_at(&self) -> Option<(Option<usize>, Access)> {
         if let [
             KeySpec {
                 begin: Begin::Index(at),
@@ -428,8 +437,7 @@ impl CommandInfo {
             },
         ] = self.key_specs.as_slice()
         {
-            let key = usize::try_from(*at).ok().and_then(|at| req.arg(at));
-            return Some((key, *access));
+            return Some((usize::try_from(*at).ok(), *access));
         }
         None
     }

@@ -172,8 +172,8 @@ fn sample(
         return None;
     }
     let info = info?;
-    match info.fixed_key(req) {
-        Some((key, _)) => Sample::new(generation, place(req, key?)),
+    match info.fixed_key_at() {
+        Some((at, _)) => Sample::new(generation, req.arg_place(at?)?),
         None => sample_keys(generation, req, info),
     }
 }

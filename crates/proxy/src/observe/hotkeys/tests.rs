@@ -17,6 +17,12 @@ fn place(frame: &[u8], key: &[u8]) -> (usize, usize) {
     (start, start + key.len())
 }
 
+/// [`place`] as a one-key sample takes it.
+fn place32(frame: &[u8], key: &[u8]) -> (u32, u32) {
+    let (start, end) = place(frame, key);
+    (u32::try_from(start).unwrap(), u32::try_from(end).unwrap())
+}
+
 #[test]
 fn a_request_of_several_keys_gives_each_an_equal_share() {
     let load = SlotLoad::new(1);
@@ -24,7 +30,7 @@ fn a_request_of_several_keys_gives_each_an_equal_share() {
     hot.start(options(1), &load).unwrap();
     let generation = hot.sampled().unwrap();
     let one: &[u8] = b"*2\r\n$3\r\nGET\r\n$1\r\na\r\n";
-    let sample = Sample::new(generation, place(one, b"a")).unwrap();
+    let sample = Sample::new(generation, place32(one, b"a")).unwrap();
     hot.record(0, (sample, one), 100, Some(Duration::from_micros(30)));
     let three: &[u8] = b"*4\r\n$4\r\nMGET\r\n$1\r\nb\r\n$1\r\nc\r\n$1\r\nd\r\n";
     let keys = [b"b", b"c", b"d"].map(|k| place(three, k));
@@ -55,7 +61,7 @@ fn a_sample_of_an_earlier_session_is_left_out() {
     assert!(hot.stop(&load) && hot.reset(&load));
     hot.start(options(1), &load).unwrap();
     let frame: &[u8] = b"*2\r\n$3\r\nGET\r\n$1\r\na\r\n";
-    let sample = Sample::new(old, place(frame, b"a")).unwrap();
+    let sample = Sample::new(old, place32(frame, b"a")).unwrap();
     hot.record(0, (sample, frame), 100, None);
     assert!(hot.report(&load).unwrap().by_net.is_empty());
 }
