@@ -47,6 +47,23 @@ impl SlotMap {
         }
     }
 
+    /// One node, `addr`, that serves every slot: a standalone redis-server
+    /// taken as a cluster of one master with no replicas.
+    pub fn standalone(addr: NodeAddr) -> SlotMap {
+        let mut map = SlotMap::empty();
+        map.index.insert(addr.clone(), 0);
+        map.nodes.push(Node {
+            id: None,
+            addr,
+            role: Role::Master,
+            health: Health::Online,
+        });
+        map.replicas.push(Vec::new());
+        map.owners.fill(0);
+        map.covered = usize::from(SLOT_COUNT);
+        map
+    }
+
     /// The master serving `slot`, if any.
     #[inline]
     pub fn master(&self, slot: Slot) -> Option<&NodeAddr> {

@@ -298,3 +298,20 @@ fn debug_is_compact() {
     assert!(text.len() < 4000, "{} bytes", text.len());
     assert!(text.contains("10923"));
 }
+
+#[test]
+fn a_standalone_server_owns_every_slot_alone() {
+    let solo = local(M1);
+    let map = SlotMap::standalone(solo.clone());
+    assert!(map.is_complete());
+    assert_eq!(map.masters(), vec![solo.clone()]);
+    assert_eq!(map.slot_ranges(), vec![(0, 16383, solo.clone())]);
+    for n in [0, 1, 8191, 16383] {
+        assert_eq!(map.master(slot(n)), Some(&solo));
+        assert!(map.replicas(slot(n)).is_empty());
+    }
+    let only = node(&map, &solo);
+    assert_eq!((only.role, only.health), (Role::Master, Health::Online));
+    assert!(map.same_layout(&SlotMap::standalone(solo)));
+    assert!(!map.same_layout(&SlotMap::standalone(local(M2))));
+}

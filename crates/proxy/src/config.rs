@@ -122,6 +122,12 @@ pub struct AdminConfig {
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ClusterConfig {
+    /// What the seeds are: `cluster` (Redis Cluster nodes; the topology is
+    /// asked with CLUSTER SHARDS or SLOTS), or `standalone` (one
+    /// redis-server without cluster mode, given as the only seed, that
+    /// serves every slot; no CLUSTER command is sent to it). Read at
+    /// start-up. Default `cluster`.
+    pub mode: String,
     /// Periodic topology refresh, in milliseconds. Default 5000.
     pub refresh_interval_ms: u64,
     /// Where keyed read-only commands go: `master`, or `replica` (a
@@ -131,6 +137,16 @@ pub struct ClusterConfig {
     /// replica reads whatever this says, `READWRITE` takes its connection
     /// back to the master. Default `master`.
     pub read_from: String,
+}
+
+/// What the seeds are (`cluster.mode`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Mode {
+    /// Redis Cluster nodes.
+    #[default]
+    Cluster,
+    /// One redis-server without cluster mode, serving every slot.
+    Standalone,
 }
 
 /// Where keyed read-only commands go (`cluster.read_from`).
@@ -296,6 +312,7 @@ pub struct Overrides {
     pub backend_password: Option<String>,
     pub requirepass: Option<String>,
     pub read_from: Option<String>,
+    pub mode: Option<String>,
     pub tls_listen: Option<String>,
     pub tls_cert_file: Option<String>,
     pub tls_key_file: Option<String>,
@@ -340,6 +357,8 @@ pub struct Settings {
     /// Where a new client's keyed reads go until it sends READONLY or
     /// READWRITE.
     pub read_from: ReadFrom,
+    /// What the seeds are.
+    pub mode: Mode,
     /// The TLS listener's address and the certificates, loaded.
     pub tls: Tls,
     pub raw: Config,
@@ -373,6 +392,7 @@ impl Default for Config {
 impl Default for ClusterConfig {
     fn default() -> Self {
         ClusterConfig {
+            mode: "cluster".to_owned(),
             refresh_interval_ms: 5000,
             read_from: "master".to_owned(),
         }
@@ -491,6 +511,9 @@ impl Config {
         if let Some(read_from) = &flags.read_from {
             builder = builder.set_override("cluster.read_from", read_from.as_str())?;
         }
+        if let Some(mode) = &flags.mode {
+            builder = builder.set_override("cluster.mode", mode.as_str())?;
+        }
         if let Some(threads) = flags.threads {
             builder = builder.set_override("threads", threads as u64)?;
         }
@@ -520,6 +543,30 @@ impl Config {
             }
         }
         Ok(built.try_deserialize()?)
+    }
+}
+
+// === impl Mode ===
+
+impl Mode {
+    /// The setting's value, case-insensitive.
+    fn parse(value: &str) -> Result<Mode, ConfigError> {
+        match value.to_ascii_lowercase().as_str() {
+            "cluster" => Ok(Mode::Cluster),
+            "standalone" => Ok(Mode::Standalone),
+            other => Err(invalid(
+                "cluster.mode",
+                format!("{other:?} is not one of cluster, standalone"),
+            )),
+        }
+    }
+
+    /// The setting's spelling, for INFO.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Cluster => "cluster",
+            Mode::Standalone => "standalone",
+        }
     }
 }
 

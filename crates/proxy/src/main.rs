@@ -78,6 +78,11 @@ struct Args {
     /// be stale) [default: master; env ORTHRUS_CLUSTER__READ_FROM]
     #[arg(long, value_name = "master|replica")]
     read_from: Option<String>,
+    /// What the seeds are: cluster (Redis Cluster nodes), or standalone
+    /// (the only seed is one redis-server without cluster mode, serving
+    /// every slot) [default: cluster; env ORTHRUS_CLUSTER__MODE]
+    #[arg(long, value_name = "cluster|standalone")]
+    mode: Option<String>,
     /// Validate the configuration, print it (passwords masked) and exit
     #[arg(long)]
     check_config: bool,
@@ -149,6 +154,7 @@ fn main() -> ExitCode {
         backend_password: args.backend_password,
         requirepass: args.requirepass,
         read_from: args.read_from,
+        mode: args.mode,
         tls_listen: args.tls_listen,
         tls_cert_file: args.tls_cert_file,
         tls_key_file: args.tls_key_file,

@@ -81,6 +81,16 @@ fn bad_settings_exit_64_naming_the_setting() {
             "threads",
         ),
         (
+            &["--seeds", "127.0.0.1:1", "--mode", "sentinel"],
+            &[],
+            "cluster.mode",
+        ),
+        (
+            &["--seeds", "127.0.0.1:1,127.0.0.1:2"],
+            &[("ORTHRUS_CLUSTER__MODE", "standalone")],
+            "seeds",
+        ),
+        (
             &[
                 "--seeds",
                 "127.0.0.1:1",

@@ -388,13 +388,14 @@ fn cluster(out: &mut String, ctx: &WorkerCtx) {
     let map = ctx.slots();
     let _ = write!(
         out,
-        "# Cluster\r\ncluster_enabled:0\r\northrus_cluster_known:{}\r\northrus_cluster_masters:{}\r\northrus_cluster_nodes:{}\r\northrus_cluster_slots_covered:{}\r\northrus_commands_from_cluster:{}\r\northrus_read_from:{}\r\n",
+        "# Cluster\r\ncluster_enabled:0\r\northrus_cluster_known:{}\r\northrus_cluster_masters:{}\r\northrus_cluster_nodes:{}\r\northrus_cluster_slots_covered:{}\r\northrus_commands_from_cluster:{}\r\northrus_read_from:{}\r\northrus_cluster_mode:{}\r\n",
         u8::from(map.covered_slots() > 0),
         map.masters().len(),
         map.nodes().len(),
         map.covered_slots(),
         u8::from(ctx.shared.commands_learnt()),
         ctx.shared.settings.read_from.name(),
+        ctx.shared.settings.mode.name(),
     );
     for (i, node) in map.nodes().iter().enumerate() {
         let _ = write!(

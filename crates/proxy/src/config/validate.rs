@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 
 use orthrus_cluster::NodeAddr;
 
-use super::{Config, ConfigError, Listen, ReadFrom, Settings, Tls, invalid, split_list};
+use super::{Config, ConfigError, Listen, Mode, ReadFrom, Settings, Tls, invalid, split_list};
 
 impl Config {
     /// Checks every value and resolves what needs resolving.
@@ -38,6 +38,17 @@ impl Config {
             return Err(invalid(
                 "seeds",
                 "at least one cluster node is needed (--seeds host:port,...)".to_owned(),
+            ));
+        }
+        let mode = Mode::parse(&self.cluster.mode)?;
+        if mode == Mode::Standalone && seeds.len() > 1 {
+            return Err(invalid(
+                "seeds",
+                format!(
+                    "cluster.mode is standalone: give the one redis-server as the only seed, \
+                     not {} of them",
+                    seeds.len()
+                ),
             ));
         }
         let announce = socket_addr("announce", self.announce.as_deref())?;
@@ -129,6 +140,7 @@ impl Config {
             metrics,
             config_file: None,
             read_from,
+            mode,
             tls,
             raw: self,
         })

@@ -2,7 +2,9 @@
 //! discovers the cluster from any reachable node and swaps in a new slot
 //! map. The request path never waits for it.
 //!
-//! It asks `CLUSTER SHARDS` (Redis 7) and falls back to `CLUSTER SLOTS`.
+//! It asks `CLUSTER SHARDS` (Redis 7) and falls back to `CLUSTER SLOTS`;
+//! with `cluster.mode = "standalone"` it only checks that the one
+//! redis-server answers `PING`, and gives it every slot.
 //! It runs at start-up (retrying with back-off until some seed answers,
 //! while orthrus already listens and answers `-CLUSTERDOWN`), periodically,
 //! and whenever a worker asks: after a MOVED or a backend failure.
@@ -14,7 +16,7 @@ use std::time::Duration;
 use orthrus_cluster::{NodeAddr, SlotMap};
 use orthrus_resp::Value;
 
-use crate::config::{BackendConfig, BackendTls};
+use crate::config::{BackendConfig, BackendTls, Mode};
 use crate::node::client::NodeClient;
 use crate::process::Shared;
 use crate::route::table::CommandTable;
@@ -91,7 +93,8 @@ async fn refresh_once(shared: &Shared) -> io::Result<()> {
     for addr in candidates {
         let tls = shared.tls.load_full();
         let backend = &shared.live.load_full().backend;
-        match discover(&addr, timeout, backend, tls.backend.as_ref()).await {
+        let mode = shared.settings.mode;
+        match discover(&addr, mode, timeout, backend, tls.backend.as_ref()).await {
             Ok(map) => {
                 // Learn the command table first, so that the first client
                 // served already routes with the cluster's own table.
@@ -109,11 +112,22 @@ async fn refresh_once(shared: &Shared) -> io::Result<()> {
 
 async fn discover(
     addr: &NodeAddr,
+    mode: Mode,
     timeout: Duration,
     backend: &BackendConfig,
     tls: Option<&BackendTls>,
 ) -> io::Result<SlotMap> {
     let mut node = NodeClient::connect(addr, timeout, backend, tls).await?;
+    if mode == Mode::Standalone {
+        // A server still loading its data set answers -LOADING.
+        if let Value::Error(e) = node.cmd(&[b"PING"]).await? {
+            return Err(io::Error::other(format!(
+                "PING: {}",
+                String::from_utf8_lossy(&e)
+            )));
+        }
+        return Ok(SlotMap::standalone(addr.clone()));
+    }
     let shards = node.cmd(&[b"CLUSTER", b"SHARDS"]).await?;
     let map = if shards.is_error() {
         let slots = node.cmd(&[b"CLUSTER", b"SLOTS"]).await?;
