@@ -436,11 +436,11 @@ impl HotKeys {
         let mut net = Merged::default();
         let (mut sampled_bytes, mut sampled_nanos) = (0u64, 0u64);
         for tops in self.workers.iter() {
-            let tops = tops.lock();
+            let mut tops = tops.lock();
             if tops.generation != s.generation {
                 continue;
             }
-            if let Some(top) = &tops.tops {
+            if let Some(top) = &mut tops.tops {
                 sampled_bytes = sampled_bytes.saturating_add(top.total(NET));
                 sampled_nanos = sampled_nanos.saturating_add(top.total(CPU));
                 cpu.add(top, CPU);
@@ -539,7 +539,7 @@ struct Merged {
 
 impl Merged {
     /// Adds `metric` of a worker's summaries.
-    fn add(&mut self, top: &TopK, metric: usize) {
+    fn add(&mut self, top: &mut TopK, metric: usize) {
         self.total = self.total.saturating_add(top.total(metric));
         for (key, count) in top.list(metric) {
             let c = self.counts.entry(key.to_vec()).or_default();

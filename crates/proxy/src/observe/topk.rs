@@ -14,6 +14,12 @@
 //! only grow), so most updates of a long tail cost one hash and two
 //! cells, and never touch the heap, the map or the allocator.
 //!
+//! A key found kept has its next weights gathered aside, unlooked-at,
+//! for as long as the same key comes again and again (a hot key's
+//! repeats): they go into the sketch and the heaps together when another
+//! key comes or the summaries are read. For the sketch (conservative
+//! update) one update by the sum is exactly the updates one by one.
+//!
 //! [`TopK::space_saving`] (no sketch: a new key takes the lightest one's
 //! place and inherits its count) is the plain Space-Saving it was measured
 //! against.
@@ -36,6 +42,18 @@ pub struct TopK {
     tops: [Option<Top>; METRICS],
     /// Every weight added, of every metric (kept or not).
     totals: [u64; METRICS],
+    /// The weights a kept key's repeats added since it was last found.
+    pending: Pending,
+}
+
+/// Weights of one key, not yet in the sketch, the heaps or the totals.
+#[derive(Debug, Default)]
+struct Pending {
+    /// Whether `key` is gathering.
+    live: bool,
+    hash: u64,
+    key: Vec<u8>,
+    weights: [u64; METRICS],
 }
 
 /// Two rows of `width` cells (a power of two; 0 for no sketch), a counter
@@ -96,6 +114,7 @@ impl TopK {
             },
             tops: metrics.map(|on| on.then(|| Top::new(capacity))),
             totals: [0; METRICS],
+            pending: Pending::default(),
         }
     }
 
@@ -110,6 +129,7 @@ impl TopK {
             },
             tops: std::array::from_fn(|m| (m == 0).then(|| Top::new(capacity))),
             totals: [0; METRICS],
+            pending: Pending::default(),
         }
     }
 
@@ -124,13 +144,31 @@ impl TopK {
 
     /// The sum of every weight `metric` added, whether its keys are
     /// kept or not.
-    pub fn total(&self, metric: usize) -> u64 {
+    pub fn total(&mut self, metric: usize) -> u64 {
+        self.flush();
         self.totals.get(metric).copied().unwrap_or(0)
     }
 
     /// The keys kept for `metric`, with their counts, heaviest first.
-    pub fn list(&self, metric: usize) -> Vec<(&[u8], u64)> {
+    pub fn list(&mut self, metric: usize) -> Vec<(&[u8], u64)> {
+        self.flush();
         self.top(metric).map_or_else(Vec::new, Top::list)
+    }
+
+    /// Adds the weights gathered for the pending key.
+    #[inline(never)]
+    fn flush(&mut self) {
+        let pending = &mut self.pending;
+        if !std::mem::take(&mut pending.live) {
+            return;
+        }
+        let weights = std::mem::take(&mut pending.weights);
+        if weights == [0; METRICS] {
+            return; // found kept once, not repeated
+        }
+        let key = std::mem::take(&mut pending.key);
+        self.add_now(&key, self.pending.hash, weights);
+        self.pending.key = key;
     }
 
     fn top(&self, metric: usize) -> Option<&Top> {
@@ -142,11 +180,46 @@ impl TopK {
     /// kept call out.
     #[inline(always)]
     pub fn add(&mut self, key: &[u8], hash: u64, weights: [u64; METRICS]) {
+        let pending = &mut self.pending;
+        if pending.live {
+            if pending.hash == hash && same(&pending.key, key) {
+                for (p, w) in pending.weights.iter_mut().zip(weights) {
+                    *p = p.wrapping_add(w);
+                }
+                return;
+            }
+            self.flush();
+        }
+        if self.add_now(key, hash, weights) {
+            self.pend(key, hash);
+        }
+    }
+
+    /// Makes `key`, just found kept, the one whose repeats are gathered.
+    #[cold]
+    fn pend(&mut self, key: &[u8], hash: u64) {
+        let pending = &mut self.pending;
+        if pending.key.capacity() > key.len().max(64).saturating_mul(KEY_SLACK) {
+            pending.key = key.to_vec();
+        } else {
+            pending.key.clear();
+            pending.key.extend_from_slice(key);
+        }
+        pending.hash = hash;
+        pending.live = true;
+    }
+
+    /// [`TopK::add`] without gathering: true if every heap already kept
+    /// `key` (its next updates, if no other key comes between, change
+    /// nothing but its counts and places: they can be gathered).
+    #[inline(always)]
+    fn add_now(&mut self, key: &[u8], hash: u64, weights: [u64; METRICS]) -> bool {
         // Wrapping: 2^64 bytes or nanoseconds are not reached.
         for (total, weight) in self.totals.iter_mut().zip(weights) {
             *total = total.wrapping_add(weight);
         }
         let estimates = self.sketch.update(hash, weights);
+        let mut kept = true;
         for (m, (top, weight)) in self.tops.iter_mut().zip(weights).enumerate() {
             let Some(top) = top else { continue };
             let estimate = estimates.and_then(|e| e.get(m).copied());
@@ -156,16 +229,38 @@ impl TopK {
                 // count is under every kept key, known without looking
                 // further (see the module's doc).
                 if e <= top.floor {
+                    kept = false;
                     continue;
                 }
             }
-            top.keep(&self.sketch, m, (key, hash), weight, estimate);
+            kept &= top.keep(&self.sketch, m, (key, hash), weight, estimate);
             top.floor = match top.heap.first() {
                 Some(root) if top.heap.len() >= top.capacity => root.count,
                 _ => 0,
             };
         }
+        kept
     }
+}
+
+/// Whether two keys are equal: a hot key of 8 to 16 bytes in two
+/// compares of eight bytes, no call.
+#[inline(always)]
+fn same(a: &[u8], b: &[u8]) -> bool {
+    let n = a.len();
+    if n != b.len() {
+        return false;
+    }
+    if (8..=16).contains(&n) {
+        let word = |s: &[u8], at: usize| {
+            s.get(at..at.wrapping_add(8))
+                .and_then(|w| <[u8; 8]>::try_from(w).ok())
+                .map(u64::from_ne_bytes)
+        };
+        let last = n.wrapping_sub(8);
+        return word(a, 0) == word(b, 0) && word(a, last) == word(b, last);
+    }
+    a == b
 }
 
 // === impl Sketch ===
@@ -233,7 +328,10 @@ impl Top {
         }
     }
 
-    /// The rest of [`TopK::add`], for a key that may be one of the kept.
+    /// The rest of [`TopK::add`], for a key that may be one of the kept;
+    /// true if it already was. A kept key's count is brought up to date
+    /// before anything else (no refresh of the lightest count on its way),
+    /// so that its repeats one by one and gathered leave the heap alike.
     #[inline(never)]
     fn keep(
         &mut self,
@@ -242,25 +340,25 @@ impl Top {
         (key, hash): (&[u8], u64),
         weight: u64,
         estimate: Option<u64>,
-    ) {
-        if let Some(e) = estimate {
-            if self.heap.len() >= self.capacity && e <= self.lightest(sketch, metric) {
-                return;
-            }
-        }
+    ) -> bool {
         if let Some(place) = self.index.get(hash) {
             let Some(kept) = self.kept.get(place) else {
-                return;
+                return false;
             };
             if *kept.key != *key {
-                return; // another key with the same hash: left out
+                return false; // another key with the same hash: left out
             }
             let at = kept.at;
             if let Some(node) = self.heap.get_mut(at) {
                 node.count = estimate.unwrap_or_else(|| node.count.saturating_add(weight));
             }
             self.sift_down(at);
-            return;
+            return true;
+        }
+        if let Some(e) = estimate {
+            if self.heap.len() >= self.capacity && e <= self.lightest(sketch, metric) {
+                return false;
+            }
         }
         if self.heap.len() < self.capacity {
             let at = self.heap.len();
@@ -275,16 +373,16 @@ impl Top {
             });
             self.index.insert(hash, at);
             self.sift_up(at);
-            return;
+            return false;
         }
         // The lightest key gives its place to this one.
         let Some(root) = self.heap.first_mut() else {
-            return;
+            return false;
         };
         root.count = estimate.unwrap_or_else(|| root.count.saturating_add(weight));
         let place = root.place;
         let Some(kept) = self.kept.get_mut(place) else {
-            return;
+            return false;
         };
         let old = std::mem::replace(&mut kept.hash, hash);
         if kept.key.capacity() > key.len().max(64).saturating_mul(KEY_SLACK) {
@@ -296,6 +394,7 @@ impl Top {
         self.index.remove(old);
         self.index.insert(hash, place);
         self.sift_down(0);
+        false
     }
 
     /// The keys with their counts, heaviest first.

@@ -71,6 +71,33 @@ fn one_sketch_for_two_weights_counts_each_as_a_sketch_of_its_own() {
 }
 
 #[test]
+fn a_kept_keys_repeats_gathered_count_as_one_by_one() {
+    // Runs of one key (a hot key's repeats) between other keys: the
+    // summary that gathers the runs reports what updates one by one give.
+    let stream = zipf(500, 40_000, 0x2545_f491_4f6c_dd1d);
+    let mut gathered = TopK::new(20, 256, [true, true]);
+    let mut one_by_one = TopK::new(20, 256, [true, true]);
+    let mut gathering = 0;
+    for (i, &k) in stream.iter().enumerate() {
+        let key = format!("key:{k}");
+        let hash = TopK::hash(key.as_bytes());
+        let weights = [1 + (k % 5) as u64, 1 + (i % 3) as u64];
+        let run = 1 + i % 4; // 1 to 4 repeats in a row
+        for _ in 0..run {
+            gathered.add(key.as_bytes(), hash, weights);
+            one_by_one.add(key.as_bytes(), hash, weights);
+            one_by_one.flush(); // nothing gathered: each update alone
+            gathering += usize::from(gathered.pending.weights != [0; METRICS]);
+        }
+    }
+    assert!(gathering > 10_000, "repeats gathered: {gathering}");
+    assert_eq!(gathered.total(0), one_by_one.total(0));
+    assert_eq!(gathered.total(1), one_by_one.total(1));
+    assert_eq!(gathered.list(0), one_by_one.list(0));
+    assert_eq!(gathered.list(1), one_by_one.list(1));
+}
+
+#[test]
 fn heap_places_and_index_agree_after_many_evictions() {
     // Uniform over many keys with varying weights: most updates evict.
     let mut top = TopK::new(20, 16, [true, false]);
@@ -134,13 +161,13 @@ fn top_k_structures_measured() {
         run(
             "space-saving, 100 keys",
             &mut |k| ss.borrow_mut().add(k, TopK::hash(k), [1, 0]),
-            &|| names(&ss.borrow()),
+            &|| names(&mut ss.borrow_mut()),
         );
         let cm = std::cell::RefCell::new(TopK::new(100, 1000, [true, false]));
         run(
             "count-min 2x1024 + heap of 100",
             &mut |k| cm.borrow_mut().add(k, TopK::hash(k), [1, 0]),
-            &|| names(&cm.borrow()),
+            &|| names(&mut cm.borrow_mut()),
         );
         let hk = std::cell::RefCell::new(HeavyKeeper::new(2, 1024, 100));
         run(
@@ -151,7 +178,7 @@ fn top_k_structures_measured() {
     }
 }
 
-fn names(top: &TopK) -> Vec<String> {
+fn names(top: &mut TopK) -> Vec<String> {
     top.list(0)
         .iter()
         .take(10)
