@@ -57,6 +57,34 @@ pub fn array_elements(frame: &Bytes) -> Option<Vec<Bytes>> {
     (out.len() == count).then_some(out)
 }
 
+/// How many elements an array (or set) reply says it has, and where each
+/// element frame lies in it, `start..end`, in order, as far as they are
+/// complete (fewer than said: a damaged reply); `None` for another reply.
+/// Nothing is copied.
+pub fn array_element_ranges(
+    frame: &[u8],
+) -> Option<(usize, impl Iterator<Item = (usize, usize)> + '_)> {
+    if !matches!(frame.first(), Some(b'*' | b'~')) {
+        return None;
+    }
+    let line_end = memchr_crlf(frame)?;
+    let count: usize = std::str::from_utf8(frame.get(1..line_end)?)
+        .ok()?
+        .parse()
+        .ok()?;
+    let limits = orthrus_resp::Limits::for_replies();
+    let mut at = line_end.checked_add(2)?;
+    let mut left = count;
+    let ranges = std::iter::from_fn(move || {
+        left = left.checked_sub(1)?;
+        let len = orthrus_resp::scan_reply(frame.get(at..)?, &limits).ok()??;
+        let start = at;
+        at = at.checked_add(len)?;
+        Some((start, at))
+    });
+    Some((count, ranges))
+}
+
 /// Where the first line ends.
 fn memchr_crlf(frame: &[u8]) -> Option<usize> {
     frame.windows(2).position(|w| w == b"\r\n")

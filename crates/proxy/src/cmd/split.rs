@@ -15,7 +15,7 @@ use orthrus_cluster::{SLOT_COUNT, Slot};
 use orthrus_resp::{Protocol, Request, encode};
 
 use crate::client::Pending;
-use crate::cmd::reply::{array_elements, parse_integer};
+use crate::cmd::reply::{array_element_ranges, parse_integer};
 use crate::node::Done;
 use crate::node::forward::{self, Access, Sent, Target, error_reply};
 use crate::route::kind::Merge;
@@ -31,10 +31,13 @@ const KEYS_PER_TURN: usize = 4096;
 /// above it, through an index by slot (one entry per slot).
 const UNINDEXED_KEYS: usize = 32;
 
-/// One sub-command: its slot and which of the caller's keys it carries.
+/// One sub-command: its slot, which of the caller's keys it carries
+/// (most often one: no allocation), and how its sending went.
 struct Part {
     slot: Slot,
-    keys: Vec<usize>,
+    first: usize,
+    more: Vec<usize>,
+    sent: Option<Sent>,
 }
 
 /// The caller's keys grouped by slot, in order of first appearance.
@@ -43,6 +46,12 @@ struct Parts {
     /// Per slot, 1 + the index of its part in `parts` (0: none yet); empty
     /// for requests of at most [`UNINDEXED_KEYS`] keys.
     by_slot: Vec<u16>,
+}
+
+/// The caller's key positions one sub-reply answers, in order.
+trait Positions {
+    fn positions(&self) -> impl Iterator<Item = usize> + '_;
+    fn count(&self) -> usize;
 }
 
 /// Yields to the worker's other tasks after every [`KEYS_PER_TURN`] units
@@ -73,9 +82,11 @@ pub fn dispatch(
         // Sent now, while the request is read, like any other.
         let mut parts = Parts::new(key_count);
         parts.add(req, step, 0..key_count);
-        let sent = parts.send(&ctx, req, step, (proto, access));
+        for part in &mut parts.parts {
+            part.send(&ctx, req, step, (proto, access));
+        }
         return Pending::Future(Box::pin(async move {
-            finish(&ctx, merge, parts, key_count, sent).await
+            finish(&ctx, merge, parts, key_count).await
         }));
     }
     // Too big for one turn: it starts when every earlier reply is written
@@ -92,26 +103,26 @@ pub fn dispatch(
             turns.worked(end.saturating_sub(at)).await;
             at = end;
         }
-        let mut sent = Vec::with_capacity(parts.parts.len());
-        for part in &parts.parts {
-            sent.push(part.send(&ctx, &req, step, (proto, access)));
-            turns.worked(part.keys.len()).await;
+        for part in &mut parts.parts {
+            part.send(&ctx, &req, step, (proto, access));
+            turns.worked(part.len()).await;
         }
-        finish(&ctx, merge, parts, key_count, sent).await
+        finish(&ctx, merge, parts, key_count).await
     }))
 }
 
 /// Waits for every part's reply and merges them.
-async fn finish(
-    ctx: &WorkerCtx,
-    merge: Merge,
-    parts: Parts,
-    key_count: usize,
-    sent: Vec<Sent>,
-) -> Done {
+async fn finish(ctx: &WorkerCtx, merge: Merge, mut parts: Parts, key_count: usize) -> Done {
+    let sent = parts.parts.iter_mut().map(Part::take_sent);
     let (replies, backend) = forward::resolve_all(&ctx.pool, sent).await;
-    let keys: Vec<Vec<usize>> = parts.parts.into_iter().map(|p| p.keys).collect();
-    let reply = merge_replies(merge, &keys, key_count, &replies, &mut Turns { done: 0 }).await;
+    let reply = merge_replies(
+        merge,
+        &parts.parts,
+        key_count,
+        &replies,
+        &mut Turns { done: 0 },
+    )
+    .await;
     Done::from_nodes(reply, backend)
 }
 
@@ -119,7 +130,7 @@ async fn finish(
 /// sub-reply `i` answers.
 async fn merge_replies(
     merge: Merge,
-    keys: &[Vec<usize>],
+    keys: &[impl Positions],
     key_count: usize,
     replies: &[Bytes],
     turns: &mut Turns,
@@ -134,29 +145,37 @@ async fn merge_replies(
             .unwrap_or_else(|| error_reply("ERR orthrus: nothing to do")),
         Merge::Sum => sum(replies),
         Merge::Array => {
-            let mut slots: Vec<Option<Bytes>> = vec![None; key_count];
-            // The reply's size, so that it is written once, never moved.
+            // Where each key's element is: which sub-reply, which bytes of
+            // it (`MISSING` until found); nothing copied before the reply
+            // is written, once, at its size.
+            const MISSING: (usize, usize, usize) = (usize::MAX, 0, 0);
+            let mut spans = vec![MISSING; key_count];
             let mut size: usize = 16;
-            for (reply, positions) in replies.iter().zip(keys) {
+            for (i, (reply, positions)) in replies.iter().zip(keys).enumerate() {
                 size = size.saturating_add(reply.len());
-                let Some(elements) = array_elements(reply) else {
+                let Some((count, elements)) = array_element_ranges(reply) else {
                     return unexpected(reply);
                 };
-                if elements.len() != positions.len() {
+                if count != positions.count() {
                     return unexpected(reply);
                 }
-                for (element, &pos) in elements.into_iter().zip(positions) {
-                    if let Some(slot) = slots.get_mut(pos) {
-                        *slot = Some(element);
+                let mut found = 0usize;
+                for ((start, end), pos) in elements.zip(positions.positions()) {
+                    if let Some(span) = spans.get_mut(pos) {
+                        *span = (i, start, end);
                     }
+                    found = found.saturating_add(1);
                 }
-                turns.worked(positions.len()).await;
+                if found != count {
+                    return unexpected(reply);
+                }
+                turns.worked(count).await;
             }
             let mut out = BytesMut::with_capacity(size);
             encode::array_header(&mut out, key_count);
-            for element in slots {
-                match element {
-                    Some(e) => out.extend_from_slice(&e),
+            for (i, start, end) in spans {
+                match replies.get(i).and_then(|r| r.get(start..end)) {
+                    Some(e) => out.extend_from_slice(e),
                     None => return error_reply("ERR orthrus: a sub-reply was missing"),
                 }
                 turns.worked(1).await;
@@ -203,7 +222,7 @@ impl Parts {
             };
             let slot = Slot::for_key(key);
             match self.part_of(slot) {
-                Some(part) => part.keys.push(k),
+                Some(part) => part.more.push(k),
                 None => self.start(slot, k),
             }
         }
@@ -220,7 +239,9 @@ impl Parts {
     fn start(&mut self, slot: Slot, k: usize) {
         self.parts.push(Part {
             slot,
-            keys: vec![k],
+            first: k,
+            more: Vec::new(),
+            sent: None,
         });
         // At most one part per slot: the count fits a u16.
         let n = u16::try_from(self.parts.len()).unwrap_or(u16::MAX);
@@ -228,40 +249,60 @@ impl Parts {
             *entry = n;
         }
     }
-
-    fn send(
-        &self,
-        ctx: &Rc<WorkerCtx>,
-        req: &Request,
-        step: usize,
-        how: (Protocol, Access),
-    ) -> Vec<Sent> {
-        self.parts
-            .iter()
-            .map(|part| part.send(ctx, req, step, how))
-            .collect()
-    }
 }
 
 // === impl Part ===
 
+impl Positions for Part {
+    fn positions(&self) -> impl Iterator<Item = usize> + '_ {
+        self.keys()
+    }
+
+    fn count(&self) -> usize {
+        self.len()
+    }
+}
+
 impl Part {
+    /// The caller's keys it carries, in order.
+    fn keys(&self) -> impl Iterator<Item = usize> + Clone + '_ {
+        std::iter::once(self.first).chain(self.more.iter().copied())
+    }
+
+    fn len(&self) -> usize {
+        self.more.len().saturating_add(1)
+    }
+
+    /// How its sending went (taken once, to wait for its reply).
+    fn take_sent(&mut self) -> Sent {
+        self.sent.take().unwrap_or_else(|| Sent::Refused {
+            reply: error_reply("ERR orthrus: a sub-command was not sent"),
+            frame: Bytes::new(),
+        })
+    }
+
     /// Builds this part's sub-command and sends it.
     fn send(
-        &self,
+        &mut self,
         ctx: &Rc<WorkerCtx>,
         req: &Request,
         step: usize,
         (proto, access): (Protocol, Access),
-    ) -> Sent {
+    ) {
         let name = req.arg(0).unwrap_or_default();
         let args = || {
-            std::iter::once(name).chain(self.keys.iter().flat_map(move |&k| {
+            std::iter::once(name).chain(self.keys().flat_map(move |k| {
                 (0..step).map(move |j| arg_of_key(req, k, step, j).unwrap_or_default())
             }))
         };
         let frame = encode::command(args());
-        forward::forward(&ctx.pool, frame, Target::Slot(self.slot), proto, access)
+        self.sent = Some(forward::forward(
+            &ctx.pool,
+            frame,
+            Target::Slot(self.slot),
+            proto,
+            access,
+        ));
     }
 }
 
@@ -298,6 +339,16 @@ fn arg_of_key(req: &Request, k: usize, step: usize, j: usize) -> Option<&[u8]> {
 mod tests {
     use super::*;
 
+    impl Positions for Vec<usize> {
+        fn positions(&self) -> impl Iterator<Item = usize> + '_ {
+            self.iter().copied()
+        }
+
+        fn count(&self) -> usize {
+            self.len()
+        }
+    }
+
     fn b(s: &str) -> Bytes {
         Bytes::copy_from_slice(s.as_bytes())
     }
@@ -324,7 +375,7 @@ mod tests {
             let req = Request::from_args(&args);
             let mut parts = Parts::new(count);
             parts.add(&req, 1, 0..count);
-            let grouped: Vec<Vec<usize>> = parts.parts.iter().map(|p| p.keys.clone()).collect();
+            let grouped: Vec<Vec<usize>> = parts.parts.iter().map(|p| p.keys().collect()).collect();
             let want: Vec<Vec<usize>> = (0..3).map(|r| (r..count).step_by(3).collect()).collect();
             assert_eq!(grouped, want, "{count} keys");
         }
@@ -355,5 +406,15 @@ mod tests {
         let keys = vec![vec![0, 1]];
         let out = merge(Merge::Array, &keys, 2, &[b("*1\r\n$1\r\na\r\n")]);
         assert!(out.starts_with(b"-ERR orthrus"));
+        // More elements than keys, an element cut short, not an array.
+        let one = vec![vec![0]];
+        for bad in [
+            "*2\r\n$1\r\na\r\n$1\r\nb\r\n",
+            "*1\r\n$5\r\nab\r\n",
+            ":1\r\n",
+        ] {
+            let out = merge(Merge::Array, &one, 1, &[b(bad)]);
+            assert!(out.starts_with(b"-ERR orthrus"), "{bad:?}");
+        }
     }
 }

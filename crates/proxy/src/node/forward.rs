@@ -261,7 +261,11 @@ pub async fn resolve(pool: &Pool, mut remote: Remote) -> Done {
 
 /// Resolves every request of a command split over several nodes; its
 /// backend time is the longest of theirs (they run at once).
-pub async fn resolve_all(pool: &Pool, sent: Vec<Sent>) -> (Vec<Bytes>, Duration) {
+pub async fn resolve_all(
+    pool: &Pool,
+    sent: impl IntoIterator<Item = Sent, IntoIter: ExactSizeIterator>,
+) -> (Vec<Bytes>, Duration) {
+    let sent = sent.into_iter();
     let mut replies = Vec::with_capacity(sent.len());
     let mut backend = Duration::ZERO;
     for s in sent {
