@@ -44,16 +44,8 @@ pub fn parse_integer(frame: &[u8]) -> Option<i64> {
 
 /// The element frames of an array (or set) reply, as zero-copy slices.
 pub fn array_elements(frame: &Bytes) -> Option<Vec<Bytes>> {
-    if !matches!(frame.first(), Some(b'*' | b'~')) {
-        return None;
-    }
-    let line_end = memchr_crlf(frame)?;
-    let count: usize = std::str::from_utf8(frame.get(1..line_end)?)
-        .ok()?
-        .parse()
-        .ok()?;
-    let body = frame.slice(line_end + 2..);
-    let out: Vec<Bytes> = crate::node::frames::split(&body).take(count).collect();
+    let (count, ranges) = array_element_ranges(frame)?;
+    let out: Vec<Bytes> = ranges.map(|(start, end)| frame.slice(start..end)).collect();
     (out.len() == count).then_some(out)
 }
 
