@@ -31,6 +31,16 @@ const KEYS_PER_TURN: usize = 4096;
 /// above it, through an index by slot (one entry per slot).
 const UNINDEXED_KEYS: usize = 32;
 
+/// Emptied part lists kept per worker for the next split commands (with
+/// many in flight, allocating one each went through the allocator's slow
+/// path), and the most parts a kept list may have room for.
+const STOCK_MAX: usize = 256;
+const STOCK_ROOM: usize = 16;
+
+thread_local! {
+    static STOCK: std::cell::RefCell<Vec<Vec<Part>>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 /// One sub-command: its slot, which of the caller's keys it carries
 /// (most often one: no allocation), and how its sending went.
 struct Part {
@@ -123,6 +133,7 @@ async fn finish(ctx: &WorkerCtx, merge: Merge, mut parts: Parts, key_count: usiz
         &mut Turns { done: 0 },
     )
     .await;
+    parts.recycle();
     Done::from_nodes(reply, backend)
 }
 
@@ -208,10 +219,25 @@ impl Parts {
         } else {
             Vec::new()
         };
-        Parts {
-            parts: Vec::new(),
-            by_slot,
+        let parts = STOCK
+            .with(|stock| stock.try_borrow_mut().ok()?.pop())
+            .unwrap_or_default();
+        Parts { parts, by_slot }
+    }
+
+    /// Gives the emptied part list back to the worker's stock.
+    fn recycle(mut self) {
+        self.parts.clear();
+        if self.parts.capacity() == 0 || self.parts.capacity() > STOCK_ROOM {
+            return;
         }
+        STOCK.with(|stock| {
+            if let Ok(mut stock) = stock.try_borrow_mut() {
+                if stock.len() < STOCK_MAX {
+                    stock.push(self.parts);
+                }
+            }
+        });
     }
 
     /// Puts the keys numbered `keys` (0 is the first key) into their parts.
