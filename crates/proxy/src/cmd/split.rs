@@ -58,12 +58,6 @@ struct Parts {
     by_slot: Vec<u16>,
 }
 
-/// The caller's key positions one sub-reply answers, in order.
-trait Positions {
-    fn positions(&self) -> impl Iterator<Item = usize> + '_;
-    fn count(&self) -> usize;
-}
-
 /// Yields to the worker's other tasks after every [`KEYS_PER_TURN`] units
 /// of work.
 struct Turns {
@@ -137,11 +131,10 @@ async fn finish(ctx: &WorkerCtx, merge: Merge, mut parts: Parts, key_count: usiz
     Done::from_nodes(reply, backend)
 }
 
-/// Merges the sub-replies; `keys[i]` are the caller's key positions that
-/// sub-reply `i` answers.
+/// Merges the sub-replies; sub-reply `i` answers the keys of `parts[i]`.
 async fn merge_replies(
     merge: Merge,
-    keys: &[impl Positions],
+    parts: &[Part],
     key_count: usize,
     replies: &[Bytes],
     turns: &mut Turns,
@@ -162,16 +155,16 @@ async fn merge_replies(
             const MISSING: (usize, usize, usize) = (usize::MAX, 0, 0);
             let mut spans = vec![MISSING; key_count];
             let mut size: usize = 16;
-            for (i, (reply, positions)) in replies.iter().zip(keys).enumerate() {
+            for (i, (reply, part)) in replies.iter().zip(parts).enumerate() {
                 size = size.saturating_add(reply.len());
                 let Some((count, elements)) = array_element_ranges(reply) else {
                     return unexpected(reply);
                 };
-                if count != positions.count() {
+                if count != part.len() {
                     return unexpected(reply);
                 }
                 let mut found = 0usize;
-                for ((start, end), pos) in elements.zip(positions.positions()) {
+                for ((start, end), pos) in elements.zip(part.keys()) {
                     if let Some(span) = spans.get_mut(pos) {
                         *span = (i, start, end);
                     }
@@ -279,16 +272,6 @@ impl Parts {
 
 // === impl Part ===
 
-impl Positions for Part {
-    fn positions(&self) -> impl Iterator<Item = usize> + '_ {
-        self.keys()
-    }
-
-    fn count(&self) -> usize {
-        self.len()
-    }
-}
-
 impl Part {
     /// The caller's keys it carries, in order.
     fn keys(&self) -> impl Iterator<Item = usize> + Clone + '_ {
@@ -365,27 +348,26 @@ fn arg_of_key(req: &Request, k: usize, step: usize, j: usize) -> Option<&[u8]> {
 mod tests {
     use super::*;
 
-    impl Positions for Vec<usize> {
-        fn positions(&self) -> impl Iterator<Item = usize> + '_ {
-            self.iter().copied()
-        }
-
-        fn count(&self) -> usize {
-            self.len()
-        }
-    }
-
     fn b(s: &str) -> Bytes {
         Bytes::copy_from_slice(s.as_bytes())
     }
 
     fn merge(how: Merge, keys: &[Vec<usize>], key_count: usize, replies: &[Bytes]) -> Bytes {
+        let parts: Vec<Part> = keys
+            .iter()
+            .map(|k| Part {
+                slot: Slot::for_key(b""),
+                first: k[0],
+                more: k[1..].to_vec(),
+                sent: None,
+            })
+            .collect();
         let rt = tokio::runtime::Builder::new_current_thread()
             .build()
             .unwrap();
         rt.block_on(merge_replies(
             how,
-            keys,
+            &parts,
             key_count,
             replies,
             &mut Turns { done: 0 },
