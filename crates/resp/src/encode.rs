@@ -40,20 +40,8 @@ where
     I: IntoIterator + Clone,
     I::Item: AsRef<[u8]>,
 {
-    let (n, size) = args
-        .clone()
-        .into_iter()
-        .fold((0usize, 0usize), |(n, size), a| {
-            let a = a.as_ref().len();
-            let header = crate::request::header_len(a);
-            (
-                n.saturating_add(1),
-                size.saturating_add(header)
-                    .saturating_add(a)
-                    .saturating_add(2),
-            )
-        });
-    let mut out = BytesMut::with_capacity(size.saturating_add(crate::request::header_len(n)));
+    let (n, size) = crate::request::command_len(args.clone());
+    let mut out = BytesMut::with_capacity(size);
     header(&mut out, b'*', n);
     for a in args {
         bulk(&mut out, a.as_ref());

@@ -100,16 +100,14 @@ impl Request {
         })
     }
 
-    /// Encodes `args` as a new multibulk frame, for commands the proxy
-    /// builds itself (a per-slot part of `MGET`, `ASKING`, ...).
+    /// Encodes `args` as a new multibulk frame with its argument offsets,
+    /// for a command the proxy builds and then reads as a request (only
+    /// the frame: [`crate::encode::command`]).
     ///
     /// An empty `args` gives `*0\r\n`, which Redis skips without a reply:
     /// never send one to a node whose replies are matched in order.
     pub fn from_args<A: AsRef<[u8]>>(args: &[A]) -> Request {
-        let size = args.iter().fold(header_len(args.len()), |n, a| {
-            let a = a.as_ref().len();
-            n.saturating_add(header_len(a)).saturating_add(a + 2)
-        });
+        let (_, size) = command_len(args);
         let mut frame = BytesMut::with_capacity(size);
         let mut ranges = ArgRanges::with_capacity(args.len());
         write_header(&mut frame, b'*', args.len());
@@ -174,8 +172,19 @@ pub(crate) fn write_header(out: &mut BytesMut, kind: u8, n: usize) {
     out.put_slice(b"\r\n");
 }
 
+/// How many arguments a command has, and the size of its frame (`*n`,
+/// then each argument as a bulk string).
+pub(crate) fn command_len<A: AsRef<[u8]>>(args: impl IntoIterator<Item = A>) -> (usize, usize) {
+    let (n, size) = args.into_iter().fold((0usize, 0usize), |(n, size), a| {
+        let a = a.as_ref().len();
+        let bulk = header_len(a).saturating_add(a).saturating_add(2);
+        (n.saturating_add(1), size.saturating_add(bulk))
+    });
+    (n, size.saturating_add(header_len(n)))
+}
+
 /// Length of a `$n\r\n` / `*n\r\n` header.
-pub(crate) fn header_len(n: usize) -> usize {
+fn header_len(n: usize) -> usize {
     let mut digits = itoa::Buffer::new();
     digits.format(n).len() + 3
 }
