@@ -10,9 +10,11 @@ use serde::{Deserialize, Serialize};
 
 mod listen;
 mod tls;
+mod upstreams;
 mod users;
 mod validate;
 
+pub use upstreams::{DEFAULT_NAME, RouteConfig, UpstreamConfig, UpstreamSettings};
 pub use users::{UserConfig, UserRules};
 
 pub use listen::Listen;
@@ -101,6 +103,12 @@ pub struct Config {
     pub admin: AdminConfig,
     /// The TLS listener for clients.
     pub tls: TlsConfig,
+    /// More clusters (or standalone servers) by name, besides the default
+    /// one the top-level `seeds` name. Read at start-up.
+    pub upstreams: std::collections::BTreeMap<String, UpstreamConfig>,
+    /// Which keys go to which upstream, by prefix (the longest wins; keys
+    /// no route takes go to the default upstream). Read at start-up.
+    pub routes: Vec<RouteConfig>,
 }
 
 /// `[admin]`: administrative commands (CONFIG, SAVE, DEBUG, ACL, ...).
@@ -359,6 +367,10 @@ pub struct Settings {
     pub read_from: ReadFrom,
     /// What the seeds are.
     pub mode: Mode,
+    /// The named upstreams, numbered from 1 in this order.
+    pub upstreams: Vec<UpstreamSettings>,
+    /// The routes by key prefix.
+    pub prefixes: crate::route::prefix::Prefixes,
     /// The TLS listener's address and the certificates, loaded.
     pub tls: Tls,
     pub raw: Config,
@@ -385,6 +397,8 @@ impl Default for Config {
             log: LogConfig::default(),
             admin: AdminConfig::default(),
             tls: TlsConfig::default(),
+            upstreams: std::collections::BTreeMap::new(),
+            routes: Vec::new(),
         }
     }
 }

@@ -8,12 +8,12 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
-use orthrus_cluster::{NodeAddr, RedirectPolicy, Slot, SlotMap};
+use orthrus_cluster::{NodeAddr, RedirectPolicy, SlotMap};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use self::quota::NodeQuota;
-use crate::config::{Config, Settings, Tls};
+use crate::config::{Config, Settings, Tls, UpstreamSettings};
 use crate::observe::clients::Registry;
 use crate::observe::commands::CommandStats;
 use crate::observe::hotkeys::HotKeys;
@@ -21,6 +21,7 @@ use crate::observe::latency;
 use crate::observe::load::SlotLoad;
 use crate::observe::slowlog::SlowLog;
 use crate::observe::stats::{OpsMeter, WorkerStats};
+use crate::route::prefix::{Place, Prefixes, Upstream};
 use crate::route::table::CommandTable;
 use crate::scripts::Scripts;
 
@@ -68,6 +69,11 @@ pub struct Shared {
     pub policy: RedirectPolicy,
     /// The current slot map; empty until the first discovery succeeds.
     pub slots: Swapped<SlotMap>,
+    /// The named upstreams, upstream `n` at `n - 1` (the default one's
+    /// map is `slots`).
+    pub upstreams: Box<[NamedUpstream]>,
+    /// Which keys go to which upstream.
+    pub prefixes: Prefixes,
     pub commands: Swapped<CommandTable>,
     /// The cluster's `redis_version`, reported in INFO and HELLO.
     pub redis_version: ArcSwap<String>,
@@ -108,6 +114,12 @@ pub struct Shared {
     commands_learnt: AtomicBool,
 }
 
+/// A named upstream: what it is and its current slot map.
+pub struct NamedUpstream {
+    pub settings: UpstreamSettings,
+    pub slots: Swapped<SlotMap>,
+}
+
 impl Shared {
     pub fn new(settings: Settings) -> Arc<Shared> {
         let policy = RedirectPolicy::default();
@@ -122,6 +134,15 @@ impl Shared {
         );
         let node_quota = NodeQuota::new(settings.raw.backend.max_connections_per_node);
         let threads = settings.threads;
+        let upstreams = settings
+            .upstreams
+            .iter()
+            .map(|u| NamedUpstream {
+                settings: u.clone(),
+                slots: Swapped::from_pointee(SlotMap::empty()),
+            })
+            .collect();
+        let prefixes = settings.prefixes.clone();
         Arc::new(Shared {
             live: Swapped::from_pointee(settings.raw.clone()),
             users: Swapped::from_pointee(settings.raw.client.parsed_users()),
@@ -129,6 +150,8 @@ impl Shared {
             settings,
             policy,
             slots: Swapped::from_pointee(SlotMap::empty()),
+            upstreams,
+            prefixes,
             commands: Swapped::from_pointee(CommandTable::builtin()),
             redis_version: ArcSwap::from_pointee("7.0.0".to_owned()),
             stats,
@@ -228,17 +251,46 @@ impl Shared {
         self.refresh.notified().await;
     }
 
+    /// The slot map of `upstream` (the default one's for a number no
+    /// upstream has).
+    pub fn slots_of(&self, upstream: Upstream) -> &Swapped<SlotMap> {
+        usize::from(upstream)
+            .checked_sub(1)
+            .and_then(|at| self.upstreams.get(at))
+            .map_or(&self.slots, |u| &u.slots)
+    }
+
     /// Points one slot at a new owner at once (after MOVED); the full
     /// refresh that follows confirms it.
-    pub fn patch_slot(&self, slot: Slot, addr: &NodeAddr) {
-        if self.slots.load().master(slot) == Some(addr) {
+    pub fn patch_slot(&self, place: Place, addr: &NodeAddr) {
+        let slots = self.slots_of(place.upstream);
+        if slots.load().master(place.slot) == Some(addr) {
             return;
         }
-        self.slots.rcu(|map| {
+        slots.rcu(|map| {
             let mut map = SlotMap::clone(map);
-            map.set_master(slot, addr.clone());
+            map.set_master(place.slot, addr.clone());
             map
         });
+    }
+
+    /// Every master of every upstream that owns a slot, for commands sent
+    /// to each (the default upstream's first, each upstream's sorted);
+    /// none while an upstream's topology is not known.
+    pub fn masters(&self) -> Vec<NodeAddr> {
+        let mut masters = self.slots.load().masters();
+        for upstream in self.upstreams.iter() {
+            let theirs = upstream.slots.load().masters();
+            if theirs.is_empty() {
+                return Vec::new();
+            }
+            for addr in theirs {
+                if !masters.contains(&addr) {
+                    masters.push(addr);
+                }
+            }
+        }
+        masters
     }
 
     pub fn next_client_id(&self) -> u64 {

@@ -16,6 +16,7 @@ use crate::node::pool::Pool;
 use crate::observe::latency::Latency;
 use crate::observe::stats::WorkerStats;
 use crate::process::{Held, Shared};
+use crate::route::prefix::Upstream;
 use crate::route::table::CommandTable;
 
 /// What every task of a worker shares.
@@ -75,6 +76,11 @@ impl WorkerCtx {
         self.pool.env().slots()
     }
 
+    /// The current slot map of `upstream`.
+    pub fn slots_of(&self, upstream: Upstream) -> Held<SlotMap> {
+        self.pool.env().slots_of(upstream)
+    }
+
     pub fn commands(&self) -> Held<CommandTable> {
         self.pool.env().commands()
     }
@@ -94,15 +100,22 @@ impl WorkerCtx {
 
     /// Forgets what this worker keeps per node (shared connections, those
     /// of its tracking clients' own pools, idle dedicated ones, back-off)
-    /// for nodes the topology no longer has. Nothing while the slot map is
-    /// empty (no discovery yet, or none that worked).
+    /// for nodes no upstream's topology has any longer. A slot map still
+    /// empty (no discovery yet, or none that worked) is left out: no
+    /// request has gone to its nodes. Nothing while every map is empty.
     pub fn forget_departed_nodes(&self) {
         let env = self.pool.env();
-        let map = env.slots();
-        if map.nodes().is_empty() {
+        let maps: Vec<Held<SlotMap>> = std::iter::once(env.slots())
+            .chain(
+                (1..=self.shared.upstreams.len())
+                    .map_while(|u| Some(env.slots_of(Upstream::try_from(u).ok()?))),
+            )
+            .filter(|map| !map.nodes().is_empty())
+            .collect();
+        if maps.is_empty() {
             return;
         }
-        let keep = |addr: &NodeAddr| map.node(addr).is_some();
+        let keep = |addr: &NodeAddr| maps.iter().any(|map| map.node(addr).is_some());
         self.pool.prune(keep);
         // Taken out first: a pool's hooks run as it is pruned.
         let own: Vec<Rc<WorkerCtx>> = {

@@ -26,6 +26,7 @@ use tokio::sync::{mpsc, oneshot};
 use crate::client::{Pending, PushSink};
 use crate::node::Done;
 use crate::node::forward::error_reply;
+use crate::route::prefix::Place;
 use crate::worker::WorkerCtx;
 
 mod link;
@@ -40,7 +41,7 @@ const CLASSIC_SLOT: Slot = match Slot::new(0) {
 
 /// Where PUBLISH is sent.
 pub fn publish_target() -> crate::node::forward::Target {
-    crate::node::forward::Target::Slot(CLASSIC_SLOT)
+    crate::node::forward::Target::Slot(Place::of(CLASSIC_SLOT))
 }
 
 /// A client's subscriptions. Shared with the connection tasks.
@@ -496,7 +497,10 @@ impl Inner {
             {
                 let channels = conn.unconfirmed.remove(0);
                 if let Some(Redirect::Moved { slot, addr: to }) = Redirect::parse(&frame) {
-                    inner.ctx.shared.patch_slot(slot, &to.or_host_of(addr));
+                    inner
+                        .ctx
+                        .shared
+                        .patch_slot(Place::of(slot), &to.or_host_of(addr));
                 }
                 inner.ctx.shared.request_refresh();
                 forward = false;

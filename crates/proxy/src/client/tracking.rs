@@ -180,7 +180,7 @@ impl Tracking {
             if !bcast {
                 return Ok(());
             }
-            let masters = ctx.slots().masters();
+            let masters = ctx.shared.masters();
             let targets: Vec<(NodeAddr, Protocol)> =
                 masters.into_iter().map(|addr| (addr, proto)).collect();
             exchange(&ctx.pool, &targets, |_| PING.clone()).await
@@ -267,17 +267,20 @@ impl Tracking {
             _ => return,
         };
         let proto = self.state.proto.get();
-        let map = self.ctx.slots();
         let masters = match route {
-            Route::Slot(slot) | Route::Blocking(slot) => {
-                map.master(*slot).into_iter().cloned().collect()
-            }
+            Route::Slot(place) | Route::Blocking(place) => self
+                .ctx
+                .slots_of(place.upstream)
+                .master(place.slot)
+                .into_iter()
+                .cloned()
+                .collect(),
             Route::Local(_)
             | Route::Reject(_)
             | Route::Transaction
             | Route::Subscription(_)
             | Route::Admin(_) => Vec::new(),
-            _ => map.masters(),
+            _ => self.ctx.shared.masters(),
         };
         for addr in masters {
             let rx = send_frames(&self.ctx.pool, &addr, &frame, proto, false, 1);
@@ -480,7 +483,7 @@ async fn keep_bcast(ctx: Weak<WorkerCtx>, state: Weak<State>) {
             return;
         }
         let proto = state.proto.get();
-        for addr in ctx.slots().masters() {
+        for addr in ctx.shared.masters() {
             if ctx.pool.env().backing_off(&addr).is_none() {
                 ctx.pool.open(&addr, proto);
             }

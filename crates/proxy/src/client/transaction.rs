@@ -5,10 +5,10 @@ use std::cell::RefCell;
 use std::rc::Rc;
 
 use bytes::Bytes;
-use orthrus_cluster::Slot;
 use orthrus_resp::Request;
 
 use crate::node::dedicated::Lease;
+use crate::route::prefix::Place;
 
 /// A MULTI in progress.
 #[derive(Default)]
@@ -19,7 +19,9 @@ pub struct Multi {
     /// (FLUSHALL and the other fan-outs, administrative commands under
     /// `admin.passthrough`), each with how many of `queued` come before it.
     pub side: Vec<(usize, Request)>,
-    pub slot: Option<Slot>,
+    /// Where the queued commands go: the slot (and upstream) of the
+    /// first keyed one, or of the WATCH.
+    pub slot: Option<Place>,
     pub aborted: bool,
     /// A queued command may write (CLIENT PAUSE WRITE holds the EXEC).
     pub writes: bool,
@@ -34,6 +36,6 @@ pub struct Multi {
 /// A WATCH in progress: its slot and, once the WATCH reached the node, the
 /// dedicated connection that carries it.
 pub struct Watch {
-    pub slot: Slot,
+    pub slot: Place,
     pub lease: Rc<RefCell<Option<Lease>>>,
 }

@@ -155,7 +155,7 @@ pub fn every_node(ctx: &Rc<WorkerCtx>, frame: &Bytes, proto: Protocol) -> Pendin
 /// MONITOR: every master's stream, pushed to the client (see
 /// `client::monitor`).
 pub fn monitor(ctx: &Rc<WorkerCtx>, client: &mut Client, push: &PushSink) -> Pending {
-    let masters = ctx.slots().masters();
+    let masters = ctx.shared.masters();
     if masters.is_empty() {
         return Pending::Ready(no_owner(&ctx.slots()));
     }

@@ -10,7 +10,7 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
-use orthrus_cluster::Slot;
+
 use orthrus_resp::{Protocol, Request};
 
 use crate::client::Pending;
@@ -20,13 +20,14 @@ use crate::node::dedicated::{DedicatedPool, Holding, TakeError};
 use crate::node::forward::{error_reply, no_owner};
 use crate::node::retry::{Next, Retry};
 use crate::observe::stats::{GaugeGuard, WorkerStats};
+use crate::route::prefix::Place;
 use crate::worker::WorkerCtx;
 
 /// Starts a blocking command for the master of `slot`.
 pub fn dispatch(
     ctx: &Rc<WorkerCtx>,
     req: &Request,
-    slot: Slot,
+    slot: Place,
     proto: Protocol,
     client: &Holding,
 ) -> Pending {
@@ -57,20 +58,20 @@ struct Account {
 async fn run(
     ctx: &Rc<WorkerCtx>,
     frame: Bytes,
-    slot: Slot,
+    slot: Place,
     proto: Protocol,
     wait: Option<Duration>,
     account: &Account,
 ) -> Bytes {
-    let map = ctx.slots();
-    let Some(mut addr) = map.master(slot).cloned() else {
+    let map = ctx.slots_of(slot.upstream);
+    let Some(mut addr) = map.master(slot.slot).cloned() else {
         return no_owner(&map);
     };
     let mut asking = false;
     // Redirects and back-offs (the time not spent in the command itself)
     // share one deadline.
     let env = ctx.pool.env();
-    let mut retry = Retry::new(env, Instant::now());
+    let mut retry = Retry::new(env, Instant::now(), slot.upstream);
     let held = Some(&account.client);
     loop {
         let mut lease =

@@ -13,6 +13,7 @@ use orthrus_resp::{Protocol, Request, encode};
 use crate::client::{Client, Pending};
 use crate::cmd::reply::{bulk, integer, verbatim};
 use crate::node::forward::{self, Access, Sent, Target, error_reply};
+use crate::route::prefix::Place;
 use crate::worker::WorkerCtx;
 
 /// The address orthrus describes itself at.
@@ -73,7 +74,7 @@ fn forward_to_owner(req: &Request, client: &Client, ctx: &Rc<WorkerCtx>) -> Pend
     match forward::forward(
         &ctx.pool,
         req.frame().clone(),
-        Target::Slot(slot),
+        Target::Slot(Place::of(slot)),
         client.proto,
         Access::Read,
     ) {

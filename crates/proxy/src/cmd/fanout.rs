@@ -34,7 +34,7 @@ pub fn dispatch(
     readonly: bool,
 ) -> Pending {
     let map = ctx.slots();
-    let mut masters = map.masters();
+    let mut masters = ctx.shared.masters();
     if masters.is_empty() {
         return Pending::Ready(no_owner(&map));
     }

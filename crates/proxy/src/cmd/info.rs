@@ -64,10 +64,9 @@ pub fn reply(req: &Request, client: &Client, ctx: &Rc<WorkerCtx>) -> Pending {
     }
     // The keyspace is the cluster's, and so are saves and AOF rewrites in
     // progress (scripts wait for them with INFO): ask every master.
-    let map = ctx.slots();
     let frame =
         orthrus_resp::encode::command(["INFO", "persistence", "memory", "keyspace", "stats"]);
-    let sent = fanout::send_to_each(ctx, map.masters(), &frame, Protocol::Resp2, true);
+    let sent = fanout::send_to_each(ctx, ctx.shared.masters(), &frame, Protocol::Resp2, true);
     let ctx = ctx.clone();
     Pending::Future(Box::pin(async move {
         let (replies, backend) = forward::resolve_all(&ctx.pool, sent).await;

@@ -33,7 +33,7 @@ pub fn dispatch(ctx: &Rc<WorkerCtx>, req: &Request, proto: Protocol) -> Pending 
         return Pending::Ready(error_reply("ERR invalid cursor"));
     };
     let map = ctx.slots();
-    let masters = map.masters();
+    let masters = ctx.shared.masters();
     if masters.is_empty() {
         return Pending::Ready(no_owner(&map));
     }

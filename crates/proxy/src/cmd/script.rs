@@ -131,7 +131,7 @@ pub fn intercept(
     let scripts = &ctx.shared.scripts;
     note(scripts, req);
     let target = match route {
-        Route::Slot(slot) => Some(Target::Slot(*slot)),
+        Route::Slot(place) => Some(Target::Slot(*place)),
         Route::AnyNode => Some(Target::Any),
         _ => None,
     };
@@ -227,7 +227,7 @@ fn evalsha(
         encode::bulk(&mut load, b"SCRIPT");
         encode::bulk(&mut load, b"LOAD");
         encode::bulk(&mut load, &body);
-        let masters = ctx.slots().masters();
+        let masters = ctx.shared.masters();
         let sent = send_to_each(&ctx, masters, &load.freeze(), proto, false);
         let (replies, _) = forward::resolve_all(&ctx.pool, sent).await;
         if let Some(err) = replies.into_iter().find(|r| r.starts_with(b"-")) {
@@ -305,7 +305,7 @@ fn function_stats(ctx: &Rc<WorkerCtx>, frame: Bytes, proto: Protocol) -> Pending
 /// Sends `frame` to every master over dedicated connections, at once; the
 /// replies (or orthrus's errors) in the masters' order.
 async fn ask_every_master(ctx: &Rc<WorkerCtx>, frame: &Bytes, proto: Protocol) -> Vec<Bytes> {
-    let masters = ctx.slots().masters();
+    let masters = ctx.shared.masters();
     let timeout = ctx.shared.request_timeout();
     let deadline = Instant::now() + timeout;
     let asks = masters.iter().map(|addr| {
@@ -368,7 +368,7 @@ pub fn exists(ctx: &Rc<WorkerCtx>, req: &Request, proto: Protocol) -> Pending {
                 .is_some_and(|sha| ctx.shared.scripts.body(sha).is_some())
         })
         .collect();
-    let masters = ctx.slots().masters();
+    let masters = ctx.shared.masters();
     let sent = send_to_each(ctx, masters, req.frame(), proto, true);
     let ctx = ctx.clone();
     Pending::Future(Box::pin(async move {

@@ -11,14 +11,16 @@
 use std::rc::Rc;
 
 use bytes::{Bytes, BytesMut};
-use orthrus_cluster::{SLOT_COUNT, Slot};
+use orthrus_cluster::SLOT_COUNT;
 use orthrus_resp::{Protocol, Request, encode};
 
 use crate::client::Pending;
 use crate::cmd::reply::{array_element_ranges, parse_integer};
 use crate::node::Done;
 use crate::node::forward::{self, Access, Sent, Target, error_reply};
+use crate::process::Shared;
 use crate::route::kind::Merge;
+use crate::route::prefix::{Place, Prefixes};
 use crate::worker::WorkerCtx;
 
 /// Keys (or merged elements) handled in one go. A request with more is
@@ -44,17 +46,19 @@ thread_local! {
 /// One sub-command: its slot, which of the caller's keys it carries
 /// (most often one: no allocation), and how its sending went.
 struct Part {
-    slot: Slot,
+    place: Place,
     first: usize,
     more: Vec<usize>,
     sent: Option<Sent>,
 }
 
-/// The caller's keys grouped by slot, in order of first appearance.
+/// The caller's keys grouped by slot (and upstream, with routes by
+/// prefix), in order of first appearance.
 struct Parts {
     parts: Vec<Part>,
-    /// Per slot, 1 + the index of its part in `parts` (0: none yet); empty
-    /// for requests of at most [`UNINDEXED_KEYS`] keys.
+    /// Per slot of each upstream (upstream `u`'s slot `s` at
+    /// `u * 16384 + s`), 1 + the index of its part in `parts` (0: none
+    /// yet); empty for requests of at most [`UNINDEXED_KEYS`] keys.
     by_slot: Vec<u16>,
 }
 
@@ -84,8 +88,8 @@ pub fn dispatch(
     let ctx = ctx.clone();
     if key_count <= KEYS_PER_TURN {
         // Sent now, while the request is read, like any other.
-        let mut parts = Parts::new(key_count);
-        parts.add(req, step, 0..key_count);
+        let mut parts = Parts::new(key_count, upstreams(&ctx.shared));
+        parts.add(req, (step, &ctx.shared.prefixes), 0..key_count);
         for part in &mut parts.parts {
             part.send(&ctx, req, step, (proto, access));
         }
@@ -99,11 +103,11 @@ pub fn dispatch(
     let req = req.clone();
     Pending::deferred(Box::pin(async move {
         let mut turns = Turns { done: 0 };
-        let mut parts = Parts::new(key_count);
+        let mut parts = Parts::new(key_count, upstreams(&ctx.shared));
         let mut at = 0;
         while at < key_count {
             let end = key_count.min(at.saturating_add(KEYS_PER_TURN));
-            parts.add(&req, step, at..end);
+            parts.add(&req, (step, &ctx.shared.prefixes), at..end);
             turns.worked(end.saturating_sub(at)).await;
             at = end;
         }
@@ -206,9 +210,10 @@ fn sum(replies: &[Bytes]) -> Bytes {
 // === impl Parts ===
 
 impl Parts {
-    fn new(key_count: usize) -> Parts {
+    /// For `key_count` keys routed to at most `upstreams` upstreams.
+    fn new(key_count: usize, upstreams: usize) -> Parts {
         let by_slot = if key_count > UNINDEXED_KEYS {
-            vec![0; usize::from(SLOT_COUNT)]
+            vec![0; usize::from(SLOT_COUNT).saturating_mul(upstreams)]
         } else {
             Vec::new()
         };
@@ -233,41 +238,70 @@ impl Parts {
         });
     }
 
-    /// Puts the keys numbered `keys` (0 is the first key) into their parts.
-    fn add(&mut self, req: &Request, step: usize, keys: std::ops::Range<usize>) {
+    /// Puts the keys numbered `keys` (0 is the first key) into their parts,
+    /// each key's upstream the one `prefixes` route it to.
+    fn add(
+        &mut self,
+        req: &Request,
+        (step, prefixes): (usize, &Prefixes),
+        keys: std::ops::Range<usize>,
+    ) {
         for k in keys {
             let Some(key) = arg_of_key(req, k, step, 0) else {
                 continue;
             };
-            let slot = Slot::for_key(key);
-            match self.part_of(slot) {
+            let place = if prefixes.is_empty() {
+                Place::for_key(key)
+            } else {
+                prefixes.place_of(key)
+            };
+            match self.part_of(place) {
                 Some(part) => part.more.push(k),
-                None => self.start(slot, k),
+                None => self.start(place, k),
             }
         }
     }
 
-    fn part_of(&mut self, slot: Slot) -> Option<&mut Part> {
+    fn part_of(&mut self, place: Place) -> Option<&mut Part> {
         if self.by_slot.is_empty() {
-            return self.parts.iter_mut().find(|p| p.slot == slot);
+            return self.parts.iter_mut().find(|p| p.place == place);
         }
-        let i = usize::from(*self.by_slot.get(slot.index())?);
+        let i = usize::from(*self.by_slot.get(index(place))?);
         self.parts.get_mut(i.checked_sub(1)?)
     }
 
-    fn start(&mut self, slot: Slot, k: usize) {
+    fn start(&mut self, place: Place, k: usize) {
         self.parts.push(Part {
-            slot,
+            place,
             first: k,
             more: Vec::new(),
             sent: None,
         });
-        // At most one part per slot: the count fits a u16.
+        // At most one part per slot and upstream, and a request of more
+        // than 65,535 parts has its keys in at most 16384 x upstreams
+        // places: an index past u16 is refused by `part_of` finding none,
+        // which only splits more finely.
         let n = u16::try_from(self.parts.len()).unwrap_or(u16::MAX);
-        if let Some(entry) = self.by_slot.get_mut(slot.index()) {
+        if let Some(entry) = self.by_slot.get_mut(index(place)) {
             *entry = n;
         }
     }
+}
+
+/// How many upstreams a split command's keys may be routed to.
+fn upstreams(shared: &Shared) -> usize {
+    if shared.prefixes.is_empty() {
+        1
+    } else {
+        shared.upstreams.len().saturating_add(1)
+    }
+}
+
+/// `place`'s entry in [`Parts::by_slot`].
+fn index(place: Place) -> usize {
+    usize::from(place.upstream)
+        .saturating_mul(usize::from(SLOT_COUNT))
+        .saturating_add(place.slot.index())
 }
 
 // === impl Part ===
@@ -308,7 +342,7 @@ impl Part {
         self.sent = Some(forward::forward(
             &ctx.pool,
             frame,
-            Target::Slot(self.slot),
+            Target::Slot(self.place),
             proto,
             access,
         ));
@@ -356,7 +390,7 @@ mod tests {
         let parts: Vec<Part> = keys
             .iter()
             .map(|k| Part {
-                slot: Slot::for_key(b""),
+                place: Place::for_key(b""),
                 first: k[0],
                 more: k[1..].to_vec(),
                 sent: None,
@@ -381,11 +415,39 @@ mod tests {
             let mut args = vec!["MGET"];
             args.extend(keys.iter().map(String::as_str));
             let req = Request::from_args(&args);
-            let mut parts = Parts::new(count);
-            parts.add(&req, 1, 0..count);
+            let mut parts = Parts::new(count, 1);
+            parts.add(&req, (1, &Prefixes::default()), 0..count);
             let grouped: Vec<Vec<usize>> = parts.parts.iter().map(|p| p.keys().collect()).collect();
             let want: Vec<Vec<usize>> = (0..3).map(|r| (r..count).step_by(3).collect()).collect();
             assert_eq!(grouped, want, "{count} keys");
+        }
+    }
+
+    #[test]
+    fn keys_of_one_slot_routed_to_two_upstreams_go_in_two_parts() {
+        let prefixes = Prefixes::new([(b"u:".to_vec(), 1), (b"v:".to_vec(), 2)]);
+        for count in [4, UNINDEXED_KEYS + 4] {
+            // One slot ({t}), three upstreams in turn, and the default.
+            let keys: Vec<String> = (0..count)
+                .map(|i| format!("{}{{t}}{i}", ["u:", "v:", "", "u:"][i % 4]))
+                .collect();
+            let mut args = vec!["MGET"];
+            args.extend(keys.iter().map(String::as_str));
+            let req = Request::from_args(&args);
+            let mut parts = Parts::new(count, 3);
+            parts.add(&req, (1, &prefixes), 0..count);
+            let grouped: Vec<(u8, Vec<usize>)> = parts
+                .parts
+                .iter()
+                .map(|p| (p.place.upstream, p.keys().collect()))
+                .collect();
+            let of = |rests: &[usize]| -> Vec<usize> {
+                (0..count).filter(|i| rests.contains(&(i % 4))).collect()
+            };
+            let want = vec![(1, of(&[0, 3])), (2, of(&[1])), (0, of(&[2]))];
+            assert_eq!(grouped, want, "{count} keys");
+            let slot = orthrus_cluster::Slot::for_key(b"t");
+            assert!(parts.parts.iter().all(|p| p.place.slot == slot));
         }
     }
 

@@ -33,6 +33,7 @@ use crate::node::forward::{
 use crate::node::frames;
 use crate::node::retry::{Next, Retry};
 use crate::route::kind::Local;
+use crate::route::prefix::{DEFAULT_UPSTREAM, Place, Prefixes};
 use crate::route::table::{CommandTable, Rejection, Route};
 use crate::worker::WorkerCtx;
 
@@ -134,7 +135,7 @@ pub fn queue_in_multi(
     let passthrough = ctx.live().admin.passthrough;
     multi.writes |= ctx.shared.scripts.may_write(table, req);
     let before = multi.queued.len();
-    let reply = queue(multi, req, table, passthrough);
+    let reply = queue(multi, req, (table, &ctx.shared.prefixes), passthrough);
     if multi.queued.len() > before {
         script::queued_in_multi(multi, req);
     }
@@ -157,14 +158,19 @@ fn over_limit(multi: &mut Multi, req: &Request, limit: usize) -> Option<Bytes> {
 }
 
 /// Checks a command at queue time; returns `+QUEUED` or the error.
-fn queue(multi: &mut Multi, req: &Request, table: &CommandTable, passthrough: bool) -> Bytes {
+fn queue(
+    multi: &mut Multi,
+    req: &Request,
+    (table, prefixes): (&CommandTable, &Prefixes),
+    passthrough: bool,
+) -> Bytes {
     let name = req.arg(0).unwrap_or_default();
     if table.get(name).is_some_and(|info| info.no_multi) {
         // Before orthrus's own rules, as Redis checks it before running.
         return abort(multi, "ERR Command not allowed inside a transaction");
     }
-    let slot = match table.route(req) {
-        Route::Slot(slot) | Route::Blocking(slot) => Some(slot),
+    let slot = match table.route_info_by(req, prefixes).0 {
+        Route::Slot(place) | Route::Blocking(place) => Some(place),
         Route::AnyNode | Route::SubscriptionNode | Route::Local(Local::Ping | Local::Echo) => None,
         Route::Split(_) => {
             return abort(
@@ -186,6 +192,9 @@ fn queue(multi: &mut Multi, req: &Request, table: &CommandTable, passthrough: bo
         }
     };
     match (multi.slot, slot) {
+        (Some(first), Some(this)) if first.upstream != this.upstream => {
+            return abort(multi, &Rejection::CrossRoute.message(req));
+        }
         (Some(first), Some(this)) if first != this => {
             return abort(
                 multi,
@@ -219,11 +228,16 @@ fn unwatch(client: &mut Client) {
 }
 
 fn watch(client: &mut Client, req: &Request, table: &CommandTable, ctx: &Rc<WorkerCtx>) -> Pending {
-    let slot = match table
-        .get(req.arg(0).unwrap_or_default())
-        .map(|info| info.slot(req))
-    {
-        Some(Ok(Some(slot))) => slot,
+    let info = table.get(req.arg(0).unwrap_or_default());
+    let upstream = info.map(|info| info.upstream_of_keys(req, &ctx.shared.prefixes));
+    let slot = match (info.map(|info| info.slot(req)), upstream) {
+        (_, Some(Err(()))) => {
+            return Pending::Ready(error_reply(&Rejection::CrossRoute.message(req)));
+        }
+        (Some(Ok(Some(slot))), Some(Ok(upstream))) => Place {
+            upstream: upstream.unwrap_or(DEFAULT_UPSTREAM),
+            slot,
+        },
         _ => {
             return Pending::Ready(error_reply(
                 "CROSSSLOT Keys in request don't hash to the same slot",
@@ -231,6 +245,9 @@ fn watch(client: &mut Client, req: &Request, table: &CommandTable, ctx: &Rc<Work
         }
     };
     let lease = match &client.watch {
+        Some(w) if w.slot.upstream != slot.upstream => {
+            return Pending::Ready(error_reply(&Rejection::CrossRoute.message(req)));
+        }
         Some(w) if w.slot != slot => {
             return Pending::Ready(error_reply(
                 "CROSSSLOT Keys in request don't hash to the same slot",
@@ -274,7 +291,7 @@ async fn watch_on_owner(
     ctx: &Rc<WorkerCtx>,
     watch: Watching<'_>,
     frame: &Bytes,
-    slot: orthrus_cluster::Slot,
+    slot: Place,
     proto: Protocol,
 ) -> Bytes {
     let timeout = Some(ctx.shared.request_timeout());
@@ -292,11 +309,11 @@ async fn watch_on_owner(
         };
     }
     let env = ctx.pool.env();
-    let mut retry = Retry::new(env, Instant::now());
+    let mut retry = Retry::new(env, Instant::now(), slot.upstream);
     let held = Some(watch.held);
     loop {
-        let map = ctx.slots();
-        let Some(addr) = map.master(slot).cloned() else {
+        let map = ctx.slots_of(slot.upstream);
+        let Some(addr) = map.master(slot.slot).cloned() else {
             return no_owner(&map);
         };
         let mut conn =
@@ -504,9 +521,9 @@ async fn run(
     waited: &Cell<Duration>,
 ) -> Bytes {
     let env = ctx.pool.env();
-    let mut retry = Retry::new(env, Instant::now());
+    let mut retry = Retry::new(env, Instant::now(), target.upstream());
     loop {
-        let map = ctx.slots();
+        let map = target.map(env);
         let addr = match owner(&map, &target).cloned() {
             Some(addr) => addr,
             None => return no_owner(&map),

@@ -51,6 +51,7 @@ impl Config {
                 ),
             ));
         }
+        let (upstreams, prefixes) = super::upstreams::validate(&self.upstreams, &self.routes)?;
         let announce = socket_addr("announce", self.announce.as_deref())?;
         let metrics = socket_addr("metrics", self.metrics.as_deref())?;
         if self.backend.username.is_some() && self.backend.password.is_none() {
@@ -141,6 +142,8 @@ impl Config {
             config_file: None,
             read_from,
             mode,
+            upstreams,
+            prefixes,
             tls,
             raw: self,
         })

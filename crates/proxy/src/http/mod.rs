@@ -311,16 +311,25 @@ fn not_ready(shared: &Shared, stopping: bool) -> Option<String> {
         return Some("shutting down".to_owned());
     }
     let map = shared.slots.load();
-    if map.is_complete() {
-        None
-    } else if map.covered_slots() == 0 {
-        Some("cluster topology not known yet".to_owned())
-    } else {
-        Some(format!(
-            "only {} of {SLOT_COUNT} slots have an owner",
-            map.covered_slots()
-        ))
+    if !map.is_complete() {
+        return Some(if map.covered_slots() == 0 {
+            "cluster topology not known yet".to_owned()
+        } else {
+            format!(
+                "only {} of {SLOT_COUNT} slots have an owner",
+                map.covered_slots()
+            )
+        });
     }
+    shared.upstreams.iter().find_map(|u| {
+        let covered = u.slots.load().covered_slots();
+        (covered < usize::from(SLOT_COUNT)).then(|| {
+            format!(
+                "upstream {}: {covered} of {SLOT_COUNT} slots have an owner",
+                u.settings.name
+            )
+        })
+    })
 }
 
 // === impl Response ===

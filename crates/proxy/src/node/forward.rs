@@ -37,6 +37,8 @@ use super::slot::Hook;
 use super::{Done, Env};
 use crate::observe::load::WorkerLoad;
 use crate::observe::stats::WorkerStats;
+use crate::process::Held;
+use crate::route::prefix::{DEFAULT_UPSTREAM, Place, Upstream};
 
 /// Longest wait between two attempts of a request parked for a failover,
 /// so that it is drained soon after the promotion is seen.
@@ -45,7 +47,9 @@ const PARKED_RETRY: Duration = Duration::from_millis(100);
 /// Where a request goes.
 #[derive(Clone, Debug)]
 pub enum Target {
-    Slot(Slot),
+    /// The master (or, for a replica read, a replica) of a slot of an
+    /// upstream.
+    Slot(Place),
     /// Any master (key-less commands).
     Any,
     /// This node (fan-out, SCAN).
@@ -95,6 +99,28 @@ pub enum Sent {
         reply: Bytes,
         frame: Bytes,
     },
+}
+
+// === impl Target ===
+
+impl Target {
+    /// The upstream it is in (a key-less command's or a node's: the
+    /// default one's).
+    pub fn upstream(&self) -> Upstream {
+        match self {
+            Target::Slot(place) => place.upstream,
+            Target::Any | Target::Node(_) => DEFAULT_UPSTREAM,
+        }
+    }
+
+    /// The slot map it is looked up in.
+    #[inline]
+    pub fn map(&self, env: &Env) -> Held<SlotMap> {
+        match self {
+            Target::Slot(place) => env.slots_of(place.upstream),
+            Target::Any | Target::Node(_) => env.slots(),
+        }
+    }
 }
 
 // === impl Access ===
@@ -158,7 +184,11 @@ impl Remote {
 
     /// Counts the request, answered with `done`, in its slot's load.
     pub fn count(&self, load: &WorkerLoad, done: &Done) {
-        if let Target::Slot(slot) = self.target {
+        if let Target::Slot(Place {
+            upstream: DEFAULT_UPSTREAM,
+            slot,
+        }) = self.target
+        {
             let bytes = self.frame.len().saturating_add(done.reply.len());
             load.add(slot, bytes, done.backend.unwrap_or_default());
         }
@@ -187,9 +217,11 @@ pub fn forward_from(
     start: Instant,
 ) -> Sent {
     let env = pool.env();
-    let map = env.slots();
+    let map = target.map(env);
     let replica = match (access, &target) {
-        (Access::ReplicaRead, Target::Slot(slot)) => pick_replica(env, map.replicas(*slot), None),
+        (Access::ReplicaRead, Target::Slot(place)) => {
+            pick_replica(env, map.replicas(place.slot), None)
+        }
         _ => None,
     };
     let Some(addr) = replica.or_else(|| owner(&map, &target)).cloned() else {
@@ -283,7 +315,7 @@ pub async fn resolve_all(
 
 async fn follow(pool: &Pool, remote: &mut Remote) -> Bytes {
     let env = pool.env();
-    let mut retry = Retry::new(env, remote.started);
+    let mut retry = Retry::new(env, remote.started, remote.target.upstream());
     // If the deadline passes while a retry waits for its reply: what the
     // cluster said last (a busy machine may not answer the last try in time).
     let mut last: Option<Bytes> = None;
@@ -381,10 +413,10 @@ async fn declined_by_replica(
         }
     }
     WorkerStats::bump(&env.stats().replica_fallbacks);
-    let map = env.slots();
+    let map = remote.target.map(env);
     let another = match remote.target {
-        Target::Slot(slot) if remote.replicas_tried < 2 => {
-            pick_replica(env, map.replicas(slot), Some(&remote.sent_to))
+        Target::Slot(place) if remote.replicas_tried < 2 => {
+            pick_replica(env, map.replicas(place.slot), Some(&remote.sent_to))
         }
         _ => None,
     };
@@ -409,13 +441,19 @@ async fn declined_by_replica(
 /// Does what every redirect decision implies whoever follows it (shared
 /// requests, blocking commands, transactions): count it, point the slot at
 /// its new owner after MOVED, ask for a refresh when the topology changed.
-pub fn note(env: &Env, action: &Action) {
+pub fn note(env: &Env, action: &Action, upstream: Upstream) {
     let stats = env.stats();
     match action {
         Action::Done => {}
         Action::Moved { slot, addr } => {
             WorkerStats::bump(&stats.moved);
-            env.shared.patch_slot(*slot, addr);
+            env.shared.patch_slot(
+                Place {
+                    upstream,
+                    slot: *slot,
+                },
+                addr,
+            );
             env.shared.request_refresh();
         }
         Action::Ask { .. } => WorkerStats::bump(&stats.ask),
@@ -449,7 +487,7 @@ fn retry_after_failure(
         // deadline. After two attempts the fixed wait is a floor, so a
         // connection that keeps failing is not retried in a tight loop.
         BackendError::Lost | BackendError::TimedOut | BackendError::NotSent => {
-            let map = env.slots();
+            let map = remote.target.map(env);
             let left = owner(&map, &remote.target)
                 .and_then(|addr| env.backoff_left(addr))
                 .unwrap_or_default();
@@ -460,7 +498,7 @@ fn retry_after_failure(
             })
         }
         BackendError::Unreachable => {
-            let map = env.slots();
+            let map = remote.target.map(env);
             if !can_take_over(&map, &remote.target, &remote.sent_to) {
                 return None;
             }
@@ -477,7 +515,9 @@ fn retry_after_failure(
 /// the topology shows a replica of it that can be promoted.
 pub fn can_take_over(map: &SlotMap, target: &Target, down: &NodeAddr) -> bool {
     match target {
-        Target::Slot(slot) => map.master(*slot) != Some(down) || !map.replicas(*slot).is_empty(),
+        Target::Slot(place) => {
+            map.master(place.slot) != Some(down) || !map.replicas(place.slot).is_empty()
+        }
         Target::Any => true,
         Target::Node(addr) => !map.replicas_of(addr).is_empty(),
     }
@@ -533,7 +573,7 @@ pub fn still_moving(addr: &NodeAddr) -> Bytes {
 
 /// Routes `remote` again with the current slot map and sends it.
 fn resend(pool: &Pool, remote: &mut Remote) -> Result<(), Bytes> {
-    let map = pool.env().slots();
+    let map = remote.target.map(pool.env());
     let addr = owner(&map, &remote.target).ok_or_else(|| no_owner(&map))?;
     remote.rx = send(pool, addr, &remote.frame, remote.proto, false);
     remote.sent_to = addr.clone();
@@ -591,7 +631,7 @@ fn send_frames_on(
 
 pub fn owner<'a>(map: &'a SlotMap, target: &'a Target) -> Option<&'a NodeAddr> {
     match target {
-        Target::Slot(slot) => map.master(*slot),
+        Target::Slot(place) => map.master(place.slot),
         Target::Any => any_master(map),
         Target::Node(addr) => Some(addr),
     }

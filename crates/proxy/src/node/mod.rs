@@ -38,6 +38,7 @@ use crate::config::Config;
 use crate::observe::load::WorkerLoad;
 use crate::observe::stats::WorkerStats;
 use crate::process::{Held, Local, Shared};
+use crate::route::prefix::Upstream;
 use crate::route::table::CommandTable;
 
 pub mod client;
@@ -72,6 +73,8 @@ pub struct Env {
     waiting: Cell<usize>,
     /// This worker's copies of what every request reads.
     slots: Local<SlotMap>,
+    /// The named upstreams' slot maps, upstream `n` at `n - 1`.
+    named: Box<[Local<SlotMap>]>,
     commands: Local<CommandTable>,
     live: Local<Config>,
     /// This worker's per-slot load table.
@@ -111,6 +114,11 @@ impl Env {
     pub fn new(shared: Arc<Shared>, worker: usize) -> Env {
         Env {
             slots: Local::new(&shared.slots),
+            named: shared
+                .upstreams
+                .iter()
+                .map(|u| Local::new(&u.slots))
+                .collect(),
             commands: Local::new(&shared.commands),
             live: Local::new(&shared.live),
             load: shared.load.worker(worker),
@@ -123,9 +131,22 @@ impl Env {
         }
     }
 
-    /// The current slot map (the worker's copy: no arc-swap load).
+    /// The current slot map of the default upstream (the worker's copy:
+    /// no arc-swap load).
     pub fn slots(&self) -> Held<SlotMap> {
         self.slots.get(&self.shared.slots)
+    }
+
+    /// The current slot map of `upstream`.
+    #[inline]
+    pub fn slots_of(&self, upstream: Upstream) -> Held<SlotMap> {
+        let named = usize::from(upstream)
+            .checked_sub(1)
+            .and_then(|at| Some((self.named.get(at)?, self.shared.upstreams.get(at)?)));
+        match named {
+            Some((local, upstream)) => local.get(&upstream.slots),
+            None => self.slots(),
+        }
     }
 
     /// The current command table.

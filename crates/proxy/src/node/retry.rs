@@ -14,6 +14,7 @@ use orthrus_cluster::{Action, NodeAddr, decide};
 
 use super::Env;
 use super::forward::{error_reply, note, still_moving};
+use crate::route::prefix::Upstream;
 
 /// Time left for the last attempt: a wait that would leave less gives up.
 const LAST_TRY: Duration = Duration::from_millis(10);
@@ -23,6 +24,8 @@ const LAST_TRY: Duration = Duration::from_millis(10);
 pub struct Retry {
     attempt: u32,
     deadline: Instant,
+    /// The upstream whose slot map a MOVED patches.
+    upstream: Upstream,
 }
 
 /// What to do after a reply, once [`Retry::after_reply`] has waited.
@@ -41,11 +44,12 @@ pub enum Next {
 // === impl Retry ===
 
 impl Retry {
-    /// A request read at `read_at`.
-    pub fn new(env: &Env, read_at: Instant) -> Retry {
+    /// A request for `upstream` read at `read_at`.
+    pub fn new(env: &Env, read_at: Instant, upstream: Upstream) -> Retry {
         Retry {
             attempt: 0,
             deadline: read_at + env.shared.request_timeout(),
+            upstream,
         }
     }
 
@@ -72,7 +76,7 @@ impl Retry {
     pub async fn after_reply(&mut self, env: &Env, reply: &Bytes, from: &NodeAddr) -> Next {
         let policy = &env.shared.policy;
         let action = decide(reply, self.attempt, policy).with_origin(from);
-        note(env, &action);
+        note(env, &action, self.upstream);
         let (next, delay) = match action {
             Action::Done => return Next::Reply,
             Action::Fail(reason) => return Next::Answer(error_reply(reason.message())),

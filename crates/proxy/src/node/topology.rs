@@ -7,7 +7,9 @@
 //! redis-server answers `PING`, and gives it every slot.
 //! It runs at start-up (retrying with back-off until some seed answers,
 //! while orthrus already listens and answers `-CLUSTERDOWN`), periodically,
-//! and whenever a worker asks: after a MOVED or a backend failure.
+//! and whenever a worker asks: after a MOVED or a backend failure. Each
+//! round refreshes every upstream (the default one and those named in
+//! `[upstreams]`), each from its own nodes and seeds.
 
 use std::io;
 use std::sync::Arc;
@@ -16,9 +18,10 @@ use std::time::Duration;
 use orthrus_cluster::{NodeAddr, SlotMap};
 use orthrus_resp::Value;
 
-use crate::config::{BackendConfig, BackendTls, Mode};
+use crate::config::{BackendConfig, BackendTls, DEFAULT_NAME, Mode};
 use crate::node::client::NodeClient;
-use crate::process::Shared;
+use crate::process::{Shared, Swapped};
+use crate::route::prefix::{DEFAULT_UPSTREAM, Upstream};
 use crate::route::table::CommandTable;
 
 /// Wait after a trigger, so that a burst of MOVEDs makes one refresh.
@@ -49,7 +52,7 @@ async fn refresher(shared: Arc<Shared>) {
     let mut backoff = FIRST_BACKOFF;
     let mut known = false;
     loop {
-        match refresh_once(&shared).await {
+        match refresh_all(&shared).await {
             Ok(()) => {
                 known = true;
                 backoff = FIRST_BACKOFF;
@@ -75,13 +78,54 @@ async fn refresher(shared: Arc<Shared>) {
     }
 }
 
-/// Asks the known nodes, then the seeds, until one describes the cluster.
-async fn refresh_once(shared: &Shared) -> io::Result<()> {
+/// Refreshes every upstream; the first failure, if any, once all were
+/// tried.
+async fn refresh_all(shared: &Shared) -> io::Result<()> {
     shared.count_refresh();
-    let current = shared.slots.load_full();
+    let mut result = refresh_once(shared, DEFAULT_UPSTREAM).await;
+    for (at, named) in shared.upstreams.iter().enumerate() {
+        let Some(upstream) = at.checked_add(1).and_then(|n| Upstream::try_from(n).ok()) else {
+            break;
+        };
+        if let Err(e) = refresh_once(shared, upstream).await {
+            let e = io::Error::new(e.kind(), format!("upstream {}: {e}", named.settings.name));
+            result = result.and(Err(e));
+        }
+    }
+    // Nodes gone from every upstream take their latency series along, once
+    // no connection records into them (looked at on every refresh: the
+    // workers close theirs after the change).
+    let maps: Vec<_> = std::iter::once(shared.slots.load_full())
+        .chain(shared.upstreams.iter().map(|u| u.slots.load_full()))
+        .filter(|map| !map.nodes().is_empty())
+        .collect();
+    if !maps.is_empty() {
+        shared
+            .node_latency
+            .retain(|addr| maps.iter().any(|map| map.node(addr).is_some()));
+    }
+    result
+}
+
+/// Asks the known nodes of `upstream`, then its seeds, until one describes
+/// it.
+async fn refresh_once(shared: &Shared, upstream: Upstream) -> io::Result<()> {
+    let slots = shared.slots_of(upstream);
+    let (name, seeds, mode) = match usize::from(upstream)
+        .checked_sub(1)
+        .and_then(|at| shared.upstreams.get(at))
+    {
+        Some(named) => (
+            named.settings.name.as_str(),
+            &named.settings.seeds,
+            named.settings.mode,
+        ),
+        None => (DEFAULT_NAME, &shared.settings.seeds, shared.settings.mode),
+    };
+    let current = slots.load_full();
     let mut candidates: Vec<NodeAddr> = current.masters();
     candidates.extend(current.nodes().iter().map(|n| n.addr.clone()));
-    candidates.extend(shared.settings.seeds.iter().cloned());
+    candidates.extend(seeds.iter().cloned());
     let mut seen = std::collections::HashSet::new();
     candidates.retain(|a| seen.insert(a.clone()));
     // Spread the load of refreshing over the nodes.
@@ -93,15 +137,14 @@ async fn refresh_once(shared: &Shared) -> io::Result<()> {
     for addr in candidates {
         let tls = shared.tls.load_full();
         let backend = &shared.live.load_full().backend;
-        let mode = shared.settings.mode;
         match discover(&addr, mode, timeout, backend, tls.backend.as_ref()).await {
             Ok(map) => {
                 // Learn the command table first, so that the first client
                 // served already routes with the cluster's own table.
-                if !shared.commands_learnt() {
+                if upstream == DEFAULT_UPSTREAM && !shared.commands_learnt() {
                     learn(shared, &addr, timeout).await;
                 }
-                install(shared, &current, map);
+                install((slots, name), &current, map);
                 return Ok(());
             }
             Err(e) => last_error = io::Error::new(e.kind(), format!("{addr}: {e}")),
@@ -148,10 +191,11 @@ async fn discover(
     Ok(map)
 }
 
-fn install(shared: &Shared, current: &SlotMap, map: SlotMap) {
+fn install((slots, name): (&Swapped<SlotMap>, &str), current: &SlotMap, map: SlotMap) {
     if !current.same_layout(&map) {
         let masters = map.masters();
         tracing::info!(
+            upstream = name,
             masters = masters.len(),
             nodes = map.nodes().len(),
             slots_covered = map.covered_slots(),
@@ -166,13 +210,7 @@ fn install(shared: &Shared, current: &SlotMap, map: SlotMap) {
             tracing::debug!(start, end, owner = %owner, "slot range");
         }
     }
-    // Nodes gone from the cluster take their latency series along, once
-    // no connection records into them (looked at on every refresh: the
-    // workers close theirs after the change).
-    if !map.nodes().is_empty() {
-        shared.node_latency.retain(|addr| map.node(addr).is_some());
-    }
-    shared.slots.store(Arc::new(map));
+    slots.store(Arc::new(map));
 }
 
 /// Learns the command table and the server version from one node.

@@ -6,6 +6,7 @@
 //! - [`table`] — the command table built from those rules and the cluster's
 //!   own `COMMAND` reply, and the route of one request.
 //! - [`counted`] — the numbers of the names INFO commandstats counts.
+//! - [`prefix`] — routes by key prefix: which upstream a key goes to.
 
 // Client-supplied counts, positions and cursors meet arithmetic here: every
 // operation is checked (an overflow is a clear error, never a wrap or a panic).
@@ -13,4 +14,5 @@
 
 pub mod counted;
 pub mod kind;
+pub mod prefix;
 pub mod table;

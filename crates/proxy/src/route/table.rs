@@ -17,6 +17,7 @@ use orthrus_resp::{Request, Value};
 use crate::acl::{Access, category};
 use crate::route::counted;
 use crate::route::kind::{self, Family, Kind};
+use crate::route::prefix::{Place, Prefixes, Upstream};
 use keyspec::{Begin, Find, KeySpec};
 use names::Names;
 pub use rejection::Rejection;
@@ -69,8 +70,9 @@ pub struct CommandTable {
 pub enum Route {
     /// Answered by orthrus itself.
     Local(kind::Local),
-    /// To the master that owns this slot.
-    Slot(Slot),
+    /// To the master that owns this slot (of the upstream its keys are
+    /// routed to).
+    Slot(Place),
     /// Key-less and the same on every node: any master will do.
     AnyNode,
     /// Key-less, to the master that holds orthrus's subscriptions.
@@ -82,7 +84,7 @@ pub enum Route {
     /// SCAN across the masters.
     Scan,
     /// A blocking command for the master of this slot.
-    Blocking(Slot),
+    Blocking(Place),
     /// MULTI, EXEC, DISCARD, WATCH, UNWATCH (arity checked where run).
     Transaction,
     /// (S|P)SUBSCRIBE and their UN-forms (arity checked where run).
@@ -165,8 +167,26 @@ impl CommandTable {
     }
 
     /// Decides where `req` goes.
+    #[cfg(test)]
     pub fn route(&self, req: &Request) -> Route {
         self.route_info(req).0
+    }
+
+    /// [`CommandTable::route_info`] with routes by key prefix: a keyed
+    /// request goes to the upstream its keys are routed to, and is refused
+    /// when they are routed to several (a split command is split per key,
+    /// each to its own upstream, where it is sent).
+    #[inline]
+    pub fn route_info_by(
+        &self,
+        req: &Request,
+        prefixes: &Prefixes,
+    ) -> (Route, Option<&Arc<CommandInfo>>) {
+        let (route, info) = self.route_info(req);
+        if prefixes.is_empty() {
+            return (route, info);
+        }
+        (routed(route, req, info, prefixes), info)
     }
 
     /// Decides where `req` goes, and gives the entry of the command (or
@@ -197,6 +217,40 @@ impl CommandTable {
 /// Commands Redis 7.0 flags `may_replicate` (CLIENT PAUSE WRITE holds
 /// them), which its COMMAND reply leaves out.
 const MAY_REPLICATE: &[&str] = &["eval", "evalsha", "fcall", "pfcount", "publish", "spublish"];
+
+/// `route`, its place's upstream the one every key of `req` is routed to.
+#[cold]
+fn routed(
+    route: Route,
+    req: &Request,
+    info: Option<&Arc<CommandInfo>>,
+    prefixes: &Prefixes,
+) -> Route {
+    let Some(info) = info else {
+        return route;
+    };
+    // Keys in several slots of several upstreams: the upstreams are what
+    // the client must change.
+    if matches!(route, Route::Reject(Rejection::CrossSlot))
+        && info.upstream_of_keys(req, prefixes).is_err()
+    {
+        return Route::Reject(Rejection::CrossRoute);
+    }
+    let (Route::Slot(place) | Route::Blocking(place)) = &route else {
+        return route;
+    };
+    let Ok(upstream) = info.upstream_of_keys(req, prefixes) else {
+        return Route::Reject(Rejection::CrossRoute);
+    };
+    let place = Place {
+        upstream: upstream.unwrap_or(place.upstream),
+        slot: place.slot,
+    };
+    match route {
+        Route::Blocking(_) => Route::Blocking(place),
+        _ => Route::Slot(place),
+    }
+}
 
 /// Where a request for the command `info` goes.
 fn route_command(info: &Arc<CommandInfo>, req: &Request) -> Route {
@@ -229,7 +283,7 @@ fn route_command(info: &Arc<CommandInfo>, req: &Request) -> Route {
         Kind::FanOut(how) => Route::FanOut(how),
         Kind::Scan => Route::Scan,
         Kind::Blocking => match info.slot(req) {
-            Ok(Some(slot)) => Route::Blocking(slot),
+            Ok(Some(slot)) => Route::Blocking(Place::of(slot)),
             // No key (`BZMPOP 1 0 ...`, a numkeys that is not a number):
             // the node refuses it at once with its own error, never blocks.
             Ok(None) => Route::AnyNode,
@@ -237,13 +291,13 @@ fn route_command(info: &Arc<CommandInfo>, req: &Request) -> Route {
         },
         Kind::Keyed if info.blocks_with_block_option && has_block_option(req) => {
             match info.slot(req) {
-                Ok(Some(slot)) => Route::Blocking(slot),
+                Ok(Some(slot)) => Route::Blocking(Place::of(slot)),
                 Ok(None) => Route::AnyNode,
                 Err(()) => Route::Reject(Rejection::CrossSlot),
             }
         }
         Kind::Keyed => match info.slot(req) {
-            Ok(Some(slot)) => Route::Slot(slot),
+            Ok(Some(slot)) => Route::Slot(Place::of(slot)),
             Ok(None) => Route::AnyNode,
             Err(()) => match info.split {
                 Some(merge) => Route::Split(merge),
@@ -464,6 +518,29 @@ impl CommandInfo {
             ControlFlow::Break(()) => Err(()),
             ControlFlow::Continue(()) => Ok(slot),
         }
+    }
+
+    /// The upstream every key of `req` is routed to (`None` without a
+    /// key); `Err` when they are routed to several.
+    pub fn upstream_of_keys(
+        &self,
+        req: &Request,
+        prefixes: &Prefixes,
+    ) -> Result<Option<Upstream>, ()> {
+        let mut upstream = None;
+        let mut several = false;
+        let _ = self.for_each_key(req, |key, _| {
+            let this = prefixes.upstream_of(key);
+            match upstream {
+                Some(first) if first != this => {
+                    several = true;
+                    return ControlFlow::Break(());
+                }
+                _ => upstream = Some(this),
+            }
+            ControlFlow::Continue(())
+        });
+        if several { Err(()) } else { Ok(upstream) }
     }
 
     /// Calls `f` with every key of `req`, in order, and what the command

@@ -105,7 +105,7 @@ pub fn dispatch(
     let own = client.tracking.as_ref().map(|t| t.ctx.clone());
     let ctx = own.as_ref().unwrap_or(ctx);
     let table = ctx.commands();
-    let (route, info) = table.route_info(&req);
+    let (route, info) = table.route_info_by(&req, &ctx.shared.prefixes);
     let mut hot = false;
     if let Some(generation) = ctx.shared.hotkeys.sampled() {
         if let Some(sample) = sample(generation, client, &req, (&route, info)) {

@@ -15,6 +15,9 @@ pub enum Rejection {
     UnknownSubcommand,
     WrongArity(Arc<CommandInfo>),
     CrossSlot,
+    /// Keys routed by their prefixes to different upstreams, in a command
+    /// that is not split.
+    CrossRoute,
     Unsupported(Arc<CommandInfo>, &'static str),
 }
 
@@ -62,6 +65,9 @@ impl Rejection {
             }
             Rejection::CrossSlot => {
                 "CROSSSLOT Keys in request don't hash to the same slot".to_owned()
+            }
+            Rejection::CrossRoute => {
+                "CROSSROUTE Keys in request don't route to the same upstream".to_owned()
             }
             Rejection::Unsupported(info, why) => {
                 let shown = info.full_name().replace('|', " ").to_ascii_uppercase();

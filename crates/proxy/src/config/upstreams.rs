@@ -1,0 +1,160 @@
+//! `[upstreams.NAME]` and `[[routes]]`: clusters (or standalone servers)
+//! besides the default one, and which keys go to them by prefix.
+
+use std::collections::BTreeMap;
+
+use orthrus_cluster::NodeAddr;
+use serde::{Deserialize, Serialize};
+
+use super::{ConfigError, Mode, invalid, split_list};
+use crate::route::prefix::{DEFAULT_UPSTREAM, Prefixes, Upstream};
+
+/// The name the top-level `seeds` go by in routes.
+pub const DEFAULT_NAME: &str = "default";
+
+/// `[upstreams.NAME]`: one more cluster, or one standalone redis-server.
+/// Its nodes take the same `[backend]` settings (credentials, TLS,
+/// timeouts) as the default upstream's.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct UpstreamConfig {
+    /// Nodes to discover it from, `host:port` each.
+    pub seeds: Vec<String>,
+    /// `cluster` or `standalone`, as `cluster.mode` for the default one.
+    pub mode: String,
+}
+
+/// `[[routes]]`: the keys starting with `prefix` go to `upstream`.
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RouteConfig {
+    pub prefix: String,
+    /// An upstream's name, or `default`.
+    pub upstream: String,
+    /// Refused for now (the key would go without its prefix).
+    pub remove_prefix: bool,
+    /// Refused for now (mirrored requests).
+    pub mirror: Vec<String>,
+    pub mirror_writes_only: bool,
+    pub mirror_fraction: Option<f64>,
+}
+
+/// A named upstream, checked.
+#[derive(Clone, Debug)]
+pub struct UpstreamSettings {
+    pub name: String,
+    pub seeds: Vec<NodeAddr>,
+    pub mode: Mode,
+}
+
+impl Default for UpstreamConfig {
+    fn default() -> Self {
+        UpstreamConfig {
+            seeds: Vec::new(),
+            mode: "cluster".to_owned(),
+        }
+    }
+}
+
+/// Checks the named upstreams and the routes: the upstreams in name
+/// order (numbered from 1), and the routes by prefix.
+pub(super) fn validate(
+    upstreams: &BTreeMap<String, UpstreamConfig>,
+    routes: &[RouteConfig],
+) -> Result<(Vec<UpstreamSettings>, Prefixes), ConfigError> {
+    if upstreams.len() >= usize::from(Upstream::MAX) {
+        return Err(invalid(
+            "upstreams",
+            format!("at most {} named upstreams", Upstream::MAX - 1),
+        ));
+    }
+    let mut named = Vec::with_capacity(upstreams.len());
+    for (name, upstream) in upstreams {
+        if name == DEFAULT_NAME {
+            return Err(invalid(
+                "upstreams",
+                "\"default\" is the top-level seeds: give the upstream another name".to_owned(),
+            ));
+        }
+        let seeds = upstream
+            .seeds
+            .iter()
+            .flat_map(|s| split_list(s))
+            .map(|s| {
+                s.parse::<NodeAddr>()
+                    .map_err(|e| invalid("upstreams", format!("{name}: seed {s:?}: {e}")))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        if seeds.is_empty() {
+            return Err(invalid("upstreams", format!("{name}: no seeds")));
+        }
+        let mode = Mode::parse(&upstream.mode).map_err(|_| {
+            invalid(
+                "upstreams",
+                format!(
+                    "{name}: mode {:?} is not one of cluster, standalone",
+                    upstream.mode
+                ),
+            )
+        })?;
+        if mode == Mode::Standalone && seeds.len() > 1 {
+            return Err(invalid(
+                "upstreams",
+                format!("{name}: standalone takes one seed, not {}", seeds.len()),
+            ));
+        }
+        named.push(UpstreamSettings {
+            name: name.clone(),
+            seeds,
+            mode,
+        });
+    }
+    let number = |name: &str| -> Option<Upstream> {
+        if name == DEFAULT_NAME {
+            return Some(DEFAULT_UPSTREAM);
+        }
+        let at = named.iter().position(|u| u.name == name)?;
+        Upstream::try_from(at.checked_add(1)?).ok()
+    };
+    let mut seen = std::collections::HashSet::new();
+    let mut prefixes = Vec::with_capacity(routes.len());
+    for route in routes {
+        let prefix = &route.prefix;
+        if prefix.is_empty() {
+            return Err(invalid(
+                "routes",
+                "a route needs a prefix (keys no route takes go to the default upstream)"
+                    .to_owned(),
+            ));
+        }
+        if !seen.insert(prefix.as_str()) {
+            return Err(invalid(
+                "routes",
+                format!("prefix {prefix:?} is routed twice"),
+            ));
+        }
+        let Some(upstream) = number(&route.upstream) else {
+            return Err(invalid(
+                "routes",
+                format!(
+                    "prefix {prefix:?}: no upstream named {:?} (define [upstreams.{}] or use \"default\")",
+                    route.upstream, route.upstream
+                ),
+            ));
+        };
+        if route.remove_prefix {
+            return Err(invalid(
+                "routes",
+                format!("prefix {prefix:?}: remove_prefix is not supported yet"),
+            ));
+        }
+        if !route.mirror.is_empty() || route.mirror_writes_only || route.mirror_fraction.is_some() {
+            return Err(invalid(
+                "routes",
+                format!("prefix {prefix:?}: mirroring is not supported yet"),
+            ));
+        }
+        prefixes.push((prefix.as_bytes().to_vec(), upstream));
+    }
+    Ok((named, Prefixes::new(prefixes)))
+}

@@ -1,0 +1,344 @@
+//! Several upstreams behind one orthrus: `[upstreams.NAME]` (clusters and
+//! a standalone redis-server) and `[[routes]]` by key prefix.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use common::{Proxy, cluster, run_to_exit};
+use orthrus_devcluster::{Cluster, NodeOptions, RedisNode, Value};
+use redis::Commands;
+
+/// Cluster `a` (the default upstream), cluster `b`, one standalone
+/// server, and orthrus routing `user:` to `b` (but `user:vip:` to the
+/// default) and `solo:` to the server.
+struct Setup {
+    a: Cluster,
+    b: Cluster,
+    solo: RedisNode,
+    proxy: Proxy,
+    _config: TempFile,
+}
+
+struct TempFile(PathBuf);
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+fn config_file(name: &str, text: &str) -> TempFile {
+    let path =
+        std::env::temp_dir().join(format!("orthrus-routes-{}-{name}.toml", std::process::id()));
+    std::fs::write(&path, text).expect("write config");
+    TempFile(path)
+}
+
+fn routes_toml(b: SocketAddr, solo: SocketAddr) -> String {
+    format!(
+        r#"
+[upstreams.b]
+seeds = ["{b}"]
+
+[upstreams.solo]
+seeds = ["{solo}"]
+mode = "standalone"
+
+[[routes]]
+prefix = "user:"
+upstream = "b"
+
+[[routes]]
+prefix = "user:vip:"
+upstream = "default"
+
+[[routes]]
+prefix = "solo:"
+upstream = "solo"
+"#
+    )
+}
+
+fn setup(name: &str) -> Setup {
+    let a = cluster(3, 0);
+    let b = cluster(3, 0);
+    let solo = RedisNode::start(NodeOptions::default()).expect("start redis-server");
+    let config = config_file(name, &routes_toml(b.seeds()[0], solo.addr()));
+    let proxy = Proxy::start(
+        &a.seeds(),
+        &["--config", config.0.to_str().unwrap(), "--threads", "2"],
+    );
+    Setup {
+        a,
+        b,
+        solo,
+        proxy,
+        _config: config,
+    }
+}
+
+/// The keys of every master of `c`, one set per master.
+fn keys_per_master(c: &Cluster) -> Vec<BTreeSet<String>> {
+    c.masters()
+        .unwrap()
+        .into_iter()
+        .map(|i| keys_of(&c.nodes()[i]))
+        .collect()
+}
+
+fn keys_of(node: &RedisNode) -> BTreeSet<String> {
+    match node.cmd(&["KEYS", "*"]).unwrap() {
+        Value::Array(keys) => keys
+            .iter()
+            .map(|k| String::from_utf8_lossy(k.as_bytes().unwrap_or_default()).into_owned())
+            .collect(),
+        other => panic!("KEYS: {other:?}"),
+    }
+}
+
+fn names(prefix: &str, n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("{prefix}{i}")).collect()
+}
+
+#[test]
+fn keys_land_where_their_prefix_routes_them() {
+    let s = setup("land");
+    let mut c = s.proxy.client();
+    let groups = [
+        names("user:", 300),
+        names("user:vip:", 60),
+        names("solo:", 100),
+        names("other:", 200),
+    ];
+    for keys in &groups {
+        for k in keys {
+            let _: () = c.set(k, k).unwrap();
+        }
+    }
+    let [users, vips, solos, others] = &groups;
+    // Cluster b: every master holds user: keys, and nothing else.
+    let b = keys_per_master(&s.b);
+    assert!(b.iter().all(|m| !m.is_empty()), "a master of b got no key");
+    let in_b: BTreeSet<String> = b.into_iter().flatten().collect();
+    assert_eq!(in_b, users.iter().cloned().collect());
+    // The standalone server: the solo: keys only.
+    assert_eq!(keys_of(&s.solo), solos.iter().cloned().collect());
+    // The default cluster: the rest, the longest prefix winning for
+    // user:vip:, on every master.
+    let a = keys_per_master(&s.a);
+    assert!(a.iter().all(|m| !m.is_empty()), "a master of a got no key");
+    let in_a: BTreeSet<String> = a.into_iter().flatten().collect();
+    let want: BTreeSet<String> = vips.iter().chain(others).cloned().collect();
+    assert_eq!(in_a, want);
+
+    // Split commands split across upstreams too, replies in order.
+    let mixed = [
+        "user:1",
+        "solo:1",
+        "other:1",
+        "user:vip:1",
+        "missing",
+        "user:2",
+    ];
+    let got: Vec<Option<String>> = redis::cmd("MGET").arg(&mixed).query(&mut c).unwrap();
+    let want: Vec<Option<String>> = mixed
+        .iter()
+        .map(|k| (*k != "missing").then(|| (*k).to_owned()))
+        .collect();
+    assert_eq!(got, want);
+    let _: () = redis::cmd("MSET")
+        .arg(&["user:m", "1", "solo:m", "2", "other:m", "3"])
+        .query(&mut c)
+        .unwrap();
+    assert!(keys_of(&s.solo).contains("solo:m"));
+    let n: usize = redis::cmd("EXISTS")
+        .arg(&["user:m", "solo:m", "other:m", "nope"])
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(n, 3);
+
+    // Key-less counts cover every upstream.
+    let total = users.len() + vips.len() + solos.len() + others.len() + 3;
+    let dbsize: usize = redis::cmd("DBSIZE").query(&mut c).unwrap();
+    assert_eq!(dbsize, total);
+    // SCAN walks every upstream once: every key exactly once.
+    let mut seen: Vec<String> = c.scan().unwrap().collect::<Result<_, _>>().unwrap();
+    let unique: BTreeSet<String> = seen.iter().cloned().collect();
+    assert_eq!(unique.len(), seen.len(), "a key came twice");
+    seen.sort();
+    assert_eq!(seen.len(), total);
+
+    let n: usize = redis::cmd("DEL")
+        .arg(&["user:m", "solo:m", "other:m"])
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(n, 3);
+}
+
+#[test]
+fn commands_across_routes_are_refused_and_those_within_one_work() {
+    let s = setup("across");
+    let mut c = s.proxy.client();
+    let err = redis::cmd("SUNION")
+        .arg(&["user:{t}a", "solo:{t}b"])
+        .query::<Vec<String>>(&mut c)
+        .unwrap_err();
+    assert_eq!(err.code(), Some("CROSSROUTE"), "{err}");
+    // Same slot, different routes: still refused.
+    let err = redis::cmd("RENAME")
+        .arg(&["user:{t}a", "other:{t}a"])
+        .query::<()>(&mut c)
+        .unwrap_err();
+    assert_eq!(err.code(), Some("CROSSROUTE"), "{err}");
+
+    // A transaction across routes is refused at queue time and aborted.
+    let mut raw = s.proxy.stream();
+    raw.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    assert_eq!(common::send(&mut raw, &["MULTI"]), "+OK\r\n");
+    assert_eq!(
+        common::send(&mut raw, &["SET", "user:{t}x", "1"]),
+        "+QUEUED\r\n"
+    );
+    let refused = common::send(&mut raw, &["SET", "solo:{t}x", "1"]);
+    assert!(refused.starts_with("-CROSSROUTE"), "{refused:?}");
+    assert!(common::send(&mut raw, &["EXEC"]).starts_with("-EXECABORT"));
+    assert!(keys_of(&s.solo).is_empty());
+
+    // Within one route: MULTI, WATCH, a script, a blocking pop.
+    let (x, y): (i64, i64) = redis::pipe()
+        .atomic()
+        .incr("user:{t}n", 1)
+        .incr("user:{t}n", 2)
+        .query(&mut c)
+        .unwrap();
+    assert_eq!((x, y), (1, 3));
+    let _: () = redis::cmd("WATCH").arg("solo:w").query(&mut c).unwrap();
+    let (ok,): (String,) = redis::pipe()
+        .atomic()
+        .set("solo:w", "1")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(ok, "OK");
+    assert!(keys_of(&s.solo).contains("solo:w"));
+    let got: String = redis::cmd("EVAL")
+        .arg("redis.call('SET', KEYS[1], ARGV[1]) return redis.call('GET', KEYS[1])")
+        .arg(1)
+        .arg("user:script")
+        .arg("v")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(got, "v");
+    let in_b: BTreeSet<String> = keys_per_master(&s.b).into_iter().flatten().collect();
+    assert!(in_b.contains("user:script") && in_b.contains("user:{t}n"));
+    let _: () = c.rpush("user:q", "job").unwrap();
+    let popped: Option<(String, String)> = c.blpop("user:q", 1.0).unwrap();
+    assert_eq!(popped, Some(("user:q".into(), "job".into())));
+}
+
+#[test]
+fn a_moved_slot_of_a_named_upstream_is_followed_there() {
+    let s = setup("moved");
+    let mut c = s.proxy.client();
+    // Two keys of the same slot, one in each cluster.
+    let (key, other) = ("user:{m}k", "other:{m}k");
+    let _: () = c.set(key, "before").unwrap();
+    let slot = orthrus_cluster::Slot::for_key(key.as_bytes()).get();
+    let from = s.b.master_of_slot(slot).unwrap();
+    let to =
+        s.b.masters()
+            .unwrap()
+            .into_iter()
+            .find(|&m| m != from)
+            .unwrap();
+    s.b.move_slot(slot, to).unwrap();
+    let moved = s.proxy.info_field("orthrus_redirects_moved");
+    // orthrus still has the old owner: the MOVED patches b's map, and the
+    // default cluster's map keeps that slot where it is. The key of the
+    // default cluster, sent at once (before the refresh the MOVED asks
+    // for), goes to its own cluster's owner.
+    let _: () = c.set(key, "after").unwrap();
+    let _: () = c.set(other, "a").unwrap();
+    assert_eq!(s.proxy.info_field("orthrus_redirects_moved"), moved + 1);
+    let owner = s.a.master_of_slot(slot).unwrap();
+    assert!(keys_of(&s.a.nodes()[owner]).contains(other));
+    assert!(!keys_of(&s.b.nodes()[to]).contains(other));
+    assert!(keys_of(&s.b.nodes()[to]).contains(key));
+    for i in 0..20 {
+        let _: () = c.set(key, i).unwrap();
+        let v: i64 = c.get(key).unwrap();
+        assert_eq!(v, i);
+    }
+    assert_eq!(s.proxy.info_field("orthrus_redirects_moved"), moved + 1);
+}
+
+#[test]
+fn bad_routes_are_refused_at_start_up_with_one_line() {
+    let cases = [
+        (
+            "[[routes]]\nprefix = \"a:\"\nupstream = \"nope\"\n",
+            "no upstream named \"nope\"",
+        ),
+        (
+            "[upstreams.b]\nseeds = [\"127.0.0.1:1\"]\n[[routes]]\nprefix = \"a:\"\nupstream = \"b\"\n[[routes]]\nprefix = \"a:\"\nupstream = \"default\"\n",
+            "prefix \"a:\" is routed twice",
+        ),
+        (
+            "[upstreams.default]\nseeds = [\"127.0.0.1:1\"]\n",
+            "\"default\" is the top-level seeds",
+        ),
+        ("[upstreams.b]\nseeds = []\n", "b: no seeds"),
+        (
+            "[upstreams.b]\nseeds = [\"127.0.0.1:1\", \"127.0.0.1:2\"]\nmode = \"standalone\"\n",
+            "standalone takes one seed",
+        ),
+        (
+            "[upstreams.b]\nseeds = [\"127.0.0.1:1\"]\n[[routes]]\nprefix = \"a:\"\nupstream = \"b\"\nremove_prefix = true\n",
+            "remove_prefix is not supported yet",
+        ),
+        (
+            "[upstreams.b]\nseeds = [\"127.0.0.1:1\"]\n[[routes]]\nprefix = \"a:\"\nupstream = \"default\"\nmirror = [\"b\"]\n",
+            "mirroring is not supported yet",
+        ),
+        (
+            "[[routes]]\nprefix = \"\"\nupstream = \"default\"\n",
+            "needs a prefix",
+        ),
+    ];
+    for (i, (toml, said)) in cases.iter().enumerate() {
+        let file = config_file(
+            &format!("bad{i}"),
+            &format!("seeds = [\"127.0.0.1:1\"]\n{toml}"),
+        );
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_orthrus"));
+        cmd.args(["--check-config", "--config", file.0.to_str().unwrap()]);
+        let out = run_to_exit(cmd, Duration::from_secs(10));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(64), "{toml}: {err}");
+        assert!(err.contains(said), "{toml}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+    }
+    // A good file: --check-config shows the routes.
+    let file = config_file(
+        "good",
+        &format!(
+            "seeds = [\"127.0.0.1:1\"]\n{}",
+            routes_toml(
+                "127.0.0.1:2".parse().unwrap(),
+                "127.0.0.1:3".parse().unwrap()
+            )
+        ),
+    );
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_orthrus"));
+    cmd.args(["--check-config", "--config", file.0.to_str().unwrap()]);
+    let out = run_to_exit(cmd, Duration::from_secs(10));
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{shown}");
+    assert!(
+        shown.contains("[[routes]]") && shown.contains("prefix = \"user:vip:\""),
+        "{shown}"
+    );
+}
