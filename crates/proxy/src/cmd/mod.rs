@@ -11,6 +11,7 @@
 //!   `admin.passthrough` is on.
 //! - [`split`] — cross-slot multi-key commands split per slot and merged.
 //! - [`fanout`] — keyspace-wide commands sent to every master and merged.
+//! - [`mirror`] — copies of a route's requests for its mirror upstreams.
 //! - [`scan`] — SCAN across the masters, the cursor naming the master.
 //! - [`script`] — EVALSHA that loads a script orthrus has seen on a master
 //!   answering `NOSCRIPT`, and SCRIPT EXISTS/FLUSH knowing those scripts.
@@ -29,6 +30,7 @@ pub mod fanout;
 pub mod hotkeys;
 pub mod info;
 pub mod local;
+pub mod mirror;
 pub mod pubsub;
 pub mod reply;
 pub mod scan;

@@ -15,6 +15,7 @@ use orthrus_cluster::SLOT_COUNT;
 use orthrus_resp::{Protocol, Request, encode};
 
 use crate::client::Pending;
+use crate::cmd::mirror;
 use crate::cmd::reply::{array_element_ranges, parse_integer};
 use crate::node::Done;
 use crate::node::forward::{self, Access, Sent, Target, error_reply};
@@ -339,6 +340,10 @@ impl Part {
             }))
         };
         let frame = encode::command(args());
+        if ctx.shared.prefixes.mirrors() {
+            let key = arg_of_key(req, self.first, step, 0).unwrap_or_default();
+            mirror::copy(ctx, key, self.place, &frame, access.reads());
+        }
         self.sent = Some(forward::forward(
             &ctx.pool,
             frame,

@@ -7,7 +7,7 @@ use orthrus_cluster::NodeAddr;
 use serde::{Deserialize, Serialize};
 
 use super::{ConfigError, Mode, invalid, split_list};
-use crate::route::prefix::{DEFAULT_UPSTREAM, Prefixes, Upstream};
+use crate::route::prefix::{DEFAULT_UPSTREAM, Mirror, Prefixes, RouteRule, Upstream};
 
 /// The name the top-level `seeds` go by in routes.
 pub const DEFAULT_NAME: &str = "default";
@@ -33,9 +33,12 @@ pub struct RouteConfig {
     pub upstream: String,
     /// Refused for now (the key would go without its prefix).
     pub remove_prefix: bool,
-    /// Refused for now (mirrored requests).
+    /// Upstreams that get a copy of this route's requests, fire and
+    /// forget (their replies and errors are counted, never returned).
     pub mirror: Vec<String>,
+    /// Copy only the commands that may write.
     pub mirror_writes_only: bool,
+    /// The share of requests copied, 0.0 to 1.0; all when unset.
     pub mirror_fraction: Option<f64>,
 }
 
@@ -148,13 +151,72 @@ pub(super) fn validate(
                 format!("prefix {prefix:?}: remove_prefix is not supported yet"),
             ));
         }
-        if !route.mirror.is_empty() || route.mirror_writes_only || route.mirror_fraction.is_some() {
+        let mirror = mirror(route, upstream, &number)?;
+        prefixes.push(RouteRule {
+            prefix: prefix.as_bytes().to_vec(),
+            upstream,
+            mirror,
+        });
+    }
+    Ok((named, Prefixes::with_rules(prefixes)))
+}
+
+/// A route's mirroring, checked: known upstreams, none its primary, a
+/// fraction from 0 to 1.
+fn mirror(
+    route: &RouteConfig,
+    primary: Upstream,
+    number: &dyn Fn(&str) -> Option<Upstream>,
+) -> Result<Option<Mirror>, ConfigError> {
+    let prefix = &route.prefix;
+    if route.mirror.is_empty() {
+        if route.mirror_writes_only || route.mirror_fraction.is_some() {
             return Err(invalid(
                 "routes",
-                format!("prefix {prefix:?}: mirroring is not supported yet"),
+                format!("prefix {prefix:?}: mirror_writes_only and mirror_fraction need mirror"),
             ));
         }
-        prefixes.push((prefix.as_bytes().to_vec(), upstream));
+        return Ok(None);
     }
-    Ok((named, Prefixes::new(prefixes)))
+    let mut to = Vec::with_capacity(route.mirror.len());
+    for name in &route.mirror {
+        let Some(upstream) = number(name) else {
+            return Err(invalid(
+                "routes",
+                format!("prefix {prefix:?}: no upstream named {name:?} to mirror to"),
+            ));
+        };
+        if upstream == primary {
+            return Err(invalid(
+                "routes",
+                format!("prefix {prefix:?}: mirror {name:?} is the route's own upstream"),
+            ));
+        }
+        if to.contains(&upstream) {
+            return Err(invalid(
+                "routes",
+                format!("prefix {prefix:?}: mirror {name:?} is named twice"),
+            ));
+        }
+        to.push(upstream);
+    }
+    let fraction = route.mirror_fraction.unwrap_or(1.0);
+    if !(0.0..=1.0).contains(&fraction) {
+        return Err(invalid(
+            "routes",
+            format!("prefix {prefix:?}: mirror_fraction {fraction} is not between 0 and 1"),
+        ));
+    }
+    // Out of 2^32: a fraction of 1 copies every request.
+    #[allow(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        reason = "the fraction is within 0..=1, so the product is within 0..=2^32"
+    )]
+    let share = (fraction * 4_294_967_296.0) as u64;
+    Ok(Some(Mirror {
+        to,
+        writes_only: route.mirror_writes_only,
+        share,
+    }))
 }

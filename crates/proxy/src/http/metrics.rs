@@ -85,6 +85,15 @@ fn traffic_metrics(m: &mut Exposition, t: &stats::Totals, refreshes: u64) {
     m.family(name, "counter", "MOVED and ASK redirections followed.");
     m.sample(name, &[("kind", "moved")], t.moved);
     m.sample(name, &[("kind", "ask")], t.ask);
+    let name = "orthrus_mirror_requests_total";
+    m.family(
+        name,
+        "counter",
+        "Copies of requests for mirror upstreams, by outcome.",
+    );
+    m.sample(name, &[("outcome", "sent")], t.mirror_sent);
+    m.sample(name, &[("outcome", "dropped")], t.mirror_dropped);
+    m.sample(name, &[("outcome", "error")], t.mirror_errors);
     let name = "orthrus_retries_total";
     m.family(
         name,

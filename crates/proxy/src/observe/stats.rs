@@ -38,6 +38,12 @@ pub struct WorkerStats {
     /// Times the worker's tasks were polled (the request path's hand-offs:
     /// divided by commands, task polls per request).
     pub task_polls: AtomicU64,
+    /// Copies of requests sent to a route's mirror upstreams.
+    pub mirror_sent: AtomicU64,
+    /// Copies not sent: the mirror's queue was full.
+    pub mirror_dropped: AtomicU64,
+    /// Copies a mirror failed or answered with an error.
+    pub mirror_errors: AtomicU64,
 }
 
 /// A consistent-enough sum over every worker.
@@ -61,6 +67,9 @@ pub struct Totals {
     pub reads_replica: u64,
     pub replica_fallbacks: u64,
     pub task_polls: u64,
+    pub mirror_sent: u64,
+    pub mirror_dropped: u64,
+    pub mirror_errors: u64,
 }
 
 impl WorkerStats {
@@ -85,6 +94,9 @@ impl WorkerStats {
             &self.reads_replica,
             &self.replica_fallbacks,
             &self.task_polls,
+            &self.mirror_sent,
+            &self.mirror_dropped,
+            &self.mirror_errors,
         ] {
             c.store(0, Ordering::Relaxed);
         }
@@ -130,6 +142,9 @@ pub fn totals(workers: &[WorkerStats]) -> Totals {
         t.reads_replica += get(&w.reads_replica);
         t.replica_fallbacks += get(&w.replica_fallbacks);
         t.task_polls += get(&w.task_polls);
+        t.mirror_sent += get(&w.mirror_sent);
+        t.mirror_dropped += get(&w.mirror_dropped);
+        t.mirror_errors += get(&w.mirror_errors);
     }
     t
 }

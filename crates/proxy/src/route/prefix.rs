@@ -26,6 +26,18 @@ pub struct Place {
 #[derive(Clone, Debug, Default)]
 pub struct Prefixes {
     routes: Vec<Prefix>,
+    /// Whether any route mirrors.
+    mirrors: bool,
+}
+
+/// Where a route's requests are copied to, fire and forget.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Mirror {
+    pub to: Vec<Upstream>,
+    /// Only commands that may write are copied.
+    pub writes_only: bool,
+    /// The share of requests copied, out of 2^32.
+    pub share: u64,
 }
 
 /// One route's prefix, its first eight bytes in a word: most prefixes are
@@ -40,6 +52,15 @@ struct Prefix {
     rest: Box<[u8]>,
     len: usize,
     upstream: Upstream,
+    mirror: Option<Mirror>,
+}
+
+/// One route as configured: its prefix, upstream and mirroring.
+#[derive(Clone, Debug)]
+pub struct RouteRule {
+    pub prefix: Vec<u8>,
+    pub upstream: Upstream,
+    pub mirror: Option<Mirror>,
 }
 
 // === impl Place ===
@@ -66,27 +87,49 @@ impl Place {
 impl Prefixes {
     /// The routes `(prefix, upstream)`, in any order; prefixes are unique.
     pub fn new(routes: impl IntoIterator<Item = (Vec<u8>, Upstream)>) -> Prefixes {
-        let mut routes: Vec<(Vec<u8>, Upstream)> = routes.into_iter().collect();
-        routes.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then_with(|| a.0.cmp(&b.0)));
+        Prefixes::with_rules(routes.into_iter().map(|(prefix, upstream)| RouteRule {
+            prefix,
+            upstream,
+            mirror: None,
+        }))
+    }
+
+    /// The routes, in any order; prefixes are unique.
+    pub fn with_rules(routes: impl IntoIterator<Item = RouteRule>) -> Prefixes {
+        let mut routes: Vec<RouteRule> = routes.into_iter().collect();
+        routes.sort_by(|a, b| {
+            b.prefix
+                .len()
+                .cmp(&a.prefix.len())
+                .then_with(|| a.prefix.cmp(&b.prefix))
+        });
+        let mirrors = routes.iter().any(|r| r.mirror.is_some());
         let routes = routes
             .into_iter()
-            .map(|(prefix, upstream)| {
-                let shown = prefix.len().min(8);
-                Prefix {
-                    head: head(&prefix),
-                    mask: u64::MAX
-                        .checked_shr(
-                            u32::try_from(8usize.saturating_sub(shown).saturating_mul(8))
-                                .unwrap_or(64),
-                        )
-                        .unwrap_or(0),
-                    rest: prefix.get(8..).unwrap_or_default().into(),
-                    len: prefix.len(),
-                    upstream,
-                }
-            })
+            .map(
+                |RouteRule {
+                     prefix,
+                     upstream,
+                     mirror,
+                 }| {
+                    let shown = prefix.len().min(8);
+                    Prefix {
+                        head: head(&prefix),
+                        mask: u64::MAX
+                            .checked_shr(
+                                u32::try_from(8usize.saturating_sub(shown).saturating_mul(8))
+                                    .unwrap_or(64),
+                            )
+                            .unwrap_or(0),
+                        rest: prefix.get(8..).unwrap_or_default().into(),
+                        len: prefix.len(),
+                        upstream,
+                        mirror,
+                    }
+                },
+            )
             .collect();
-        Prefixes { routes }
+        Prefixes { routes, mirrors }
     }
 
     /// No route: every key goes to the default upstream.
@@ -98,15 +141,28 @@ impl Prefixes {
     /// The upstream of `key`: the longest prefix that starts it, else the
     /// default one.
     pub fn upstream_of(&self, key: &[u8]) -> Upstream {
+        self.route_of(key).map_or(DEFAULT_UPSTREAM, |p| p.upstream)
+    }
+
+    /// Whether any route mirrors its requests.
+    #[inline]
+    pub fn mirrors(&self) -> bool {
+        self.mirrors
+    }
+
+    /// Where the requests for `key` are copied to, if anywhere.
+    pub fn mirror_of(&self, key: &[u8]) -> Option<&Mirror> {
+        self.route_of(key)?.mirror.as_ref()
+    }
+
+    /// The route that takes `key`: the longest prefix that starts it.
+    fn route_of(&self, key: &[u8]) -> Option<&Prefix> {
         let word = head(key);
-        self.routes
-            .iter()
-            .find(|p| {
-                word & p.mask == p.head
-                    && key.len() >= p.len
-                    && (p.rest.is_empty() || key.get(8..).is_some_and(|k| k.starts_with(&p.rest)))
-            })
-            .map_or(DEFAULT_UPSTREAM, |p| p.upstream)
+        self.routes.iter().find(|p| {
+            word & p.mask == p.head
+                && key.len() >= p.len
+                && (p.rest.is_empty() || key.get(8..).is_some_and(|k| k.starts_with(&p.rest)))
+        })
     }
 
     /// The place of `key`: its upstream, and its slot there.

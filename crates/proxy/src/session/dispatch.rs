@@ -18,7 +18,7 @@ use crate::acl;
 use crate::client::subscriptions::publish_target;
 use crate::client::{Client, Pending, PushSink, ReplyMode};
 use crate::cmd::{
-    admin, blocking, fanout, local, pubsub, scan, script, split, tracking, transaction,
+    admin, blocking, fanout, local, mirror, pubsub, scan, script, split, tracking, transaction,
 };
 use crate::config::ReadFrom;
 use crate::node::Done;
@@ -28,6 +28,7 @@ use crate::observe::clients::Closer;
 use crate::observe::hotkeys::Sample;
 use crate::observe::stats::WorkerStats;
 use crate::route::kind::{Family, Local};
+use crate::route::prefix::Place;
 use crate::route::table::{CommandInfo, CommandTable, Rejection, Route};
 use crate::worker::WorkerCtx;
 
@@ -113,6 +114,11 @@ pub fn dispatch(
             hot = true;
         }
     }
+    if ctx.shared.prefixes.mirrors() && client.multi.is_none() {
+        if let (Route::Slot(place), Some(info)) = (&route, info) {
+            mirror_copy(ctx, &req, *place, info);
+        }
+    }
     let mut started = match run(client, &req, (route, info), &table, sink, ctx) {
         Next::Started(started) => Started {
             frame: Some(req.into_frame()),
@@ -144,6 +150,16 @@ pub fn dispatch(
     } else {
         started
     }
+}
+
+/// Copies a keyed request to its route's mirrors, if any (by its first
+/// key's route).
+#[cold]
+fn mirror_copy(ctx: &Rc<WorkerCtx>, req: &Request, place: Place, info: &CommandInfo) {
+    let _ = info.for_each_key(req, |key, _| {
+        mirror::copy(ctx, key, place, req.frame(), info.readonly);
+        ControlFlow::Break(())
+    });
 }
 
 /// Before a [`Pending::Remote`] goes into a boxed future (where its request
