@@ -53,6 +53,7 @@ const LIVE: &[&str] = &[
     "tls.ca_cert_file",
     "tls.auth_clients",
     "backend.tls",
+    "routes",
 ];
 
 /// What every worker reads.
@@ -72,8 +73,9 @@ pub struct Shared {
     /// The named upstreams, upstream `n` at `n - 1` (the default one's
     /// map is `slots`).
     pub upstreams: Box<[NamedUpstream]>,
-    /// Which keys go to which upstream.
-    pub prefixes: Prefixes,
+    /// Which keys go to which upstream; replaced on SIGHUP while the
+    /// upstreams stay the same.
+    pub prefixes: Swapped<Prefixes>,
     pub commands: Swapped<CommandTable>,
     /// The cluster's `redis_version`, reported in INFO and HELLO.
     pub redis_version: ArcSwap<String>,
@@ -151,7 +153,7 @@ impl Shared {
             policy,
             slots: Swapped::from_pointee(SlotMap::empty()),
             upstreams,
-            prefixes,
+            prefixes: Swapped::from_pointee(prefixes),
             commands: Swapped::from_pointee(CommandTable::builtin()),
             redis_version: ArcSwap::from_pointee("7.0.0".to_owned()),
             stats,
@@ -224,9 +226,24 @@ impl Shared {
             .filter(|(name, before)| new.client.users.get(*name) != Some(before))
             .map(|(name, _)| name)
             .collect();
-        let (changed, restart) = differences(&old, &new)
+        let (mut changed, mut restart): (Vec<String>, Vec<String>) = differences(&old, &new)
             .into_iter()
             .partition(|name| LIVE.contains(&name.as_str()));
+        // Routes name upstreams by their numbers: new routes apply while
+        // the upstreams are the ones running, by name.
+        let same_upstreams = settings.upstreams.len() == self.upstreams.len()
+            && settings
+                .upstreams
+                .iter()
+                .zip(self.upstreams.iter())
+                .all(|(new, running)| new.name == running.settings.name);
+        if let Some(at) = changed.iter().position(|name| name == "routes") {
+            if same_upstreams {
+                self.prefixes.store(Arc::new(settings.prefixes));
+            } else {
+                restart.push(changed.remove(at));
+            }
+        }
         self.slowlog
             .configure(new.slowlog.log_slower_than_us, new.slowlog.max_len);
         self.users.store(Arc::new(new.client.parsed_users()));

@@ -16,7 +16,7 @@ use crate::node::pool::Pool;
 use crate::observe::latency::Latency;
 use crate::observe::stats::WorkerStats;
 use crate::process::{Held, Shared};
-use crate::route::prefix::Upstream;
+use crate::route::prefix::{Prefixes, Upstream};
 use crate::route::table::CommandTable;
 
 /// What every task of a worker shares.
@@ -83,6 +83,11 @@ impl WorkerCtx {
 
     pub fn commands(&self) -> Held<CommandTable> {
         self.pool.env().commands()
+    }
+
+    /// The routes by key prefix (SIGHUP may replace them).
+    pub fn prefixes(&self) -> Held<Prefixes> {
+        self.pool.env().prefixes()
     }
 
     /// The settings SIGHUP can change.

@@ -398,7 +398,7 @@ fn all_keys(c: &Cluster) -> BTreeSet<String> {
 fn writers(
     proxy: &Proxy,
     threads: usize,
-    each: usize,
+    (each, pause): (usize, Duration),
     stop: &std::sync::Arc<std::sync::atomic::AtomicBool>,
 ) -> Vec<std::thread::JoinHandle<(Vec<String>, Vec<String>)>> {
     (0..threads)
@@ -415,6 +415,9 @@ fn writers(
                     match c.set::<_, _, ()>(&key, i) {
                         Ok(()) => acked.push(key),
                         Err(e) => errors.push(format!("{key}: {e}")),
+                    }
+                    if !pause.is_zero() {
+                        std::thread::sleep(pause);
                     }
                 }
                 (acked, errors)
@@ -434,7 +437,7 @@ fn writes_are_mirrored_and_reads_are_not() {
     }
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let mut reader = proxy.client();
-    let handles = writers(&proxy, 8, 300, &stop);
+    let handles = writers(&proxy, 8, (300, Duration::ZERO), &stop);
     for k in &read_only {
         let v: String = reader.get(k).unwrap();
         assert_eq!(v, "v");
@@ -474,7 +477,7 @@ fn writes_are_mirrored_and_reads_are_not() {
 fn a_dead_mirror_costs_the_primary_no_error() {
     let (a, mut b, proxy, _config) = mirrored("deadmirror");
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let handles = writers(&proxy, 8, 1_000_000, &stop);
+    let handles = writers(&proxy, 8, (1_000_000, Duration::ZERO), &stop);
     std::thread::sleep(Duration::from_millis(500));
     // Writes a second, with the mirror up and then dead (for the log:
     // speed is not asserted here).
@@ -510,4 +513,135 @@ fn a_dead_mirror_costs_the_primary_no_error() {
         written,
         "every acknowledged write is in the primary"
     );
+}
+
+/// The keys of cluster `c` that start with `prefix`, with their values.
+fn values_of(c: &Cluster, prefix: &str) -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    for m in c.masters().unwrap() {
+        let node = &c.nodes()[m];
+        let mut cursor = "0".to_owned();
+        loop {
+            let reply = node
+                .cmd(&[
+                    "SCAN",
+                    &cursor,
+                    "MATCH",
+                    &format!("{prefix}*"),
+                    "COUNT",
+                    "1000",
+                ])
+                .unwrap();
+            let Value::Array(parts) = reply else {
+                panic!("SCAN: {reply:?}")
+            };
+            cursor = String::from_utf8_lossy(parts[0].as_bytes().unwrap()).into_owned();
+            let Value::Array(keys) = &parts[1] else {
+                panic!("SCAN keys")
+            };
+            for k in keys {
+                let k = String::from_utf8_lossy(k.as_bytes().unwrap()).into_owned();
+                if let Some(v) = node.cmd(&["GET", &k]).unwrap().as_bytes() {
+                    out.push((k, v.to_vec()));
+                }
+            }
+            if cursor == "0" {
+                break;
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn a_prefix_moves_to_another_cluster_under_load_with_no_error_and_no_lost_key() {
+    // The recipe of docs/operations.md: mirror the prefix's writes to the
+    // new cluster, copy the old keys (never over a newer copy), switch the
+    // route, each step a SIGHUP, while 8 clients write.
+    let a = cluster(3, 0);
+    let b = cluster(3, 0);
+    let upstream = format!("[upstreams.b]\nseeds = [\"{}\"]\n", b.seeds()[0]);
+    let config = config_file("migrate", &upstream);
+    let proxy = Proxy::start(
+        &a.seeds(),
+        &["--config", config.0.to_str().unwrap(), "--threads", "2"],
+    );
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let handles = writers(&proxy, 8, (1_000_000, Duration::from_millis(2)), &stop);
+    std::thread::sleep(Duration::from_millis(700));
+
+    // 1. Writes to order: are copied to b.
+    let mirroring = format!(
+        "{upstream}[[routes]]\nprefix = \"order:\"\nupstream = \"default\"\nmirror = [\"b\"]\nmirror_writes_only = true\n"
+    );
+    std::fs::write(&config.0, mirroring).unwrap();
+    proxy.signal("HUP");
+    orthrus_devcluster::wait_until(Duration::from_secs(10), "mirroring", || {
+        let sent = proxy.info_field("orthrus_mirror_sent");
+        if sent > 0 {
+            Ok(())
+        } else {
+            Err("no copy yet".into())
+        }
+    })
+    .unwrap();
+    // 2. The keys written before: copied, never over a newer copy (NX).
+    let old = values_of(&a, "order:");
+    assert!(!old.is_empty());
+    for (key, value) in &old {
+        let owner = common::owner_of(&b, key.as_bytes());
+        b.nodes()[owner]
+            .cmd(&[b"SET".as_slice(), key.as_bytes(), value.as_slice(), b"NX"])
+            .unwrap();
+    }
+    // 3. The route switched: order: is b's.
+    let switched = format!("{upstream}[[routes]]\nprefix = \"order:\"\nupstream = \"b\"\n");
+    std::fs::write(&config.0, switched).unwrap();
+    proxy.signal("HUP");
+    let mut probe = proxy.client();
+    orthrus_devcluster::wait_until(Duration::from_secs(10), "the switch", || {
+        let _: () = probe.set("order:probe", "1").map_err(|e| e.to_string())?;
+        let owner = common::owner_of(&b, b"order:probe");
+        match b.nodes()[owner]
+            .cmd(&["EXISTS", "order:probe"])
+            .unwrap()
+            .as_int()
+        {
+            Some(1) => Ok(()),
+            _ => Err("order:probe not in b yet".into()),
+        }
+    })
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(700));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut written = BTreeSet::new();
+    for h in handles {
+        let (acked, errors) = h.join().unwrap();
+        assert!(errors.is_empty(), "client errors: {errors:?}");
+        written.extend(acked);
+    }
+    // Every acknowledged key is in b (the last copies land within their
+    // deadline), with the value written.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let missing = loop {
+        let in_b: BTreeSet<String> = all_keys(&b);
+        let missing: Vec<&String> = written.iter().filter(|k| !in_b.contains(*k)).collect();
+        if missing.is_empty() || std::time::Instant::now() > deadline {
+            break missing.len();
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    eprintln!(
+        "{} keys written across the move, {} copied as old keys, {} mirrored",
+        written.len(),
+        old.len(),
+        proxy.info_field("orthrus_mirror_sent")
+    );
+    assert_eq!(missing, 0, "keys lost in the move");
+    let mut c = proxy.client();
+    for key in written.iter().step_by(97) {
+        let i: usize = key.rsplit(':').next().unwrap().parse().unwrap();
+        let v: usize = c.get(key).unwrap();
+        assert_eq!(v, i, "{key}");
+    }
 }

@@ -27,10 +27,16 @@ thread_local! {
     static DRAW: Cell<u64> = const { Cell::new(0x9e37_79b9_7f4a_7c15) };
 }
 
-/// Copies `frame` (a request for `place`, whose first key is `key`) to the
-/// mirrors of `key`'s route, if it has any and this request is one to copy.
-pub fn copy(ctx: &Rc<WorkerCtx>, key: &[u8], place: Place, frame: &Bytes, readonly: bool) {
-    let Some(mirror) = ctx.shared.prefixes.mirror_of(key) else {
+/// Copies `frame` (a request for `place`) to `mirror`, the mirroring of
+/// its first key's route, if it has one and this request is one to copy.
+pub fn copy(
+    ctx: &Rc<WorkerCtx>,
+    mirror: Option<&Mirror>,
+    place: Place,
+    frame: &Bytes,
+    readonly: bool,
+) {
+    let Some(mirror) = mirror else {
         return;
     };
     if (mirror.writes_only && readonly) || !drawn(mirror) {

@@ -87,12 +87,14 @@ pub fn dispatch(
     }
     let key_count = args.checked_div(step).unwrap_or(0);
     let ctx = ctx.clone();
+    let prefixes = ctx.prefixes();
+    let upstreams = upstreams(&prefixes, &ctx.shared);
     if key_count <= KEYS_PER_TURN {
         // Sent now, while the request is read, like any other.
-        let mut parts = Parts::new(key_count, upstreams(&ctx.shared));
-        parts.add(req, (step, &ctx.shared.prefixes), 0..key_count);
+        let mut parts = Parts::new(key_count, upstreams);
+        parts.add(req, (step, &prefixes), 0..key_count);
         for part in &mut parts.parts {
-            part.send(&ctx, req, step, (proto, access));
+            part.send(&ctx, (req, step, &prefixes), (proto, access));
         }
         return Pending::Future(Box::pin(async move {
             finish(&ctx, merge, parts, key_count).await
@@ -104,16 +106,16 @@ pub fn dispatch(
     let req = req.clone();
     Pending::deferred(Box::pin(async move {
         let mut turns = Turns { done: 0 };
-        let mut parts = Parts::new(key_count, upstreams(&ctx.shared));
+        let mut parts = Parts::new(key_count, upstreams);
         let mut at = 0;
         while at < key_count {
             let end = key_count.min(at.saturating_add(KEYS_PER_TURN));
-            parts.add(&req, (step, &ctx.shared.prefixes), at..end);
+            parts.add(&req, (step, &prefixes), at..end);
             turns.worked(end.saturating_sub(at)).await;
             at = end;
         }
         for part in &mut parts.parts {
-            part.send(&ctx, &req, step, (proto, access));
+            part.send(&ctx, (&req, step, &prefixes), (proto, access));
             turns.worked(part.len()).await;
         }
         finish(&ctx, merge, parts, key_count).await
@@ -290,8 +292,8 @@ impl Parts {
 }
 
 /// How many upstreams a split command's keys may be routed to.
-fn upstreams(shared: &Shared) -> usize {
-    if shared.prefixes.is_empty() {
+fn upstreams(prefixes: &Prefixes, shared: &Shared) -> usize {
+    if prefixes.is_empty() {
         1
     } else {
         shared.upstreams.len().saturating_add(1)
@@ -329,8 +331,7 @@ impl Part {
     fn send(
         &mut self,
         ctx: &Rc<WorkerCtx>,
-        req: &Request,
-        step: usize,
+        (req, step, prefixes): (&Request, usize, &Prefixes),
         (proto, access): (Protocol, Access),
     ) {
         let name = req.arg(0).unwrap_or_default();
@@ -340,9 +341,10 @@ impl Part {
             }))
         };
         let frame = encode::command(args());
-        if ctx.shared.prefixes.mirrors() {
+        if prefixes.mirrors() {
             let key = arg_of_key(req, self.first, step, 0).unwrap_or_default();
-            mirror::copy(ctx, key, self.place, &frame, access.reads());
+            let mirror = prefixes.mirror_of(key);
+            mirror::copy(ctx, mirror, self.place, &frame, access.reads());
         }
         self.sent = Some(forward::forward(
             &ctx.pool,

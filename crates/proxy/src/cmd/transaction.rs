@@ -135,7 +135,7 @@ pub fn queue_in_multi(
     let passthrough = ctx.live().admin.passthrough;
     multi.writes |= ctx.shared.scripts.may_write(table, req);
     let before = multi.queued.len();
-    let reply = queue(multi, req, (table, &ctx.shared.prefixes), passthrough);
+    let reply = queue(multi, req, (table, &ctx.prefixes()), passthrough);
     if multi.queued.len() > before {
         script::queued_in_multi(multi, req);
     }
@@ -229,7 +229,8 @@ fn unwatch(client: &mut Client) {
 
 fn watch(client: &mut Client, req: &Request, table: &CommandTable, ctx: &Rc<WorkerCtx>) -> Pending {
     let info = table.get(req.arg(0).unwrap_or_default());
-    let upstream = info.map(|info| info.upstream_of_keys(req, &ctx.shared.prefixes));
+    let prefixes = ctx.prefixes();
+    let upstream = info.map(|info| info.upstream_of_keys(req, &prefixes));
     let slot = match (info.map(|info| info.slot(req)), upstream) {
         (_, Some(Err(()))) => {
             return Pending::Ready(error_reply(&Rejection::CrossRoute.message(req)));

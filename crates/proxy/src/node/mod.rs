@@ -38,7 +38,7 @@ use crate::config::Config;
 use crate::observe::load::WorkerLoad;
 use crate::observe::stats::WorkerStats;
 use crate::process::{Held, Local, Shared};
-use crate::route::prefix::Upstream;
+use crate::route::prefix::{Prefixes, Upstream};
 use crate::route::table::CommandTable;
 
 pub mod client;
@@ -76,6 +76,7 @@ pub struct Env {
     /// The named upstreams' slot maps, upstream `n` at `n - 1`.
     named: Box<[Local<SlotMap>]>,
     commands: Local<CommandTable>,
+    prefixes: Local<Prefixes>,
     live: Local<Config>,
     /// This worker's per-slot load table.
     load: Arc<WorkerLoad>,
@@ -120,6 +121,7 @@ impl Env {
                 .map(|u| Local::new(&u.slots))
                 .collect(),
             commands: Local::new(&shared.commands),
+            prefixes: Local::new(&shared.prefixes),
             live: Local::new(&shared.live),
             load: shared.load.worker(worker),
             shared,
@@ -152,6 +154,11 @@ impl Env {
     /// The current command table.
     pub fn commands(&self) -> Held<CommandTable> {
         self.commands.get(&self.shared.commands)
+    }
+
+    /// The routes by key prefix.
+    pub fn prefixes(&self) -> Held<Prefixes> {
+        self.prefixes.get(&self.shared.prefixes)
     }
 
     /// The settings SIGHUP can change.
