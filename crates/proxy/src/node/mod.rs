@@ -161,6 +161,13 @@ impl Env {
         self.prefixes.get(&self.shared.prefixes)
     }
 
+    /// `f` of the routes by key prefix (no handle taken: the request
+    /// path's way).
+    #[inline]
+    pub fn with_prefixes<R>(&self, f: impl FnOnce(&Prefixes) -> R) -> R {
+        self.prefixes.with(&self.shared.prefixes, f)
+    }
+
     /// The settings SIGHUP can change.
     pub fn live(&self) -> Held<Config> {
         self.live.get(&self.shared.live)

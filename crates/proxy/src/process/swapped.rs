@@ -103,6 +103,18 @@ impl<T> Local<T> {
         }
         self.value.borrow().clone()
     }
+
+    /// `f` of the current value of `of`, without a handle to keep (no
+    /// count taken and given back).
+    #[inline]
+    pub fn with<R>(&self, of: &Swapped<T>, f: impl FnOnce(&T) -> R) -> R {
+        let version = of.version.load(Ordering::Acquire);
+        if version != self.version.get() {
+            *self.value.borrow_mut() = Held(Rc::new(of.load_full()));
+            self.version.set(version);
+        }
+        f(&self.value.borrow())
+    }
 }
 
 #[cfg(test)]
@@ -118,8 +130,10 @@ mod tests {
         assert_eq!(*local.get(&shared), 2);
         shared.rcu(|n| **n + 1);
         assert_eq!(*local.get(&shared), 3);
+        assert_eq!(local.with(&shared, |n| *n), 3);
         let held = local.get(&shared);
         shared.store(Arc::new(4));
+        assert_eq!(local.with(&shared, |n| *n), 4);
         assert_eq!(*local.get(&shared), 4);
         assert_eq!(*held, 3, "a value handed out stays as it was");
     }

@@ -28,7 +28,7 @@ use crate::observe::clients::Closer;
 use crate::observe::hotkeys::Sample;
 use crate::observe::stats::WorkerStats;
 use crate::route::kind::{Family, Local};
-use crate::route::prefix::{Place, Prefixes};
+use crate::route::prefix::Place;
 use crate::route::table::{CommandInfo, CommandTable, Rejection, Route};
 use crate::worker::WorkerCtx;
 
@@ -106,8 +106,10 @@ pub fn dispatch(
     let own = client.tracking.as_ref().map(|t| t.ctx.clone());
     let ctx = own.as_ref().unwrap_or(ctx);
     let table = ctx.commands();
-    let prefixes = ctx.prefixes();
-    let (route, info) = table.route_info_by(&req, &prefixes);
+    let ((route, info), mirrors) = ctx
+        .pool
+        .env()
+        .with_prefixes(|p| (table.route_info_by(&req, p), p.mirrors()));
     let mut hot = false;
     if let Some(generation) = ctx.shared.hotkeys.sampled() {
         if let Some(sample) = sample(generation, client, &req, (&route, info)) {
@@ -115,9 +117,9 @@ pub fn dispatch(
             hot = true;
         }
     }
-    if prefixes.mirrors() && client.multi.is_none() {
+    if mirrors && client.multi.is_none() {
         if let (Route::Slot(place), Some(info)) = (&route, info) {
-            mirror_copy(ctx, &req, *place, (info, &prefixes));
+            mirror_copy(ctx, &req, *place, info);
         }
     }
     let mut started = match run(client, &req, (route, info), &table, sink, ctx) {
@@ -156,12 +158,8 @@ pub fn dispatch(
 /// Copies a keyed request to its route's mirrors, if any (by its first
 /// key's route).
 #[cold]
-fn mirror_copy(
-    ctx: &Rc<WorkerCtx>,
-    req: &Request,
-    place: Place,
-    (info, prefixes): (&CommandInfo, &Prefixes),
-) {
+fn mirror_copy(ctx: &Rc<WorkerCtx>, req: &Request, place: Place, info: &CommandInfo) {
+    let prefixes = ctx.prefixes();
     let _ = info.for_each_key(req, |key, _| {
         mirror::copy(
             ctx,
