@@ -13,7 +13,7 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use self::quota::NodeQuota;
-use crate::config::{Config, Settings, Tls, UpstreamSettings};
+use crate::config::{Config, Mode, Settings, Tls, UpstreamSettings};
 use crate::observe::clients::Registry;
 use crate::observe::commands::CommandStats;
 use crate::observe::hotkeys::HotKeys;
@@ -145,6 +145,7 @@ impl Shared {
             })
             .collect();
         let prefixes = settings.prefixes.clone();
+        let named = settings.upstreams.len();
         Arc::new(Shared {
             live: Swapped::from_pointee(settings.raw.clone()),
             users: Swapped::from_pointee(settings.raw.client.parsed_users()),
@@ -161,7 +162,7 @@ impl Shared {
             node_latency: latency::Nodes::default(),
             node_quota,
             ops: OpsMeter::default(),
-            load: SlotLoad::new(threads),
+            load: SlotLoad::new(threads, named),
             hotkeys: HotKeys::new(threads),
             slowlog,
             acl_log: Default::default(),
@@ -289,6 +290,24 @@ impl Shared {
             map.set_master(place.slot, addr.clone());
             map
         });
+    }
+
+    /// Every upstream's name, mode and current slot map, the default one
+    /// first (upstream `n` at `n`).
+    pub fn upstream_maps(&self) -> Vec<(&str, Mode, Arc<SlotMap>)> {
+        std::iter::once((
+            crate::config::DEFAULT_NAME,
+            self.settings.mode,
+            self.slots.load_full(),
+        ))
+        .chain(self.upstreams.iter().map(|u| {
+            (
+                u.settings.name.as_str(),
+                u.settings.mode,
+                u.slots.load_full(),
+            )
+        }))
+        .collect()
     }
 
     /// Every master of every upstream that owns a slot, for commands sent

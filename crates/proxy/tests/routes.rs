@@ -177,6 +177,35 @@ fn keys_land_where_their_prefix_routes_them() {
         .query(&mut c)
         .unwrap();
     assert_eq!(n, 3);
+
+    // INFO upstreams: each upstream with what it was asked.
+    assert!(c.incr::<_, _, i64>("user:1", 1).is_err(), "not an integer");
+    let info: String = redis::cmd("INFO").arg("upstreams").query(&mut c).unwrap();
+    let field = |upstream: &str, name: &str| -> u64 {
+        let line = info
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("upstream_{upstream}:")))
+            .unwrap_or_else(|| panic!("no upstream_{upstream} in {info}"));
+        line.split(',')
+            .find_map(|kv| kv.strip_prefix(&format!("{name}=")))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in {line}"))
+    };
+    assert!(
+        info.contains("upstream_solo:mode=standalone,masters=1,slots_covered=16384"),
+        "{info}"
+    );
+    assert!(
+        info.contains("upstream_b:mode=cluster,masters=3,slots_covered=16384"),
+        "{info}"
+    );
+    // Writes, MGET/MSET/EXISTS/DEL parts and the INCR, at least.
+    assert!(field("b", "requests") >= 300 + 5, "{info}");
+    assert!(field("solo", "requests") >= 100 + 4, "{info}");
+    assert!(field("default", "requests") >= 260, "{info}");
+    assert_eq!(field("b", "errors"), 1, "{info}");
+    assert_eq!(field("solo", "errors"), 0, "{info}");
+    assert!(field("b", "node_time_us") > 0 && field("b", "bytes") > 0);
 }
 
 #[test]

@@ -33,6 +33,7 @@ const SECTIONS: &[(&str, bool, Section)] = &[
     ("errorstats", true, errorstats),
     ("cluster", true, cluster),
     ("load", true, load),
+    ("upstreams", false, upstreams),
     ("latency", false, latency),
 ];
 
@@ -306,6 +307,26 @@ fn latency(out: &mut String, ctx: &WorkerCtx) {
 
 /// Each master's keyed requests and bytes so far (by the slots it owns
 /// now), and its share of all of them, in percent.
+/// Each upstream (the default one and those of `[upstreams]`): what it is
+/// and what it has been asked so far.
+fn upstreams(out: &mut String, ctx: &WorkerCtx) {
+    out.push_str("# Upstreams\r\n");
+    let counts = ctx.shared.load.by_upstream();
+    for ((name, mode, map), c) in ctx.shared.upstream_maps().into_iter().zip(counts) {
+        let _ = write!(
+            out,
+            "upstream_{name}:mode={},masters={},slots_covered={},requests={},bytes={},node_time_us={},errors={}\r\n",
+            mode.name(),
+            map.masters().len(),
+            map.covered_slots(),
+            c.counts.requests,
+            c.counts.bytes,
+            c.counts.micros,
+            c.errors,
+        );
+    }
+}
+
 fn load(out: &mut String, ctx: &WorkerCtx) {
     out.push_str("# Load\r\n");
     let masters = ctx.shared.load.by_master(&ctx.slots());

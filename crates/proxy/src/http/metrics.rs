@@ -18,8 +18,48 @@ pub fn exposition(shared: &Shared) -> String {
     traffic_metrics(&mut m, &stats::totals(&shared.stats), shared.refreshes());
     cluster_metrics(&mut m, shared);
     load_metrics(&mut m, shared);
+    upstream_metrics(&mut m, shared);
     latency_metrics(&mut m, shared);
     m.out
+}
+
+/// Per upstream (the default one and those of `[upstreams]`): keyed
+/// requests, error replies, time at the nodes, slots served.
+fn upstream_metrics(m: &mut Exposition, shared: &Shared) {
+    let maps = shared.upstream_maps();
+    let counts = shared.load.by_upstream();
+    let each = |m: &mut Exposition, name: &str, value: &dyn Fn(usize) -> String| {
+        for (i, (upstream, _, _)) in maps.iter().enumerate() {
+            m.sample(name, &[("upstream", upstream)], value(i));
+        }
+    };
+    let of = |i: usize| counts.get(i).copied().unwrap_or_default();
+    let name = "orthrus_upstream_requests_total";
+    m.family(name, "counter", "Keyed requests answered, by upstream.");
+    each(m, name, &|i| of(i).counts.requests.to_string());
+    let name = "orthrus_upstream_errors_total";
+    m.family(
+        name,
+        "counter",
+        "Keyed requests answered with an error reply, by upstream.",
+    );
+    each(m, name, &|i| of(i).errors.to_string());
+    let name = "orthrus_upstream_node_seconds_total";
+    m.family(
+        name,
+        "counter",
+        "Time keyed requests spent at the nodes (written to reply read), by upstream.",
+    );
+    each(m, name, &|i| {
+        format!("{:.6}", of(i).counts.micros as f64 / 1_000_000.0)
+    });
+    let name = "orthrus_upstream_slots_covered";
+    m.family(name, "gauge", "Slots with an owner, by upstream.");
+    each(m, name, &|i| {
+        maps.get(i)
+            .map_or(0, |(_, _, map)| map.covered_slots())
+            .to_string()
+    });
 }
 
 /// Keyed requests and their bytes by the master that owns their slot now

@@ -182,15 +182,20 @@ impl Remote {
         self.rx.unhook();
     }
 
-    /// Counts the request, answered with `done`, in its slot's load.
+    /// Counts the request, answered with `done`, in its slot's load (its
+    /// upstream's, for a named upstream).
     pub fn count(&self, load: &WorkerLoad, done: &Done) {
-        if let Target::Slot(Place {
-            upstream: DEFAULT_UPSTREAM,
-            slot,
-        }) = self.target
-        {
+        if let Target::Slot(place) = self.target {
             let bytes = self.frame.len().saturating_add(done.reply.len());
-            load.add(slot, bytes, done.backend.unwrap_or_default());
+            let took = done.backend.unwrap_or_default();
+            if place.upstream == DEFAULT_UPSTREAM {
+                load.add(place.slot, bytes, took);
+            } else {
+                load.add_named(place.upstream, bytes, took);
+            }
+            if done.reply.first() == Some(&b'-') {
+                load.error(place.upstream);
+            }
         }
     }
 }

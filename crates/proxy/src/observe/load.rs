@@ -3,6 +3,9 @@
 //! and is its only writer, so a count is a relaxed load and store (no
 //! read-modify-write, no shared cache line); readers sum the workers.
 //!
+//! Named upstreams (`[upstreams.NAME]`) are counted as a whole, not per
+//! slot; error replies are counted per upstream, the default one included.
+//!
 //! A timer keeps a ring of the last five 2-second intervals, so that
 //! `ORTHRUS HOTSLOTS` gives rates over the last 10 s; INFO and `/metrics`
 //! add the totals up by the slot's current master.
@@ -13,6 +16,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use orthrus_cluster::{NodeAddr, SLOT_COUNT, Slot, SlotMap};
+
+use crate::route::prefix::Upstream;
 
 /// How often the ring takes an interval.
 pub const INTERVAL: Duration = Duration::from_secs(2);
@@ -30,6 +35,17 @@ pub struct SlotLoad {
 /// One worker's counts, one entry per slot.
 pub struct WorkerLoad {
     slots: Box<[SlotCounter]>,
+    /// Named upstream `n`'s counts at `n - 1`.
+    named: Box<[SlotCounter]>,
+    /// Error replies, per upstream (the default one at 0).
+    errors: Box<[AtomicU64]>,
+}
+
+/// One upstream's counts so far.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct UpstreamCounts {
+    pub counts: Counts,
+    pub errors: u64,
 }
 
 /// What has been counted for one slot (or a set of them).
@@ -80,9 +96,26 @@ struct Window {
 // === impl WorkerLoad ===
 
 impl WorkerLoad {
-    fn new() -> WorkerLoad {
+    fn new(named: usize) -> WorkerLoad {
         WorkerLoad {
             slots: (0..SLOT_COUNT).map(|_| SlotCounter::default()).collect(),
+            named: (0..named).map(|_| SlotCounter::default()).collect(),
+            errors: (0..=named).map(|_| AtomicU64::new(0)).collect(),
+        }
+    }
+
+    /// [`WorkerLoad::add`] for a request to named upstream `upstream`.
+    pub fn add_named(&self, upstream: Upstream, bytes: usize, took: Duration) {
+        let at = usize::from(upstream).wrapping_sub(1);
+        if let Some(c) = self.named.get(at) {
+            c.add(bytes, took);
+        }
+    }
+
+    /// Counts an error reply from `upstream`.
+    pub fn error(&self, upstream: Upstream) {
+        if let Some(c) = self.errors.get(usize::from(upstream)) {
+            bump(c, 1);
         }
     }
 
@@ -91,13 +124,28 @@ impl WorkerLoad {
     /// worker calls it.
     pub fn add(&self, slot: Slot, bytes: usize, took: Duration) {
         if let Some(c) = self.slots.get(slot.index()) {
-            bump(&c.requests, 1);
-            bump(&c.bytes, u64::try_from(bytes).unwrap_or(u64::MAX));
-            let nanos = took
-                .as_secs()
-                .wrapping_mul(1_000_000_000)
-                .wrapping_add(u64::from(took.subsec_nanos()));
-            bump(&c.nanos, nanos);
+            c.add(bytes, took);
+        }
+    }
+}
+
+impl SlotCounter {
+    #[inline]
+    fn add(&self, bytes: usize, took: Duration) {
+        bump(&self.requests, 1);
+        bump(&self.bytes, u64::try_from(bytes).unwrap_or(u64::MAX));
+        let nanos = took
+            .as_secs()
+            .wrapping_mul(1_000_000_000)
+            .wrapping_add(u64::from(took.subsec_nanos()));
+        bump(&self.nanos, nanos);
+    }
+
+    fn counts(&self) -> Counts {
+        Counts {
+            requests: self.requests.load(Ordering::Relaxed),
+            bytes: self.bytes.load(Ordering::Relaxed),
+            micros: self.nanos.load(Ordering::Relaxed) / 1000,
         }
     }
 }
@@ -125,10 +173,11 @@ impl Counts {
 // === impl SlotLoad ===
 
 impl SlotLoad {
-    pub fn new(workers: usize) -> SlotLoad {
+    /// Tables for `workers` workers, with room for `named` named upstreams.
+    pub fn new(workers: usize, named: usize) -> SlotLoad {
         SlotLoad {
             workers: (0..workers.max(1))
-                .map(|_| Arc::new(WorkerLoad::new()))
+                .map(|_| Arc::new(WorkerLoad::new(named)))
                 .collect(),
             window: Mutex::new(Window {
                 last: vec![Counts::default(); usize::from(SLOT_COUNT)],
@@ -226,6 +275,30 @@ impl SlotLoad {
         rates
     }
 
+    /// Each upstream's counts so far, the default one's first (the sum of
+    /// its slots').
+    pub fn by_upstream(&self) -> Vec<UpstreamCounts> {
+        let named = self.workers.first().map_or(0, |w| w.named.len());
+        let mut out = vec![UpstreamCounts::default(); named.saturating_add(1)];
+        if let Some(default) = out.first_mut() {
+            default.counts = self
+                .totals()
+                .into_iter()
+                .fold(Counts::default(), Counts::plus);
+        }
+        for worker in self.workers.iter() {
+            for (i, total) in out.iter_mut().enumerate() {
+                if let Some(c) = i.checked_sub(1).and_then(|at| worker.named.get(at)) {
+                    total.counts = total.counts.plus(c.counts());
+                }
+                if let Some(e) = worker.errors.get(i) {
+                    total.errors = total.errors.wrapping_add(e.load(Ordering::Relaxed));
+                }
+            }
+        }
+        out
+    }
+
     /// The counts so far added up by each slot's master in `map`, in the
     /// order of `map.masters()`. A slot that changed masters brings its
     /// past counts to its new one.
@@ -257,7 +330,7 @@ mod tests {
 
     #[test]
     fn counts_sum_over_workers_and_rates_rank_the_busiest_slot_first() {
-        let load = SlotLoad::new(2);
+        let load = SlotLoad::new(2, 0);
         let (hot, cold) = (Slot::for_key(b"hot"), Slot::for_key(b"cold"));
         for _ in 0..10 {
             load.worker(0).add(hot, 100, Duration::from_micros(5));

@@ -25,7 +25,7 @@ fn place32(frame: &[u8], key: &[u8]) -> (u32, u32) {
 
 #[test]
 fn a_request_of_several_keys_gives_each_an_equal_share() {
-    let load = SlotLoad::new(1);
+    let load = SlotLoad::new(1, 0);
     let hot = HotKeys::new(1);
     hot.start(options(1), &load).unwrap();
     let generation = hot.sampled().unwrap();
@@ -54,7 +54,7 @@ fn a_request_of_several_keys_gives_each_an_equal_share() {
 
 #[test]
 fn a_sample_of_an_earlier_session_is_left_out() {
-    let load = SlotLoad::new(1);
+    let load = SlotLoad::new(1, 0);
     let hot = HotKeys::new(1);
     hot.start(options(1), &load).unwrap();
     let old = hot.sampled().unwrap();
