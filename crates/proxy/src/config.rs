@@ -644,6 +644,9 @@ pub fn masked_toml(config: &Config) -> Result<String, toml::ser::Error> {
     };
     mask(&mut shown.backend.password);
     mask(&mut shown.client.password);
+    for upstream in shown.upstreams.values_mut() {
+        mask(&mut upstream.password);
+    }
     for user in shown.client.users.values_mut() {
         match user {
             UserConfig::Password(pass) => *pass = "********".to_owned(),

@@ -292,6 +292,22 @@ impl Shared {
         });
     }
 
+    /// The `[backend]` settings a connection to `addr` takes: the live
+    /// ones, with the credentials of the named upstream `addr` is a node
+    /// (or a seed) of, when it has its own.
+    pub fn backend_for(&self, addr: &NodeAddr) -> crate::config::BackendConfig {
+        let mut backend = self.live.load().backend.clone();
+        let own = self.upstreams.iter().find_map(|u| {
+            let ours = u.settings.seeds.contains(addr) || u.slots.load().node(addr).is_some();
+            ours.then_some(u.settings.credentials.as_ref()).flatten()
+        });
+        if let Some((username, password)) = own {
+            backend.username.clone_from(username);
+            backend.password = Some(password.clone());
+        }
+        backend
+    }
+
     /// Every upstream's name, mode and current slot map, the default one
     /// first (upstream `n` at `n`).
     pub fn upstream_maps(&self) -> Vec<(&str, Mode, Arc<SlotMap>)> {

@@ -674,3 +674,38 @@ fn a_prefix_moves_to_another_cluster_under_load_with_no_error_and_no_lost_key() 
         assert_eq!(v, i, "{key}");
     }
 }
+
+#[test]
+fn an_upstream_with_its_own_password_is_served_with_it() {
+    let a = cluster(3, 0);
+    let b = Cluster::start(
+        orthrus_devcluster::ClusterSpec::new(3, 0)
+            .with_node(NodeOptions::cluster().with_password("b-secret")),
+    )
+    .expect("start cluster b");
+    let config = config_file(
+        "password",
+        &format!(
+            "[upstreams.b]\nseeds = [\"{}\"]\npassword = \"b-secret\"\n[[routes]]\nprefix = \"user:\"\nupstream = \"b\"\n",
+            b.seeds()[0]
+        ),
+    );
+    let path = config.0.to_str().unwrap();
+    let proxy = Proxy::start(&a.seeds(), &["--config", path]);
+    let mut c = proxy.client();
+    for i in 0..50 {
+        let _: () = c.set(format!("user:{i}"), i).unwrap();
+        let _: () = c.set(format!("other:{i}"), i).unwrap();
+    }
+    assert_eq!(all_keys(&b).len(), 50);
+    assert_eq!(all_keys(&a).len(), 50);
+    // --check-config masks it.
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_orthrus"));
+    cmd.args(["--check-config", "--config", path, "--seeds", "127.0.0.1:1"]);
+    let out = run_to_exit(cmd, Duration::from_secs(10));
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        shown.contains("password = \"********\"") && !shown.contains("b-secret"),
+        "{shown}"
+    );
+}

@@ -13,8 +13,8 @@ use crate::route::prefix::{DEFAULT_UPSTREAM, Mirror, Prefixes, RouteRule, Upstre
 pub const DEFAULT_NAME: &str = "default";
 
 /// `[upstreams.NAME]`: one more cluster, or one standalone redis-server.
-/// Its nodes take the same `[backend]` settings (credentials, TLS,
-/// timeouts) as the default upstream's.
+/// Its nodes take the `[backend]` settings (TLS, timeouts) of the default
+/// upstream, and its credentials unless it has its own.
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct UpstreamConfig {
@@ -22,6 +22,10 @@ pub struct UpstreamConfig {
     pub seeds: Vec<String>,
     /// `cluster` or `standalone`, as `cluster.mode` for the default one.
     pub mode: String,
+    /// Its nodes' user and password, instead of `backend.username` and
+    /// `backend.password`.
+    pub username: Option<String>,
+    pub password: Option<String>,
 }
 
 /// `[[routes]]`: the keys starting with `prefix` go to `upstream`.
@@ -48,6 +52,8 @@ pub struct UpstreamSettings {
     pub name: String,
     pub seeds: Vec<NodeAddr>,
     pub mode: Mode,
+    /// Its own credentials, `(username, password)`, if it has them.
+    pub credentials: Option<(Option<String>, String)>,
 }
 
 impl Default for UpstreamConfig {
@@ -55,6 +61,8 @@ impl Default for UpstreamConfig {
         UpstreamConfig {
             seeds: Vec::new(),
             mode: "cluster".to_owned(),
+            username: None,
+            password: None,
         }
     }
 }
@@ -106,10 +114,21 @@ pub(super) fn validate(
                 format!("{name}: standalone takes one seed, not {}", seeds.len()),
             ));
         }
+        let credentials = match (&upstream.username, &upstream.password) {
+            (None, None) => None,
+            (username, Some(password)) => Some((username.clone(), password.clone())),
+            (Some(_), None) => {
+                return Err(invalid(
+                    "upstreams",
+                    format!("{name}: username needs password too"),
+                ));
+            }
+        };
         named.push(UpstreamSettings {
             name: name.clone(),
             seeds,
             mode,
+            credentials,
         });
     }
     let number = |name: &str| -> Option<Upstream> {

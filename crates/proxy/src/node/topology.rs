@@ -136,8 +136,8 @@ async fn refresh_once(shared: &Shared, upstream: Upstream) -> io::Result<()> {
     let mut last_error = io::Error::other("no seed configured");
     for addr in candidates {
         let tls = shared.tls.load_full();
-        let backend = &shared.live.load_full().backend;
-        match discover(&addr, mode, timeout, backend, tls.backend.as_ref()).await {
+        let backend = shared.backend_for(&addr);
+        match discover(&addr, mode, timeout, &backend, tls.backend.as_ref()).await {
             Ok(map) => {
                 // Learn the command table first, so that the first client
                 // served already routes with the cluster's own table.

@@ -312,13 +312,13 @@ async fn open(
         .take(addr, deadline)
         .await
         .map_err(io::Error::other)?;
-    let live = shared.live.load_full();
+    let backend = shared.backend_for(addr);
     let tls = shared.tls.load_full();
     let stream = client::connect(
         addr,
         proto,
         shared.connect_timeout(),
-        &live.backend,
+        &backend,
         readonly,
         tls.backend.as_ref(),
     )
