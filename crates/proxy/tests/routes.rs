@@ -325,10 +325,6 @@ fn bad_routes_are_refused_at_start_up_with_one_line() {
             "standalone takes one seed",
         ),
         (
-            "[upstreams.b]\nseeds = [\"127.0.0.1:1\"]\n[[routes]]\nprefix = \"a:\"\nupstream = \"b\"\nremove_prefix = true\n",
-            "remove_prefix is not supported yet",
-        ),
-        (
             "[[routes]]\nprefix = \"a:\"\nupstream = \"default\"\nmirror = [\"nope\"]\n",
             "no upstream named \"nope\" to mirror to",
         ),
@@ -708,4 +704,80 @@ fn an_upstream_with_its_own_password_is_served_with_it() {
         shown.contains("password = \"********\"") && !shown.contains("b-secret"),
         "{shown}"
     );
+}
+
+#[test]
+fn remove_prefix_sends_keys_without_their_prefix() {
+    let a = cluster(3, 0);
+    let b = cluster(3, 0);
+    let solo = RedisNode::start(NodeOptions::default()).expect("start redis-server");
+    let config = config_file(
+        "strip",
+        &format!(
+            "[upstreams.b]\nseeds = [\"{}\"]\n[upstreams.solo]\nseeds = [\"{}\"]\nmode = \"standalone\"\n\
+             [[routes]]\nprefix = \"u:\"\nupstream = \"b\"\nremove_prefix = true\n\
+             [[routes]]\nprefix = \"s:\"\nupstream = \"solo\"\nremove_prefix = true\n",
+            b.seeds()[0],
+            solo.addr()
+        ),
+    );
+    let proxy = Proxy::start(
+        &a.seeds(),
+        &["--config", config.0.to_str().unwrap(), "--threads", "2"],
+    );
+    let mut c = proxy.client();
+    let _: () = c.set("s:k1", "v1").unwrap();
+    assert_eq!(keys_of(&solo), BTreeSet::from(["k1".to_owned()]));
+    let v: String = c.get("s:k1").unwrap();
+    assert_eq!(v, "v1");
+    // The slot is the cut key's: "u:foo" is "foo" on foo's owner in b.
+    let _: () = c.set("u:foo", "f").unwrap();
+    let owner = common::owner_of(&b, b"foo");
+    assert!(keys_of(&b.nodes()[owner]).contains("foo"));
+    // Split across three upstreams, cut where the route says.
+    let _: () = redis::cmd("MSET")
+        .arg(&["s:{x}a", "1", "u:bar", "2", "other", "3"])
+        .query(&mut c)
+        .unwrap();
+    assert!(keys_of(&solo).contains("{x}a"));
+    assert!(all_keys(&b).contains("bar"));
+    assert!(all_keys(&a).contains("other"));
+    let got: Vec<Option<String>> = redis::cmd("MGET")
+        .arg(&["s:{x}a", "u:bar", "other", "s:none", "u:foo"])
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(
+        got,
+        [Some("1"), Some("2"), Some("3"), None, Some("f")].map(|v| v.map(String::from))
+    );
+    // Keys of one slot as cut, in one command; a script's keys cut too.
+    let _: () = redis::cmd("MSET")
+        .arg(&["u:{t}1", "a", "u:{t}2", "b"])
+        .query(&mut c)
+        .unwrap();
+    let n: usize = redis::cmd("DEL")
+        .arg(&["u:{t}1", "u:{t}2"])
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(n, 2);
+    let _: () = redis::cmd("EVAL")
+        .arg("return redis.call('SET', KEYS[1], 'e')")
+        .arg(1)
+        .arg("s:script")
+        .query(&mut c)
+        .unwrap();
+    assert!(keys_of(&solo).contains("script"));
+    // Replies that name keys would lose the prefix: refused.
+    let err = c
+        .blpop::<_, Option<(String, String)>>("s:q", 0.1)
+        .unwrap_err();
+    assert!(err.to_string().contains("remove_prefix"), "{err}");
+    // Not inside MULTI.
+    let mut raw = proxy.stream();
+    raw.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    assert_eq!(common::send(&mut raw, &["MULTI"]), "+OK\r\n");
+    let refused = common::send(&mut raw, &["SET", "s:m", "1"]);
+    assert!(refused.contains("remove_prefix"), "{refused:?}");
+    assert!(common::send(&mut raw, &["EXEC"]).starts_with("-EXECABORT"));
+    assert!(!keys_of(&solo).contains("m") && !keys_of(&solo).contains("s:m"));
 }

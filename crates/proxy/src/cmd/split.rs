@@ -335,9 +335,18 @@ impl Part {
         (proto, access): (Protocol, Access),
     ) {
         let name = req.arg(0).unwrap_or_default();
+        // remove_prefix: each key as its upstream knows it.
+        let strips = prefixes.strips();
         let args = || {
             std::iter::once(name).chain(self.keys().flat_map(move |k| {
-                (0..step).map(move |j| arg_of_key(req, k, step, j).unwrap_or_default())
+                (0..step).map(move |j| {
+                    let arg = arg_of_key(req, k, step, j).unwrap_or_default();
+                    if strips && j == 0 {
+                        prefixes.stripped(arg)
+                    } else {
+                        arg
+                    }
+                })
             }))
         };
         let frame = encode::command(args());

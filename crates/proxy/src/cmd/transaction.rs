@@ -34,6 +34,7 @@ use crate::node::frames;
 use crate::node::retry::{Next, Retry};
 use crate::route::kind::Local;
 use crate::route::prefix::{DEFAULT_UPSTREAM, Place, Prefixes};
+use crate::route::table::strip::{Stripped, strip};
 use crate::route::table::{CommandTable, Rejection, Route};
 use crate::worker::WorkerCtx;
 
@@ -169,7 +170,14 @@ fn queue(
         // Before orthrus's own rules, as Redis checks it before running.
         return abort(multi, "ERR Command not allowed inside a transaction");
     }
-    let slot = match table.route_info_by(req, prefixes).0 {
+    let (route, info) = table.route_info_by(req, prefixes);
+    if prefixes.strips() && !matches!(strip(req, &route, info, prefixes), Stripped::Unchanged) {
+        return abort(
+            multi,
+            "ERR orthrus: keys of a route with remove_prefix cannot be used inside MULTI",
+        );
+    }
+    let slot = match route {
         Route::Slot(place) | Route::Blocking(place) => Some(place),
         Route::AnyNode | Route::SubscriptionNode | Route::Local(Local::Ping | Local::Echo) => None,
         Route::Split(_) => {

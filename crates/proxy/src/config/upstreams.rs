@@ -35,7 +35,7 @@ pub struct RouteConfig {
     pub prefix: String,
     /// An upstream's name, or `default`.
     pub upstream: String,
-    /// Refused for now (the key would go without its prefix).
+    /// Keys go to the upstream without the prefix.
     pub remove_prefix: bool,
     /// Upstreams that get a copy of this route's requests, fire and
     /// forget (their replies and errors are counted, never returned).
@@ -164,17 +164,12 @@ pub(super) fn validate(
                 ),
             ));
         };
-        if route.remove_prefix {
-            return Err(invalid(
-                "routes",
-                format!("prefix {prefix:?}: remove_prefix is not supported yet"),
-            ));
-        }
         let mirror = mirror(route, upstream, &number)?;
         prefixes.push(RouteRule {
             prefix: prefix.as_bytes().to_vec(),
             upstream,
             mirror,
+            strip: route.remove_prefix,
         });
     }
     Ok((named, Prefixes::with_rules(prefixes)))

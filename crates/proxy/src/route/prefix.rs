@@ -28,6 +28,8 @@ pub struct Prefixes {
     routes: Vec<Prefix>,
     /// Whether any route mirrors.
     mirrors: bool,
+    /// Whether any route removes its prefix.
+    strips: bool,
 }
 
 /// Where a route's requests are copied to, fire and forget.
@@ -53,6 +55,8 @@ struct Prefix {
     len: usize,
     upstream: Upstream,
     mirror: Option<Mirror>,
+    /// Keys go to the upstream without the prefix (`remove_prefix`).
+    strip: bool,
 }
 
 /// One route as configured: its prefix, upstream and mirroring.
@@ -61,6 +65,7 @@ pub struct RouteRule {
     pub prefix: Vec<u8>,
     pub upstream: Upstream,
     pub mirror: Option<Mirror>,
+    pub strip: bool,
 }
 
 // === impl Place ===
@@ -91,6 +96,7 @@ impl Prefixes {
             prefix,
             upstream,
             mirror: None,
+            strip: false,
         }))
     }
 
@@ -104,6 +110,7 @@ impl Prefixes {
                 .then_with(|| a.prefix.cmp(&b.prefix))
         });
         let mirrors = routes.iter().any(|r| r.mirror.is_some());
+        let strips = routes.iter().any(|r| r.strip);
         let routes = routes
             .into_iter()
             .map(
@@ -111,6 +118,7 @@ impl Prefixes {
                      prefix,
                      upstream,
                      mirror,
+                     strip,
                  }| {
                     let shown = prefix.len().min(8);
                     Prefix {
@@ -125,11 +133,16 @@ impl Prefixes {
                         len: prefix.len(),
                         upstream,
                         mirror,
+                        strip,
                     }
                 },
             )
             .collect();
-        Prefixes { routes, mirrors }
+        Prefixes {
+            routes,
+            mirrors,
+            strips,
+        }
     }
 
     /// No route: every key goes to the default upstream.
@@ -150,6 +163,21 @@ impl Prefixes {
         self.mirrors
     }
 
+    /// Whether any route removes its prefix.
+    #[inline]
+    pub fn strips(&self) -> bool {
+        self.strips
+    }
+
+    /// `key` as its upstream knows it: without its route's prefix when
+    /// the route removes it.
+    pub fn stripped<'k>(&self, key: &'k [u8]) -> &'k [u8] {
+        match self.route_of(key) {
+            Some(p) if p.strip => key.get(p.len..).unwrap_or_default(),
+            _ => key,
+        }
+    }
+
     /// Where the requests for `key` are copied to, if anywhere.
     pub fn mirror_of(&self, key: &[u8]) -> Option<&Mirror> {
         self.route_of(key)?.mirror.as_ref()
@@ -165,12 +193,20 @@ impl Prefixes {
         })
     }
 
-    /// The place of `key`: its upstream, and its slot there.
+    /// The place of `key`: its upstream, and its slot there (of the key
+    /// as the upstream knows it).
     #[inline]
     pub fn place_of(&self, key: &[u8]) -> Place {
-        Place {
-            upstream: self.upstream_of(key),
-            slot: Slot::for_key(key),
+        match self.route_of(key) {
+            Some(p) => Place {
+                upstream: p.upstream,
+                slot: Slot::for_key(if p.strip {
+                    key.get(p.len..).unwrap_or_default()
+                } else {
+                    key
+                }),
+            },
+            None => Place::for_key(key),
         }
     }
 }

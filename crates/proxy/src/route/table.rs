@@ -609,6 +609,7 @@ fn has_block_option(req: &Request) -> bool {
 mod keyspec;
 mod names;
 mod rejection;
+pub mod strip;
 
 #[cfg(test)]
 mod tests;

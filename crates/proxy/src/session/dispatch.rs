@@ -28,7 +28,7 @@ use crate::observe::clients::Closer;
 use crate::observe::hotkeys::Sample;
 use crate::observe::stats::WorkerStats;
 use crate::route::kind::{Family, Local};
-use crate::route::prefix::Place;
+use crate::route::table::strip::{Stripped, strip};
 use crate::route::table::{CommandInfo, CommandTable, Rejection, Route};
 use crate::worker::WorkerCtx;
 
@@ -89,7 +89,7 @@ impl Started {
 /// samples it.
 pub fn dispatch(
     client: &mut Client,
-    req: Request,
+    mut req: Request,
     start: Instant,
     sink: impl FnMut(Closer) -> PushSink,
     ctx: &Rc<WorkerCtx>,
@@ -106,20 +106,20 @@ pub fn dispatch(
     let own = client.tracking.as_ref().map(|t| t.ctx.clone());
     let ctx = own.as_ref().unwrap_or(ctx);
     let table = ctx.commands();
-    let ((route, info), mirrors) = ctx
+    let ((mut route, info), mirrors, strips) = ctx
         .pool
         .env()
-        .with_prefixes(|p| (table.route_info_by(&req, p), p.mirrors()));
+        .with_prefixes(|p| (table.route_info_by(&req, p), p.mirrors(), p.strips()));
+    // remove_prefix and mirrors: the request as its upstream is to see
+    // it, and its copies.
+    if (strips || mirrors) && client.multi.is_none() {
+        strip_and_copy(ctx, &mut req, &mut route, info);
+    }
     let mut hot = false;
     if let Some(generation) = ctx.shared.hotkeys.sampled() {
         if let Some(sample) = sample(generation, client, &req, (&route, info)) {
             samples.push_back(sample);
             hot = true;
-        }
-    }
-    if mirrors && client.multi.is_none() {
-        if let (Route::Slot(place), Some(info)) = (&route, info) {
-            mirror_copy(ctx, &req, *place, info);
         }
     }
     let mut started = match run(client, &req, (route, info), &table, sink, ctx) {
@@ -155,21 +155,36 @@ pub fn dispatch(
     }
 }
 
-/// Copies a keyed request to its route's mirrors, if any (by its first
-/// key's route).
+/// With routes that remove their prefix or mirror (and outside MULTI,
+/// whose queue refuses keys that lose a prefix): `req` and `route` become
+/// what the upstream is to get, and the route of the first key as sent
+/// gets its copies.
 #[cold]
-fn mirror_copy(ctx: &Rc<WorkerCtx>, req: &Request, place: Place, info: &CommandInfo) {
+fn strip_and_copy(
+    ctx: &Rc<WorkerCtx>,
+    req: &mut Request,
+    route: &mut Route,
+    info: Option<&Arc<CommandInfo>>,
+) {
     let prefixes = ctx.prefixes();
-    let _ = info.for_each_key(req, |key, _| {
-        mirror::copy(
-            ctx,
-            prefixes.mirror_of(key),
-            place,
-            req.frame(),
-            info.readonly,
-        );
-        ControlFlow::Break(())
-    });
+    let mut mirror = None;
+    if let (true, Route::Slot(_), Some(info)) = (prefixes.mirrors(), &*route, info) {
+        let _ = info.for_each_key(req, |key, _| {
+            mirror = prefixes.mirror_of(key).cloned();
+            ControlFlow::Break(())
+        });
+    }
+    if prefixes.strips() {
+        match strip(req, route, info, &prefixes) {
+            Stripped::Unchanged => {}
+            Stripped::Rewritten(cut, cut_route) => (*req, *route) = (cut, cut_route),
+            Stripped::Refused(why) => *route = Route::Reject(why),
+        }
+    }
+    if let (Some(mirror), Route::Slot(place)) = (mirror, &*route) {
+        let readonly = info.is_some_and(|i| i.readonly);
+        mirror::copy(ctx, Some(&mirror), *place, req.frame(), readonly);
+    }
 }
 
 /// Before a [`Pending::Remote`] goes into a boxed future (where its request
