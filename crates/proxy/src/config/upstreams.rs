@@ -6,7 +6,8 @@ use std::collections::BTreeMap;
 use orthrus_cluster::NodeAddr;
 use serde::{Deserialize, Serialize};
 
-use super::{ConfigError, Mode, invalid, split_list};
+use super::validate::seed_list;
+use super::{ConfigError, Mode, invalid};
 use crate::route::prefix::{DEFAULT_UPSTREAM, Mirror, Prefixes, RouteRule, Upstream};
 
 /// The name the top-level `seeds` go by in routes.
@@ -87,15 +88,7 @@ pub(super) fn validate(
                 "\"default\" is the top-level seeds: give the upstream another name".to_owned(),
             ));
         }
-        let seeds = upstream
-            .seeds
-            .iter()
-            .flat_map(|s| split_list(s))
-            .map(|s| {
-                s.parse::<NodeAddr>()
-                    .map_err(|e| invalid("upstreams", format!("{name}: seed {s:?}: {e}")))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+        let seeds = seed_list("upstreams", &format!("{name}: seed "), &upstream.seeds)?;
         if seeds.is_empty() {
             return Err(invalid("upstreams", format!("{name}: no seeds")));
         }

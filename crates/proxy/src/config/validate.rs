@@ -25,15 +25,7 @@ impl Config {
                 .map_err(|e| invalid("client.users", format!("user {name}: {e}")))?;
         }
         let listen = Listen::parse(&self.listen, self.unix_socket_perm.as_deref())?;
-        let seeds = self
-            .seeds
-            .iter()
-            .flat_map(|s| split_list(s))
-            .map(|s| {
-                s.parse::<NodeAddr>()
-                    .map_err(|e| invalid("seeds", format!("{s:?}: {e}")))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+        let seeds = seed_list("seeds", "", &self.seeds)?;
         if seeds.is_empty() {
             return Err(invalid(
                 "seeds",
@@ -148,6 +140,23 @@ impl Config {
             raw: self,
         })
     }
+}
+
+/// Seeds, `host:port` each, comma-separated lists split; a bad one is
+/// refused as `setting`, its message starting with `context`.
+pub(super) fn seed_list(
+    setting: &'static str,
+    context: &str,
+    seeds: &[String],
+) -> Result<Vec<NodeAddr>, ConfigError> {
+    seeds
+        .iter()
+        .flat_map(|s| split_list(s))
+        .map(|s| {
+            s.parse::<NodeAddr>()
+                .map_err(|e| invalid(setting, format!("{context}{s:?}: {e}")))
+        })
+        .collect()
 }
 
 /// A password given directly or in a file (one line, a final newline
