@@ -331,6 +331,9 @@ impl Shared {
     /// none while an upstream's topology is not known.
     pub fn masters(&self) -> Vec<NodeAddr> {
         let mut masters = self.slots.load().masters();
+        if masters.is_empty() {
+            return masters;
+        }
         for upstream in self.upstreams.iter() {
             let theirs = upstream.slots.load().masters();
             if theirs.is_empty() {
