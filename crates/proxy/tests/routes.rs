@@ -31,6 +31,30 @@ impl Drop for TempFile {
     }
 }
 
+/// [`Proxy::start`], then waits until every upstream's topology is known
+/// (`Proxy::start` waits for the default one's: a key of another upstream
+/// sent before its first discovery gets `-CLUSTERDOWN ... not known yet`).
+fn start_routed(seeds: &[SocketAddr], extra: &[&str]) -> Proxy {
+    let proxy = Proxy::start(seeds, extra);
+    orthrus_devcluster::wait_until(Duration::from_secs(20), "every upstream known", || {
+        let info = proxy
+            .raw_command(&["INFO", "upstreams"])
+            .map_err(|e| e.to_string())?;
+        let info = String::from_utf8_lossy(&info);
+        let lines: Vec<&str> = info
+            .lines()
+            .filter(|l| l.starts_with("upstream_"))
+            .collect();
+        if !lines.is_empty() && lines.iter().all(|l| l.contains("slots_covered=16384")) {
+            Ok(())
+        } else {
+            Err(info.into_owned())
+        }
+    })
+    .unwrap();
+    proxy
+}
+
 fn config_file(name: &str, text: &str) -> TempFile {
     let path =
         std::env::temp_dir().join(format!("orthrus-routes-{}-{name}.toml", std::process::id()));
@@ -68,7 +92,7 @@ fn setup(name: &str) -> Setup {
     let b = cluster(3, 0);
     let solo = RedisNode::start(NodeOptions::default()).expect("start redis-server");
     let config = config_file(name, &routes_toml(b.seeds()[0], solo.addr()));
-    let proxy = Proxy::start(
+    let proxy = start_routed(
         &a.seeds(),
         &["--config", config.0.to_str().unwrap(), "--threads", "2"],
     );
@@ -407,7 +431,7 @@ mirror_fraction = 0.0
             b.seeds()[0]
         ),
     );
-    let proxy = Proxy::start(
+    let proxy = start_routed(
         &a.seeds(),
         &["--config", config.0.to_str().unwrap(), "--threads", "2"],
     );
@@ -587,7 +611,7 @@ fn a_prefix_moves_to_another_cluster_under_load_with_no_error_and_no_lost_key() 
     let b = cluster(3, 0);
     let upstream = format!("[upstreams.b]\nseeds = [\"{}\"]\n", b.seeds()[0]);
     let config = config_file("migrate", &upstream);
-    let proxy = Proxy::start(
+    let proxy = start_routed(
         &a.seeds(),
         &["--config", config.0.to_str().unwrap(), "--threads", "2"],
     );
@@ -687,7 +711,7 @@ fn an_upstream_with_its_own_password_is_served_with_it() {
         ),
     );
     let path = config.0.to_str().unwrap();
-    let proxy = Proxy::start(&a.seeds(), &["--config", path]);
+    let proxy = start_routed(&a.seeds(), &["--config", path]);
     let mut c = proxy.client();
     for i in 0..50 {
         let _: () = c.set(format!("user:{i}"), i).unwrap();
@@ -721,7 +745,7 @@ fn remove_prefix_sends_keys_without_their_prefix() {
             solo.addr()
         ),
     );
-    let proxy = Proxy::start(
+    let proxy = start_routed(
         &a.seeds(),
         &["--config", config.0.to_str().unwrap(), "--threads", "2"],
     );
