@@ -107,7 +107,8 @@ pub struct Config {
     /// one the top-level `seeds` name. Read at start-up.
     pub upstreams: std::collections::BTreeMap<String, UpstreamConfig>,
     /// Which keys go to which upstream, by prefix (the longest wins; keys
-    /// no route takes go to the default upstream). Read at start-up.
+    /// no route takes go to the default upstream). Re-read on SIGHUP
+    /// while `upstreams` stays the same.
     pub routes: Vec<RouteConfig>,
 }
 

@@ -269,13 +269,16 @@ impl Shared {
         self.refresh.notified().await;
     }
 
+    /// Named upstream `upstream` (`None` for the default one, 0).
+    #[inline]
+    pub fn named(&self, upstream: Upstream) -> Option<&NamedUpstream> {
+        self.upstreams.get(usize::from(upstream).checked_sub(1)?)
+    }
+
     /// The slot map of `upstream` (the default one's for a number no
     /// upstream has).
     pub fn slots_of(&self, upstream: Upstream) -> &Swapped<SlotMap> {
-        usize::from(upstream)
-            .checked_sub(1)
-            .and_then(|at| self.upstreams.get(at))
-            .map_or(&self.slots, |u| &u.slots)
+        self.named(upstream).map_or(&self.slots, |u| &u.slots)
     }
 
     /// Points one slot at a new owner at once (after MOVED); the full

@@ -110,11 +110,11 @@ impl WorkerCtx {
     /// request has gone to its nodes. Nothing while every map is empty.
     pub fn forget_departed_nodes(&self) {
         let env = self.pool.env();
-        let maps: Vec<Held<SlotMap>> = std::iter::once(env.slots())
-            .chain(
-                (1..=self.shared.upstreams.len())
-                    .map_while(|u| Some(env.slots_of(Upstream::try_from(u).ok()?))),
-            )
+        let maps: Vec<_> = self
+            .shared
+            .upstream_maps()
+            .into_iter()
+            .map(|(_, _, map)| map)
             .filter(|map| !map.nodes().is_empty())
             .collect();
         if maps.is_empty() {

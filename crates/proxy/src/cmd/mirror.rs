@@ -28,17 +28,8 @@ thread_local! {
 }
 
 /// Copies `frame` (a request for `place`) to `mirror`, the mirroring of
-/// its first key's route, if it has one and this request is one to copy.
-pub fn copy(
-    ctx: &Rc<WorkerCtx>,
-    mirror: Option<&Mirror>,
-    place: Place,
-    frame: &Bytes,
-    readonly: bool,
-) {
-    let Some(mirror) = mirror else {
-        return;
-    };
+/// its first key's route, if this request is one to copy.
+pub fn copy(ctx: &Rc<WorkerCtx>, mirror: &Mirror, place: Place, frame: &Bytes, readonly: bool) {
     if (mirror.writes_only && readonly) || !drawn(mirror) {
         return;
     }

@@ -352,8 +352,9 @@ impl Part {
         let frame = encode::command(args());
         if prefixes.mirrors() {
             let key = arg_of_key(req, self.first, step, 0).unwrap_or_default();
-            let mirror = prefixes.mirror_of(key);
-            mirror::copy(ctx, mirror, self.place, &frame, access.reads());
+            if let Some(mirror) = prefixes.mirror_of(key) {
+                mirror::copy(ctx, mirror, self.place, &frame, access.reads());
+            }
         }
         self.sent = Some(forward::forward(
             &ctx.pool,

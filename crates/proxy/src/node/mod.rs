@@ -142,12 +142,12 @@ impl Env {
     /// The current slot map of `upstream`.
     #[inline]
     pub fn slots_of(&self, upstream: Upstream) -> Held<SlotMap> {
-        let named = usize::from(upstream)
+        let local = usize::from(upstream)
             .checked_sub(1)
-            .and_then(|at| Some((self.named.get(at)?, self.shared.upstreams.get(at)?)));
-        match named {
-            Some((local, upstream)) => local.get(&upstream.slots),
-            None => self.slots(),
+            .and_then(|at| self.named.get(at));
+        match (local, self.shared.named(upstream)) {
+            (Some(local), Some(named)) => local.get(&named.slots),
+            _ => self.slots(),
         }
     }
 

@@ -95,8 +95,10 @@ async fn refresh_all(shared: &Shared) -> io::Result<()> {
     // Nodes gone from every upstream take their latency series along, once
     // no connection records into them (looked at on every refresh: the
     // workers close theirs after the change).
-    let maps: Vec<_> = std::iter::once(shared.slots.load_full())
-        .chain(shared.upstreams.iter().map(|u| u.slots.load_full()))
+    let maps: Vec<_> = shared
+        .upstream_maps()
+        .into_iter()
+        .map(|(_, _, map)| map)
         .filter(|map| !map.nodes().is_empty())
         .collect();
     if !maps.is_empty() {
@@ -111,10 +113,7 @@ async fn refresh_all(shared: &Shared) -> io::Result<()> {
 /// it.
 async fn refresh_once(shared: &Shared, upstream: Upstream) -> io::Result<()> {
     let slots = shared.slots_of(upstream);
-    let (name, seeds, mode) = match usize::from(upstream)
-        .checked_sub(1)
-        .and_then(|at| shared.upstreams.get(at))
-    {
+    let (name, seeds, mode) = match shared.named(upstream) {
         Some(named) => (
             named.settings.name.as_str(),
             &named.settings.seeds,

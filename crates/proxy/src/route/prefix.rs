@@ -91,6 +91,7 @@ impl Place {
 
 impl Prefixes {
     /// The routes `(prefix, upstream)`, in any order; prefixes are unique.
+    #[cfg(test)]
     pub fn new(routes: impl IntoIterator<Item = (Vec<u8>, Upstream)>) -> Prefixes {
         Prefixes::with_rules(routes.into_iter().map(|(prefix, upstream)| RouteRule {
             prefix,

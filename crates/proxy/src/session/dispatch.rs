@@ -183,7 +183,7 @@ fn strip_and_copy(
     }
     if let (Some(mirror), Route::Slot(place)) = (mirror, &*route) {
         let readonly = info.is_some_and(|i| i.readonly);
-        mirror::copy(ctx, Some(&mirror), *place, req.frame(), readonly);
+        mirror::copy(ctx, &mirror, *place, req.frame(), readonly);
     }
 }
 
