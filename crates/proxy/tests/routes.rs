@@ -791,6 +791,14 @@ fn remove_prefix_sends_keys_without_their_prefix() {
         .query(&mut c)
         .unwrap();
     assert!(keys_of(&solo).contains("script"));
+    // A blocking command whose reply names no key: cut and run as one.
+    let _: () = c.lpush("s:{q}src", "x").unwrap();
+    let moved: Option<String> = redis::cmd("BLMOVE")
+        .arg(&["s:{q}src", "s:{q}dst", "LEFT", "LEFT", "1"])
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(moved.as_deref(), Some("x"));
+    assert!(keys_of(&solo).contains("{q}dst"));
     // Replies that name keys would lose the prefix: refused.
     let err = c
         .blpop::<_, Option<(String, String)>>("s:q", 0.1)

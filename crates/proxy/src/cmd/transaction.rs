@@ -34,7 +34,7 @@ use crate::node::frames;
 use crate::node::retry::{Next, Retry};
 use crate::route::kind::Local;
 use crate::route::prefix::{DEFAULT_UPSTREAM, Place, Prefixes};
-use crate::route::table::strip::{Stripped, strip};
+use crate::route::table::strip::cuts_any;
 use crate::route::table::{CommandTable, Rejection, Route};
 use crate::worker::WorkerCtx;
 
@@ -171,7 +171,7 @@ fn queue(
         return abort(multi, "ERR Command not allowed inside a transaction");
     }
     let (route, info) = table.route_info_by(req, prefixes);
-    if prefixes.strips() && !matches!(strip(req, &route, info, prefixes), Stripped::Unchanged) {
+    if prefixes.strips() && cuts_any(req, info, prefixes) {
         return abort(
             multi,
             "ERR orthrus: keys of a route with remove_prefix cannot be used inside MULTI",

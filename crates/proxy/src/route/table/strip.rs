@@ -1,8 +1,9 @@
 //! `remove_prefix`: a keyed request whose keys a route takes goes to its
 //! upstream with the route's prefix cut from them, in a frame of its own,
-//! and to the slot of the keys as cut. Commands whose replies name keys
-//! (blocking pops, LMPOP/ZMPOP, XREAD) would give them back without their
-//! prefix: on such a route they are refused.
+//! and to the slot of the keys as cut (a blocking command stays one).
+//! Commands whose replies name keys (blocking pops, LMPOP/ZMPOP, XREAD)
+//! would give them back without their prefix: on such a route they are
+//! refused.
 
 use std::collections::HashSet;
 use std::ops::ControlFlow;
@@ -40,6 +41,31 @@ pub enum Stripped {
     Refused(Rejection),
 }
 
+/// Whether a key of `req` loses a prefix on its way.
+pub fn cuts_any(req: &Request, info: Option<&Arc<CommandInfo>>, prefixes: &Prefixes) -> bool {
+    info.is_some_and(|info| {
+        info.for_each_key(req, |key, _| {
+            match prefixes.stripped(key).len() != key.len() {
+                true => ControlFlow::Break(()),
+                false => ControlFlow::Continue(()),
+            }
+        })
+        .is_break()
+    })
+}
+
+/// The keys of `req` that lose a prefix, by where they are in its frame.
+fn cut_keys(req: &Request, info: &CommandInfo, prefixes: &Prefixes) -> HashSet<*const u8> {
+    let mut keys = HashSet::new();
+    let _ = info.for_each_key(req, |key, _| {
+        if prefixes.stripped(key).len() != key.len() {
+            keys.insert(key.as_ptr());
+        }
+        ControlFlow::Continue(())
+    });
+    keys
+}
+
 /// `req` (routed `route`) with its keys as their upstream knows them.
 #[cold]
 pub fn strip(
@@ -51,21 +77,16 @@ pub fn strip(
     let Some(info) = info else {
         return Stripped::Unchanged;
     };
-    let mut keys: HashSet<*const u8> = HashSet::new();
-    let _ = info.for_each_key(req, |key, _| {
-        if prefixes.stripped(key).len() != key.len() {
-            keys.insert(key.as_ptr());
-        }
-        ControlFlow::Continue(())
-    });
+    let keys = cut_keys(req, info, prefixes);
     if keys.is_empty() {
         return Stripped::Unchanged;
     }
-    let place = match route {
-        Route::Slot(place) if !NAMING_KEYS.contains(&&*info.name) => *place,
-        Route::Slot(_) | Route::Blocking(_) => {
+    let (place, blocking) = match route {
+        Route::Slot(_) | Route::Blocking(_) if NAMING_KEYS.contains(&&*info.name) => {
             return Stripped::Refused(Rejection::Unsupported(Arc::clone(info), NAMES_KEYS));
         }
+        Route::Slot(place) => (*place, false),
+        Route::Blocking(place) => (*place, true),
         // WATCH is refused rather than sent with its keys uncut.
         Route::Transaction => {
             return Stripped::Refused(Rejection::Unsupported(
@@ -88,13 +109,17 @@ pub fn strip(
         .collect();
     let cut = Request::from_args(&args);
     match info.slot(&cut) {
-        Ok(Some(slot)) => Stripped::Rewritten(
-            cut,
-            Route::Slot(Place {
+        Ok(Some(slot)) => {
+            let place = Place {
                 upstream: place.upstream,
                 slot,
-            }),
-        ),
+            };
+            let route = match blocking {
+                true => Route::Blocking(place),
+                false => Route::Slot(place),
+            };
+            Stripped::Rewritten(cut, route)
+        }
         Ok(None) => Stripped::Unchanged,
         Err(()) => Stripped::Refused(Rejection::CrossSlot),
     }
