@@ -347,7 +347,7 @@ pub enum ConfigError {
     },
     #[error("configuration: {setting}: {reason}")]
     Invalid {
-        setting: &'static str,
+        setting: std::borrow::Cow<'static, str>,
         reason: String,
     },
 }
@@ -592,18 +592,26 @@ impl ReadFrom {
     /// with its reason: `replica` already prefers replicas and falls back
     /// to the master (docs/replicas.md, "Why no prefer-replica").
     fn parse(value: &str) -> Result<ReadFrom, ConfigError> {
+        ReadFrom::parse_as("cluster.read_from", value)
+    }
+
+    /// [`ReadFrom::parse`] for the setting named `setting`.
+    fn parse_as(
+        setting: impl Into<std::borrow::Cow<'static, str>>,
+        value: &str,
+    ) -> Result<ReadFrom, ConfigError> {
         match value.to_ascii_lowercase().as_str() {
             "master" => Ok(ReadFrom::Master),
             "replica" => Ok(ReadFrom::Replica),
             "prefer-replica" | "prefer_replica" | "preferreplica" => Err(invalid(
-                "cluster.read_from",
+                setting,
                 "\"prefer-replica\" is not offered: \"replica\" already sends reads to a \
                  replica and falls back to the master when none is usable or one declines \
                  (see docs/replicas.md); use master or replica"
                     .to_owned(),
             )),
             other => Err(invalid(
-                "cluster.read_from",
+                setting,
                 format!("{other:?} is not one of master, replica"),
             )),
         }
@@ -676,8 +684,11 @@ fn split_list(s: &str) -> Vec<String> {
         .collect()
 }
 
-fn invalid(setting: &'static str, reason: String) -> ConfigError {
-    ConfigError::Invalid { setting, reason }
+fn invalid(setting: impl Into<std::borrow::Cow<'static, str>>, reason: String) -> ConfigError {
+    ConfigError::Invalid {
+        setting: setting.into(),
+        reason,
+    }
 }
 
 #[cfg(test)]

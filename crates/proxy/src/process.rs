@@ -13,7 +13,7 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use self::quota::NodeQuota;
-use crate::config::{Config, Mode, Settings, Tls, UpstreamSettings};
+use crate::config::{Config, Mode, ReadFrom, Settings, Tls, UpstreamSettings};
 use crate::observe::clients::Registry;
 use crate::observe::commands::CommandStats;
 use crate::observe::hotkeys::HotKeys;
@@ -116,6 +116,12 @@ pub struct Shared {
     commands_learnt: AtomicBool,
 }
 
+/// What a connection to one node is opened with.
+pub struct NodeSettings {
+    pub backend: crate::config::BackendConfig,
+    pub tls: Option<crate::config::BackendTls>,
+}
+
 /// A named upstream: what it is and its current slot map.
 pub struct NamedUpstream {
     pub settings: UpstreamSettings,
@@ -196,10 +202,6 @@ impl Shared {
         Duration::from_millis(self.live.load().backend.request_timeout_ms)
     }
 
-    pub fn connect_timeout(&self) -> Duration {
-        Duration::from_millis(self.live.load().backend.connect_timeout_ms)
-    }
-
     pub fn refresh_interval(&self) -> Duration {
         Duration::from_millis(self.live.load().cluster.refresh_interval_ms)
     }
@@ -210,11 +212,23 @@ impl Shared {
     /// those that changed but need a restart. Never the values.
     pub fn reload(&self, settings: Settings) -> (Vec<String>, Vec<String>) {
         let new = settings.raw;
-        let tls = settings.tls;
-        if tls.server.is_some() || tls.backend.is_some() {
+        // Routes name upstreams by their numbers: new routes (and the
+        // upstreams' TLS) apply while the upstreams are the ones running,
+        // by name.
+        let same_upstreams = settings.upstreams.len() == self.upstreams.len()
+            && settings
+                .upstreams
+                .iter()
+                .zip(self.upstreams.iter())
+                .all(|(new, running)| new.name == running.settings.name);
+        let mut tls = settings.tls;
+        if !same_upstreams {
+            tls.named.clone_from(&self.tls.load().named);
+        }
+        if tls.server.is_some() || tls.backend.is_some() || tls.named.iter().any(Option::is_some) {
             tracing::info!(
                 clients = tls.server.is_some() && self.settings.tls.listen.is_some(),
-                nodes = tls.backend.is_some(),
+                nodes = tls.backend.is_some() || tls.named.iter().any(Option::is_some),
                 "TLS certificates and keys read again; new connections use them"
             );
         }
@@ -230,14 +244,6 @@ impl Shared {
         let (mut changed, mut restart): (Vec<String>, Vec<String>) = differences(&old, &new)
             .into_iter()
             .partition(|name| LIVE.contains(&name.as_str()));
-        // Routes name upstreams by their numbers: new routes apply while
-        // the upstreams are the ones running, by name.
-        let same_upstreams = settings.upstreams.len() == self.upstreams.len()
-            && settings
-                .upstreams
-                .iter()
-                .zip(self.upstreams.iter())
-                .all(|(new, running)| new.name == running.settings.name);
         if let Some(at) = changed.iter().position(|name| name == "routes") {
             if same_upstreams {
                 self.prefixes.store(Arc::new(settings.prefixes));
@@ -295,20 +301,85 @@ impl Shared {
         });
     }
 
-    /// The `[backend]` settings a connection to `addr` takes: the live
-    /// ones, with the credentials of the named upstream `addr` is a node
-    /// (or a seed) of, when it has its own.
-    pub fn backend_for(&self, addr: &NodeAddr) -> crate::config::BackendConfig {
+    /// What a connection to `addr` is opened with: the live `[backend]`
+    /// settings and TLS, or, for a node (or seed) of a named upstream,
+    /// with its own credentials, timeouts and TLS where it has them.
+    pub fn node_settings(&self, addr: &NodeAddr) -> NodeSettings {
         let mut backend = self.live.load().backend.clone();
-        let own = self.upstreams.iter().find_map(|u| {
-            let ours = u.settings.seeds.contains(addr) || u.slots.load().node(addr).is_some();
-            ours.then_some(u.settings.credentials.as_ref()).flatten()
-        });
-        if let Some((username, password)) = own {
+        let tls = self.tls.load();
+        let Some((at, upstream)) = self.upstream_at(addr) else {
+            return NodeSettings {
+                backend,
+                tls: tls.backend.clone(),
+            };
+        };
+        let own = &upstream.settings;
+        if let Some((username, password)) = &own.credentials {
             backend.username.clone_from(username);
             backend.password = Some(password.clone());
         }
-        backend
+        if let Some(ms) = own.connect_timeout_ms {
+            backend.connect_timeout_ms = ms;
+        }
+        if let Some(ms) = own.request_timeout_ms {
+            backend.request_timeout_ms = ms;
+        }
+        NodeSettings {
+            backend,
+            tls: tls.named.get(at).cloned().flatten(),
+        }
+    }
+
+    /// The named upstream `addr` is a node (or a seed) of, with its
+    /// index; none for the default upstream's nodes.
+    fn upstream_at(&self, addr: &NodeAddr) -> Option<(usize, &NamedUpstream)> {
+        self.upstreams
+            .iter()
+            .enumerate()
+            .find(|(_, u)| u.settings.seeds.contains(addr) || u.slots.load().node(addr).is_some())
+    }
+
+    /// A request's deadline in `upstream`: its own `request_timeout_ms`,
+    /// or `backend.request_timeout_ms`.
+    #[inline]
+    pub fn request_timeout_of(&self, upstream: Upstream) -> Duration {
+        match self
+            .named(upstream)
+            .and_then(|u| u.settings.request_timeout_ms)
+        {
+            Some(ms) => Duration::from_millis(ms),
+            None => self.request_timeout(),
+        }
+    }
+
+    /// [`Shared::request_timeout_of`] the upstream `addr` is a node of.
+    pub fn request_timeout_at(&self, addr: &NodeAddr) -> Duration {
+        match self
+            .upstream_at(addr)
+            .and_then(|(_, u)| u.settings.request_timeout_ms)
+        {
+            Some(ms) => Duration::from_millis(ms),
+            None => self.request_timeout(),
+        }
+    }
+
+    /// The setting that gives `upstream`'s request timeout, as errors
+    /// name it.
+    pub fn request_timeout_setting(&self, upstream: Upstream) -> String {
+        match self.named(upstream) {
+            Some(u) if u.settings.request_timeout_ms.is_some() => {
+                format!("upstreams.{}.request_timeout_ms", u.settings.name)
+            }
+            _ => "backend.request_timeout_ms".to_owned(),
+        }
+    }
+
+    /// Where keyed reads of `upstream` go for a client that has not said
+    /// (with READONLY or READWRITE).
+    #[inline]
+    pub fn read_from_of(&self, upstream: Upstream) -> ReadFrom {
+        self.named(upstream)
+            .map_or(self.settings.read_from, |u| u.settings.read_from)
     }
 
     /// Every upstream's name, mode and current slot map, the default one
@@ -428,5 +499,57 @@ mod tests {
         let same = Config::clone(&shared.live.load());
         let (changed, restart) = shared.reload(same.validate().expect("valid"));
         assert!(changed.is_empty() && restart.is_empty());
+    }
+
+    #[test]
+    fn a_named_upstreams_nodes_take_its_own_settings_and_the_rest_the_defaults() {
+        let text = r#"
+            seeds = ["127.0.0.1:1"]
+            [backend]
+            password = "a-secret"
+            [upstreams.b]
+            seeds = ["127.0.0.1:2"]
+            password = "b-secret"
+            connect_timeout_ms = 200
+            request_timeout_ms = 300
+            read_from = "replica"
+            [upstreams.c]
+            seeds = ["127.0.0.1:3"]
+        "#;
+        let config: Config = toml::from_str(text).expect("parse");
+        let shared = Shared::new(config.validate().expect("valid"));
+        let at = |port: u16| shared.node_settings(&NodeAddr::new("127.0.0.1", port));
+        let (a, b, c) = (at(1), at(2), at(3));
+        assert_eq!(a.backend.password.as_deref(), Some("a-secret"));
+        assert_eq!(b.backend.password.as_deref(), Some("b-secret"));
+        assert_eq!(c.backend.password.as_deref(), Some("a-secret"));
+        assert_eq!(
+            [
+                a.backend.connect_timeout_ms,
+                b.backend.connect_timeout_ms,
+                c.backend.connect_timeout_ms
+            ],
+            [1000, 200, 1000]
+        );
+        assert_eq!(
+            [1, 2, 3].map(|port| shared.request_timeout_at(&NodeAddr::new("127.0.0.1", port))),
+            [5000, 300, 5000].map(Duration::from_millis)
+        );
+        assert_eq!(
+            [0, 1, 2].map(|n| shared.request_timeout_of(n)),
+            [5000, 300, 5000].map(Duration::from_millis)
+        );
+        assert_eq!(
+            shared.request_timeout_setting(1),
+            "upstreams.b.request_timeout_ms"
+        );
+        assert_eq!(
+            shared.request_timeout_setting(2),
+            "backend.request_timeout_ms"
+        );
+        assert_eq!(
+            [0, 1, 2].map(|n| shared.read_from_of(n)),
+            [ReadFrom::Master, ReadFrom::Replica, ReadFrom::Master]
+        );
     }
 }

@@ -387,3 +387,58 @@ fn replica_reads_with_a_backend_password_in_resp2_and_resp3() {
     }
     assert_eq!(split_by_role(&cluster, &before), (0, 30));
 }
+
+#[test]
+fn each_upstream_reads_where_its_read_from_says() {
+    // The default upstream reads from masters (cluster.read_from), b from
+    // its replicas (its own read_from); a client's READWRITE wins.
+    let a = cluster(1, 1);
+    let b = cluster(1, 1);
+    let config = common::routes::config_file(
+        "read-from",
+        &format!(
+            "[upstreams.b]\nseeds = [\"{}\"]\nread_from = \"replica\"\n\n[[routes]]\nprefix = \"b:\"\nupstream = \"b\"\n",
+            b.seeds()[0]
+        ),
+    );
+    let proxy = common::routes::start_routed(&a.seeds(), &["--config", config.0.to_str().unwrap()]);
+    let mut con = proxy.client();
+    let in_a = set_keys(&mut con, "a", 40);
+    let in_b = set_keys(&mut con, "b", 40);
+    wait_replicated(&a);
+    wait_replicated(&b);
+
+    let (before_a, before_b) = (all_get_calls(&a), all_get_calls(&b));
+    get_all(&mut con, &in_a);
+    get_all(&mut con, &in_b);
+    assert_eq!(split_by_role(&a, &before_a), (40, 0), "default upstream");
+    let (on_master, on_replica) = split_by_role(&b, &before_b);
+    assert!(
+        on_replica >= 36 && on_master + on_replica == 40,
+        "b: {on_replica} GETs on its replica, {on_master} on its master"
+    );
+
+    // READWRITE: this connection's reads go to the masters everywhere.
+    let ok: String = redis::cmd("READWRITE").query(&mut con).unwrap();
+    assert_eq!(ok, "OK");
+    let before_b = all_get_calls(&b);
+    get_all(&mut con, &in_b);
+    assert_eq!(split_by_role(&b, &before_b), (40, 0), "b after READWRITE");
+    // RESET: back to each upstream's read_from.
+    let reset: String = redis::cmd("RESET").query(&mut con).unwrap();
+    assert_eq!(reset, "RESET");
+    let before_b = all_get_calls(&b);
+    get_all(&mut con, &in_b);
+    let (_, on_replica) = split_by_role(&b, &before_b);
+    assert!(
+        on_replica >= 36,
+        "b after RESET: {on_replica} on its replica"
+    );
+
+    let info: String = redis::cmd("INFO").arg("upstreams").query(&mut con).unwrap();
+    assert!(
+        info.contains("upstream_default:mode=cluster,read_from=master,")
+            && info.contains("upstream_b:mode=cluster,read_from=replica,"),
+        "{info}"
+    );
+}

@@ -5,9 +5,9 @@ mod common;
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::time::Duration;
 
+use common::routes::{TempFile, config_file, start_routed};
 use common::{Proxy, cluster, run_to_exit};
 use orthrus_devcluster::{Cluster, NodeOptions, RedisNode, Value};
 use redis::Commands;
@@ -21,45 +21,6 @@ struct Setup {
     solo: RedisNode,
     proxy: Proxy,
     _config: TempFile,
-}
-
-struct TempFile(PathBuf);
-
-impl Drop for TempFile {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
-
-/// [`Proxy::start`], then waits until every upstream's topology is known
-/// (`Proxy::start` waits for the default one's: a key of another upstream
-/// sent before its first discovery gets `-CLUSTERDOWN ... not known yet`).
-fn start_routed(seeds: &[SocketAddr], extra: &[&str]) -> Proxy {
-    let proxy = Proxy::start(seeds, extra);
-    orthrus_devcluster::wait_until(Duration::from_secs(20), "every upstream known", || {
-        let info = proxy
-            .raw_command(&["INFO", "upstreams"])
-            .map_err(|e| e.to_string())?;
-        let info = String::from_utf8_lossy(&info);
-        let lines: Vec<&str> = info
-            .lines()
-            .filter(|l| l.starts_with("upstream_"))
-            .collect();
-        if !lines.is_empty() && lines.iter().all(|l| l.contains("slots_covered=16384")) {
-            Ok(())
-        } else {
-            Err(info.into_owned())
-        }
-    })
-    .unwrap();
-    proxy
-}
-
-fn config_file(name: &str, text: &str) -> TempFile {
-    let path =
-        std::env::temp_dir().join(format!("orthrus-routes-{}-{name}.toml", std::process::id()));
-    std::fs::write(&path, text).expect("write config");
-    TempFile(path)
 }
 
 fn routes_toml(b: SocketAddr, solo: SocketAddr) -> String {
@@ -367,6 +328,22 @@ fn bad_routes_are_refused_at_start_up_with_one_line() {
         (
             "[[routes]]\nprefix = \"\"\nupstream = \"default\"\n",
             "needs a prefix",
+        ),
+        (
+            "[upstreams.b]\nseeds = [\"127.0.0.1:1\"]\nread_from = \"nearest\"\n",
+            "upstreams.b.read_from: \"nearest\" is not one of master, replica",
+        ),
+        (
+            "[upstreams.b]\nseeds = [\"127.0.0.1:1\"]\nrequest_timeout_ms = 0\n",
+            "upstreams.b.request_timeout_ms: must be greater than 0",
+        ),
+        (
+            "[upstreams.b]\nseeds = [\"127.0.0.1:1\"]\n[upstreams.b.tls]\nenabled = true\nca_cert_file = \"/nonexistent/b-ca.crt\"\n",
+            "upstreams.b.tls.ca_cert_file: /nonexistent/b-ca.crt",
+        ),
+        (
+            "[upstreams.b]\nseeds = [\"127.0.0.1:1\"]\n[upstreams.b.tls]\nenabled = true\ncert_file = \"/x.crt\"\n",
+            "upstreams.b.tls.cert_file: needs upstreams.b.tls.key_file too",
         ),
     ];
     for (i, (toml, said)) in cases.iter().enumerate() {
@@ -812,4 +789,95 @@ fn remove_prefix_sends_keys_without_their_prefix() {
     assert!(refused.contains("remove_prefix"), "{refused:?}");
     assert!(common::send(&mut raw, &["EXEC"]).starts_with("-EXECABORT"));
     assert!(!keys_of(&solo).contains("m") && !keys_of(&solo).contains("s:m"));
+}
+
+#[test]
+fn an_upstream_with_its_own_tls_is_reached_over_it() {
+    // The default cluster speaks plain TCP, cluster b TLS only: each is
+    // reached only with its own setting.
+    let pki = common::tls::Pki::new();
+    let ca = pki.ca("ca");
+    let a = cluster(3, 0);
+    let b = Cluster::start(
+        orthrus_devcluster::ClusterSpec::new(1, 0)
+            .with_node(NodeOptions::cluster().with_tls(pki.node_files("ca", "node"))),
+    )
+    .expect("start TLS cluster");
+    let config = config_file(
+        "tls",
+        &format!(
+            "[upstreams.b]\nseeds = [\"{}\"]\n\n[upstreams.b.tls]\nenabled = true\nca_cert_file = \"{}\"\n\n[[routes]]\nprefix = \"user:\"\nupstream = \"b\"\n",
+            b.seeds()[0],
+            ca.display()
+        ),
+    );
+    let proxy = start_routed(&a.seeds(), &["--config", config.0.to_str().unwrap()]);
+    let mut c = proxy.client();
+    for i in 0..50 {
+        let () = c.set(format!("user:{i}"), i).unwrap();
+        let () = c.set(format!("other:{i}"), i).unwrap();
+    }
+    for i in 0..50 {
+        let got: (i64, i64) = redis::pipe()
+            .get(format!("user:{i}"))
+            .get(format!("other:{i}"))
+            .query(&mut c)
+            .unwrap();
+        assert_eq!(got, (i, i));
+    }
+    assert_eq!(
+        keys_of(&b.nodes()[0]),
+        names("user:", 50).into_iter().collect()
+    );
+    let in_a: BTreeSet<String> = keys_per_master(&a).into_iter().flatten().collect();
+    assert_eq!(in_a, names("other:", 50).into_iter().collect());
+}
+
+#[test]
+fn an_upstreams_own_request_timeout_bounds_its_requests() {
+    use std::io::{Read as _, Write as _};
+    let a = cluster(1, 0);
+    let solo = RedisNode::start(NodeOptions::default()).expect("start redis-server");
+    let config = config_file(
+        "timeout",
+        &format!(
+            "[upstreams.solo]\nseeds = [\"{}\"]\nmode = \"standalone\"\nrequest_timeout_ms = 300\nconnect_timeout_ms = 200\n\n[[routes]]\nprefix = \"solo:\"\nupstream = \"solo\"\n",
+            solo.addr()
+        ),
+    );
+    let proxy = start_routed(&a.seeds(), &["--config", config.0.to_str().unwrap()]);
+    let mut c = proxy.client();
+    let () = c.set("solo:k", "1").unwrap();
+    // The server busy for 1.5 s: a script that spins, sent straight to it.
+    let spin = "local t = redis.call('TIME') local s = t[1] * 1000000 + t[2] \
+                repeat local n = redis.call('TIME') until n[1] * 1000000 + n[2] - s > 1500000 \
+                return 1";
+    let mut busy = std::net::TcpStream::connect(solo.addr()).unwrap();
+    busy.write_all(&common::encode(&["EVAL", spin, "0"]))
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    let started = std::time::Instant::now();
+    let mut raw = proxy.stream();
+    let answer = common::send(&mut raw, &["SET", "solo:k", "2"]);
+    let waited = started.elapsed();
+    assert!(
+        answer.starts_with("-") && answer.contains("upstreams.solo.request_timeout_ms"),
+        "{answer:?}"
+    );
+    assert!(
+        waited < Duration::from_millis(1300),
+        "answered after {waited:?}, not at its upstream's 300 ms deadline"
+    );
+    // The default upstream keeps its own deadline and is served meanwhile.
+    let () = c.set("other:k", "1").unwrap();
+    let mut done = [0u8; 4];
+    busy.read_exact(&mut done).unwrap();
+    assert_eq!(&done, b":1\r\n");
+    orthrus_devcluster::wait_until(Duration::from_secs(10), "solo served again", || {
+        match common::send(&mut raw, &["SET", "solo:k", "3"]).as_str() {
+            "+OK\r\n" => Ok(()),
+            other => Err(other.to_owned()),
+        }
+    })
+    .unwrap();
 }

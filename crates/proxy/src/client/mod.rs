@@ -76,9 +76,10 @@ pub struct Client {
     pub authenticated: bool,
     /// CLIENT REPLY.
     pub reply: ReplyMode,
-    /// Where its keyed reads go: `cluster.read_from` until it sends
-    /// READONLY (replicas) or READWRITE (the master).
-    pub read_from: ReadFrom,
+    /// Where its keyed reads go once it sent READONLY (replicas) or
+    /// READWRITE (the master); until then (`None`), where the `read_from`
+    /// of each key's upstream says.
+    pub read_from: Option<ReadFrom>,
 }
 
 /// CLIENT REPLY ON|OFF|SKIP.

@@ -2,7 +2,7 @@
 //! BZPOPMAX, BZMPOP, XREAD/XREADGROUP with BLOCK): each runs on a dedicated
 //! connection held for its duration, so it never stalls the multiplexed
 //! connection other clients share. The wait for the reply is bounded by the
-//! command's own timeout plus `backend.request_timeout_ms`; a client that
+//! command's own timeout plus its upstream's request timeout; a client that
 //! disconnects while blocked closes that connection, and Redis unblocks.
 
 use std::cell::Cell;
@@ -32,7 +32,7 @@ pub fn dispatch(
     client: &Holding,
 ) -> Pending {
     let frame = req.frame().clone();
-    let wait = command_timeout(req).map(|t| t + ctx.shared.request_timeout());
+    let wait = command_timeout(req).map(|t| t + ctx.shared.request_timeout_of(slot.upstream));
     let ctx = ctx.clone();
     let client = client.clone();
     Pending::deferred(Box::pin(async move {

@@ -16,6 +16,7 @@ use crate::cmd::reply::verbatim;
 use crate::observe::latency::Part;
 use crate::observe::stats;
 use crate::route::kind::Family;
+use crate::route::prefix::Upstream;
 use crate::worker::WorkerCtx;
 
 type Section = fn(&mut String, &WorkerCtx);
@@ -305,18 +306,18 @@ fn latency(out: &mut String, ctx: &WorkerCtx) {
     }
 }
 
-/// Each master's keyed requests and bytes so far (by the slots it owns
-/// now), and its share of all of them, in percent.
-/// Each upstream (the default one and those of `[upstreams]`): what it is
-/// and what it has been asked so far.
+/// Each upstream (the default one and those of `[upstreams]`): what it is,
+/// where its reads go, and what it has been asked so far.
 fn upstreams(out: &mut String, ctx: &WorkerCtx) {
     out.push_str("# Upstreams\r\n");
     let counts = ctx.shared.load.by_upstream();
-    for ((name, mode, map), c) in ctx.shared.upstream_maps().into_iter().zip(counts) {
+    let maps = ctx.shared.upstream_maps().into_iter().zip(counts);
+    for (n, ((name, mode, map), c)) in (0..=Upstream::MAX).zip(maps) {
         let _ = write!(
             out,
-            "upstream_{name}:mode={},masters={},slots_covered={},requests={},bytes={},node_time_us={},errors={}\r\n",
+            "upstream_{name}:mode={},read_from={},masters={},slots_covered={},requests={},bytes={},node_time_us={},errors={}\r\n",
             mode.name(),
+            ctx.shared.read_from_of(n).name(),
             map.masters().len(),
             map.covered_slots(),
             c.counts.requests,
@@ -327,6 +328,8 @@ fn upstreams(out: &mut String, ctx: &WorkerCtx) {
     }
 }
 
+/// Each master's keyed requests and bytes so far (by the slots it owns
+/// now), and its share of all of them, in percent.
 fn load(out: &mut String, ctx: &WorkerCtx) {
     out.push_str("# Load\r\n");
     let masters = ctx.shared.load.by_master(&ctx.slots());

@@ -43,11 +43,11 @@ pub fn execute(cmd: Local, req: &Request, client: &mut Client, ctx: &Rc<WorkerCt
         // As on a cluster node, for this connection only: its keyed reads
         // go to replicas, or back to the masters.
         Local::ReadOnly => {
-            client.read_from = ReadFrom::Replica;
+            client.read_from = Some(ReadFrom::Replica);
             simple("OK")
         }
         Local::ReadWrite => {
-            client.read_from = ReadFrom::Master;
+            client.read_from = Some(ReadFrom::Master);
             simple("OK")
         }
         Local::Reset => {
@@ -62,7 +62,7 @@ pub fn execute(cmd: Local, req: &Request, client: &mut Client, ctx: &Rc<WorkerCt
             let cfg = &live.client;
             client.authenticated = cfg.password.is_none() && cfg.users.is_empty();
             client.reply = ReplyMode::On;
-            client.read_from = ctx.shared.settings.read_from;
+            client.read_from = None;
             simple("RESET")
         }
         Local::Auth if req.arg_count() > 3 => error_reply("ERR syntax error"),

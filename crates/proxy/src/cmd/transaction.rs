@@ -303,7 +303,7 @@ async fn watch_on_owner(
     slot: Place,
     proto: Protocol,
 ) -> Bytes {
-    let timeout = Some(ctx.shared.request_timeout());
+    let timeout = Some(ctx.shared.request_timeout_of(slot.upstream));
     let lease = watch.lease;
     let held = lease.borrow_mut().take();
     if let Some(mut conn) = held {
@@ -380,7 +380,7 @@ fn exec(mut multi: Multi, watch: Option<Watch>, client: &Client, ctx: &Rc<Worker
                 ));
             };
             let started = Instant::now();
-            let timeout = Some(ctx.shared.request_timeout());
+            let timeout = Some(ctx.shared.request_timeout_of(w.slot.upstream));
             let reply = match conn.call(&frame, count + 2, timeout).await {
                 Ok(replies) => {
                     conn.release();
@@ -430,7 +430,11 @@ fn exec_mixed(multi: Multi, watch: Option<Watch>, proto: Protocol, ctx: &Rc<Work
             };
             let check = b"*1\r\n$5\r\nMULTI\r\n*1\r\n$4\r\nEXEC\r\n";
             match conn
-                .call(check, 2, Some(ctx.shared.request_timeout()))
+                .call(
+                    check,
+                    2,
+                    Some(ctx.shared.request_timeout_of(w.slot.upstream)),
+                )
                 .await
             {
                 Ok(replies) => {

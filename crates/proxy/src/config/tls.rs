@@ -3,6 +3,7 @@
 //! files are read at start-up and again on every SIGHUP: a file that
 //! cannot be used is a configuration error naming the setting and the file.
 
+use std::borrow::Cow;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -76,6 +77,9 @@ pub struct Tls {
     pub server: Option<Arc<rustls::ServerConfig>>,
     /// What node connections are made with, when the nodes speak TLS.
     pub backend: Option<BackendTls>,
+    /// The same for each named upstream, in their order: their own
+    /// `[upstreams.NAME.tls]`, or `backend`.
+    pub named: Vec<Option<BackendTls>>,
 }
 
 /// How orthrus connects to nodes over TLS.
@@ -105,14 +109,24 @@ impl Tls {
             None => None,
         };
         let backend = if config.backend.tls.enabled {
-            Some(backend_tls(&config.backend.tls)?)
+            Some(backend_tls(&config.backend.tls, "backend.tls")?)
         } else {
             None
         };
+        let named = config
+            .upstreams
+            .iter()
+            .map(|(name, upstream)| match &upstream.tls {
+                None => Ok(backend.clone()),
+                Some(own) if !own.enabled => Ok(None),
+                Some(own) => backend_tls(own, &format!("upstreams.{name}.tls")).map(Some),
+            })
+            .collect::<Result<_, _>>()?;
         Ok(Tls {
             listen,
             server,
             backend,
+            named,
         })
     }
 }
@@ -173,37 +187,40 @@ fn server_config(tls: &TlsConfig) -> Result<rustls::ServerConfig, ConfigError> {
         .map_err(|e| invalid("tls.key_file", format!("{key_file} with {cert_file}: {e}")))
 }
 
-fn backend_tls(tls: &BackendTlsConfig) -> Result<BackendTls, ConfigError> {
+/// The client side of TLS to nodes, as `[backend.tls]` (or an upstream's
+/// own table, named `root`) says.
+fn backend_tls(tls: &BackendTlsConfig, root: &str) -> Result<BackendTls, ConfigError> {
+    let setting = |field: &str| format!("{root}.{field}");
     let roots = match &tls.ca_cert_file {
-        Some(ca) => roots("backend.tls.ca_cert_file", ca)?,
-        None => system_roots()?,
+        Some(ca) => roots(setting("ca_cert_file"), ca)?,
+        None => system_roots(setting("ca_cert_file"))?,
     };
     let builder = rustls::ClientConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()
-        .map_err(|e| invalid("backend.tls", e.to_string()))?
+        .map_err(|e| invalid(root.to_owned(), e.to_string()))?
         .with_root_certificates(roots);
     let config = match (&tls.cert_file, &tls.key_file) {
         (None, None) => builder.with_no_client_auth(),
         (Some(cert_file), Some(key_file)) => {
-            let certs = certs("backend.tls.cert_file", cert_file)?;
-            let key = key("backend.tls.key_file", key_file)?;
+            let certs = certs(setting("cert_file"), cert_file)?;
+            let key = key(setting("key_file"), key_file)?;
             builder.with_client_auth_cert(certs, key).map_err(|e| {
                 invalid(
-                    "backend.tls.key_file",
+                    setting("key_file"),
                     format!("{key_file} with {cert_file}: {e}"),
                 )
             })?
         }
         (Some(_), None) => {
             return Err(invalid(
-                "backend.tls.cert_file",
-                "needs backend.tls.key_file too".to_owned(),
+                setting("cert_file"),
+                format!("needs {} too", setting("key_file")),
             ));
         }
         (None, Some(_)) => {
             return Err(invalid(
-                "backend.tls.key_file",
-                "needs backend.tls.cert_file too".to_owned(),
+                setting("key_file"),
+                format!("needs {} too", setting("cert_file")),
             ));
         }
     };
@@ -213,7 +230,7 @@ fn backend_tls(tls: &BackendTlsConfig) -> Result<BackendTls, ConfigError> {
         .map(|name| {
             ServerName::try_from(name.to_owned()).map_err(|e| {
                 invalid(
-                    "backend.tls.server_name",
+                    setting("server_name"),
                     format!("{name:?} is neither a DNS name nor an IP address: {e}"),
                 )
             })
@@ -225,11 +242,18 @@ fn backend_tls(tls: &BackendTlsConfig) -> Result<BackendTls, ConfigError> {
     })
 }
 
+/// A setting's name, as errors give it.
+type Setting = Cow<'static, str>;
+
 /// Every certificate in a PEM file; at least one.
-fn certs(setting: &'static str, path: &str) -> Result<Vec<CertificateDer<'static>>, ConfigError> {
+fn certs(
+    setting: impl Into<Setting>,
+    path: &str,
+) -> Result<Vec<CertificateDer<'static>>, ConfigError> {
+    let setting = setting.into();
     let certs = CertificateDer::pem_file_iter(path)
         .and_then(|iter| iter.collect::<Result<Vec<_>, _>>())
-        .map_err(|e| invalid(setting, format!("{path}: {}", pem_error(&e))))?;
+        .map_err(|e| invalid(setting.clone(), format!("{path}: {}", pem_error(&e))))?;
     if certs.is_empty() {
         return Err(invalid(
             setting,
@@ -240,30 +264,35 @@ fn certs(setting: &'static str, path: &str) -> Result<Vec<CertificateDer<'static
 }
 
 /// The first private key in a PEM file.
-fn key(setting: &'static str, path: &str) -> Result<PrivateKeyDer<'static>, ConfigError> {
+fn key(setting: impl Into<Setting>, path: &str) -> Result<PrivateKeyDer<'static>, ConfigError> {
     PrivateKeyDer::from_pem_file(path)
         .map_err(|e| invalid(setting, format!("{path}: {}", pem_error(&e))))
 }
 
 /// The CA certificates of a PEM file, as trust anchors.
-fn roots(setting: &'static str, path: &str) -> Result<RootCertStore, ConfigError> {
+fn roots(setting: impl Into<Setting>, path: &str) -> Result<RootCertStore, ConfigError> {
+    let setting = setting.into();
     let mut store = RootCertStore::empty();
-    for cert in certs(setting, path)? {
-        store
-            .add(cert)
-            .map_err(|e| invalid(setting, format!("{path}: not a usable CA certificate: {e}")))?;
+    for cert in certs(setting.clone(), path)? {
+        store.add(cert).map_err(|e| {
+            invalid(
+                setting.clone(),
+                format!("{path}: not a usable CA certificate: {e}"),
+            )
+        })?;
     }
     Ok(store)
 }
 
-/// The operating system's trusted CAs (with no `backend.tls.ca_cert_file`).
-fn system_roots() -> Result<RootCertStore, ConfigError> {
+/// The operating system's trusted CAs (with no `ca_cert_file`, the
+/// setting named `setting`).
+fn system_roots(setting: impl Into<Setting>) -> Result<RootCertStore, ConfigError> {
     let found = rustls_native_certs::load_native_certs();
     let mut store = RootCertStore::empty();
     let (added, _) = store.add_parsable_certificates(found.certs);
     if added == 0 {
         return Err(invalid(
-            "backend.tls.ca_cert_file",
+            setting,
             "not set, and no trusted CA certificate was found on this system".to_owned(),
         ));
     }

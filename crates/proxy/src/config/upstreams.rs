@@ -7,15 +7,16 @@ use orthrus_cluster::NodeAddr;
 use serde::{Deserialize, Serialize};
 
 use super::validate::seed_list;
-use super::{ConfigError, Mode, invalid};
+use super::{BackendTlsConfig, ConfigError, Mode, ReadFrom, invalid};
 use crate::route::prefix::{DEFAULT_UPSTREAM, Mirror, Prefixes, RouteRule, Upstream};
 
 /// The name the top-level `seeds` go by in routes.
 pub const DEFAULT_NAME: &str = "default";
 
 /// `[upstreams.NAME]`: one more cluster, or one standalone redis-server.
-/// Its nodes take the `[backend]` settings (TLS, timeouts) of the default
-/// upstream, and its credentials unless it has its own.
+/// What it does not set it takes from the default upstream: credentials
+/// and timeouts from `[backend]`, TLS from `[backend.tls]`, where reads
+/// go from `cluster.read_from`.
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct UpstreamConfig {
@@ -27,6 +28,18 @@ pub struct UpstreamConfig {
     /// `backend.password`.
     pub username: Option<String>,
     pub password: Option<String>,
+    /// Where its keyed reads go, `master` or `replica`, instead of
+    /// `cluster.read_from` (a client's READONLY or READWRITE still wins).
+    pub read_from: Option<String>,
+    /// Instead of `backend.connect_timeout_ms`, for its nodes.
+    pub connect_timeout_ms: Option<u64>,
+    /// Instead of `backend.request_timeout_ms`, for requests to it and
+    /// its nodes' connections.
+    pub request_timeout_ms: Option<u64>,
+    /// `[upstreams.NAME.tls]`: TLS to its nodes, with the fields of
+    /// `[backend.tls]`, instead of `[backend.tls]` (whole: a field it
+    /// leaves out takes its default, not `[backend.tls]`'s).
+    pub tls: Option<BackendTlsConfig>,
 }
 
 /// `[[routes]]`: the keys starting with `prefix` go to `upstream`.
@@ -55,6 +68,11 @@ pub struct UpstreamSettings {
     pub mode: Mode,
     /// Its own credentials, `(username, password)`, if it has them.
     pub credentials: Option<(Option<String>, String)>,
+    /// Where its keyed reads go (its own, or `cluster.read_from`).
+    pub read_from: ReadFrom,
+    /// Its own `connect_timeout_ms` and `request_timeout_ms`, if set.
+    pub connect_timeout_ms: Option<u64>,
+    pub request_timeout_ms: Option<u64>,
 }
 
 impl Default for UpstreamConfig {
@@ -64,15 +82,21 @@ impl Default for UpstreamConfig {
             mode: "cluster".to_owned(),
             username: None,
             password: None,
+            read_from: None,
+            connect_timeout_ms: None,
+            request_timeout_ms: None,
+            tls: None,
         }
     }
 }
 
 /// Checks the named upstreams and the routes: the upstreams in name
-/// order (numbered from 1), and the routes by prefix.
+/// order (numbered from 1, reads going where `read_from` says unless they
+/// say otherwise), and the routes by prefix.
 pub(super) fn validate(
     upstreams: &BTreeMap<String, UpstreamConfig>,
     routes: &[RouteConfig],
+    read_from: ReadFrom,
 ) -> Result<(Vec<UpstreamSettings>, Prefixes), ConfigError> {
     if upstreams.len() >= usize::from(Upstream::MAX) {
         return Err(invalid(
@@ -117,11 +141,29 @@ pub(super) fn validate(
                 ));
             }
         };
+        for (field, ms) in [
+            ("connect_timeout_ms", upstream.connect_timeout_ms),
+            ("request_timeout_ms", upstream.request_timeout_ms),
+        ] {
+            if ms == Some(0) {
+                return Err(invalid(
+                    format!("upstreams.{name}.{field}"),
+                    "must be greater than 0".to_owned(),
+                ));
+            }
+        }
+        let read_from = match &upstream.read_from {
+            Some(value) => ReadFrom::parse_as(format!("upstreams.{name}.read_from"), value)?,
+            None => read_from,
+        };
         named.push(UpstreamSettings {
             name: name.clone(),
             seeds,
             mode,
             credentials,
+            read_from,
+            connect_timeout_ms: upstream.connect_timeout_ms,
+            request_timeout_ms: upstream.request_timeout_ms,
         });
     }
     let number = |name: &str| -> Option<Upstream> {

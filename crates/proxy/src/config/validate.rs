@@ -43,7 +43,9 @@ impl Config {
                 ),
             ));
         }
-        let (upstreams, prefixes) = super::upstreams::validate(&self.upstreams, &self.routes)?;
+        let read_from = ReadFrom::parse(&self.cluster.read_from)?;
+        let (upstreams, prefixes) =
+            super::upstreams::validate(&self.upstreams, &self.routes, read_from)?;
         let announce = socket_addr("announce", self.announce.as_deref())?;
         let metrics = socket_addr("metrics", self.metrics.as_deref())?;
         if self.backend.username.is_some() && self.backend.password.is_none() {
@@ -52,7 +54,6 @@ impl Config {
                 "needs backend.password too".to_owned(),
             ));
         }
-        let read_from = ReadFrom::parse(&self.cluster.read_from)?;
         let threads = match self.threads {
             0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
             n if n > 1024 => return Err(invalid("threads", format!("{n} is more than 1024"))),

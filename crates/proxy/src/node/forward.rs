@@ -35,6 +35,7 @@ use super::pool::{Lane, Pool};
 use super::retry::{Next, Retry};
 use super::slot::Hook;
 use super::{Done, Env};
+use crate::config::ReadFrom;
 use crate::observe::load::WorkerLoad;
 use crate::observe::stats::WorkerStats;
 use crate::process::Held;
@@ -66,6 +67,9 @@ pub enum Access {
     Read,
     /// It only reads, and a replica of the slot's master may answer.
     ReplicaRead,
+    /// It only reads; from a replica when its upstream's `read_from`
+    /// says `replica` (a client that has not said READONLY or READWRITE).
+    UpstreamRead,
 }
 
 /// A request sent to the cluster whose reply the client still waits for.
@@ -227,6 +231,11 @@ pub fn forward_from(
         (Access::ReplicaRead, Target::Slot(place)) => {
             pick_replica(env, map.replicas(place.slot), None)
         }
+        (Access::UpstreamRead, Target::Slot(place))
+            if env.shared.read_from_of(place.upstream) == ReadFrom::Replica =>
+        {
+            pick_replica(env, map.replicas(place.slot), None)
+        }
         _ => None,
     };
     let Some(addr) = replica.or_else(|| owner(&map, &target)).cloned() else {
@@ -367,7 +376,7 @@ async fn follow(pool: &Pool, remote: &mut Remote) -> Bytes {
             Next::Answer(reply) => return reply,
             Next::Redirect { addr, asking } => {
                 if retry.attempt() > env.shared.policy.free_redirects {
-                    last = Some(still_moving(&addr));
+                    last = Some(still_moving(env, &addr, remote.target.upstream()));
                 }
                 remote.rx = send(pool, &addr, &remote.frame, remote.proto, asking);
                 remote.sent_to = addr;
@@ -532,7 +541,10 @@ pub fn can_take_over(map: &SlotMap, target: &Target, down: &NodeAddr) -> bool {
 fn give_up(env: &Env, remote: &Remote, error: BackendError) -> Bytes {
     WorkerStats::bump(&env.stats().backend_errors);
     let node = &remote.sent_to;
-    let ms = env.shared.request_timeout().as_millis();
+    let upstream = remote.target.upstream();
+    let timeout = env.shared.request_timeout_of(upstream);
+    let ms = timeout.as_millis();
+    let setting = env.shared.request_timeout_setting(upstream);
     let outcome = if remote.access.reads() {
         ""
     } else {
@@ -551,16 +563,14 @@ fn give_up(env: &Env, remote: &Remote, error: BackendError) -> Bytes {
         // Every request in flight on a connection fails when the oldest
         // one's wait runs out: a younger one says so rather than claim a
         // wait it did not have.
-        BackendError::TimedOut
-            if Instant::now() < remote.started + env.shared.request_timeout() =>
-        {
+        BackendError::TimedOut if Instant::now() < remote.started + timeout => {
             format!(
-                "ERR orthrus: no reply from node {node} to an earlier request within {ms} ms (backend.request_timeout_ms), so its connection was given up before this one's reply{outcome}"
+                "ERR orthrus: no reply from node {node} to an earlier request within {ms} ms ({setting}), so its connection was given up before this one's reply{outcome}"
             )
         }
-        BackendError::TimedOut => format!(
-            "ERR orthrus: no reply from node {node} within {ms} ms (backend.request_timeout_ms){outcome}"
-        ),
+        BackendError::TimedOut => {
+            format!("ERR orthrus: no reply from node {node} within {ms} ms ({setting}){outcome}")
+        }
         BackendError::Crowded => format!(
             "ERR orthrus: all {} connections orthrus may open to node {node} stayed in use for {ms} ms (backend.max_connections_per_node)",
             env.shared.node_quota.per_node()
@@ -570,9 +580,10 @@ fn give_up(env: &Env, remote: &Remote, error: BackendError) -> Bytes {
 
 /// The reply to a request the cluster was still redirecting when its
 /// deadline came: the nodes did not agree on the slot's owner in time.
-pub fn still_moving(addr: &NodeAddr) -> Bytes {
+pub fn still_moving(env: &Env, addr: &NodeAddr, upstream: Upstream) -> Bytes {
+    let setting = env.shared.request_timeout_setting(upstream);
     error_reply(&format!(
-        "TRYAGAIN orthrus: the cluster was still redirecting this request (last to {addr}) when its deadline (backend.request_timeout_ms) passed; retry"
+        "TRYAGAIN orthrus: the cluster was still redirecting this request (last to {addr}) when its deadline ({setting}) passed; retry"
     ))
 }
 

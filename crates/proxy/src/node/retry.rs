@@ -3,8 +3,9 @@
 //! transactions) asks the pure decision ([`orthrus_cluster::decide`]) what
 //! a reply means through [`Retry::after_reply`], which counts it, waits as
 //! the policy says and tells the caller where to send next; all of it
-//! inside one deadline, `backend.request_timeout_ms` from when the request
-//! was read. What "send again" means stays the caller's: a shared request
+//! inside one deadline, the request timeout of its upstream
+//! (`backend.request_timeout_ms` unless it has its own) from when the
+//! request was read. What "send again" means stays the caller's: a shared request
 //! goes to the named node, a transaction goes whole to the slot's owner.
 
 use std::time::{Duration, Instant};
@@ -48,7 +49,7 @@ impl Retry {
     pub fn new(env: &Env, read_at: Instant, upstream: Upstream) -> Retry {
         Retry {
             attempt: 0,
-            deadline: read_at + env.shared.request_timeout(),
+            deadline: read_at + env.shared.request_timeout_of(upstream),
             upstream,
         }
     }
@@ -99,7 +100,7 @@ impl Retry {
         };
         if !self.wait(delay).await {
             return Next::Answer(match next {
-                Next::Redirect { addr, .. } => still_moving(&addr),
+                Next::Redirect { addr, .. } => still_moving(env, &addr, self.upstream),
                 _ => reply.clone(),
             });
         }

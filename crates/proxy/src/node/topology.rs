@@ -131,12 +131,12 @@ async fn refresh_once(shared: &Shared, upstream: Upstream) -> io::Result<()> {
     let start = usize::try_from(shared.refreshes()).unwrap_or(0) % candidates.len().max(1);
     candidates.rotate_left(start);
 
-    let timeout = shared.connect_timeout().max(Duration::from_millis(500));
     let mut last_error = io::Error::other("no seed configured");
     for addr in candidates {
-        let tls = shared.tls.load_full();
-        let backend = shared.backend_for(&addr);
-        match discover(&addr, mode, timeout, &backend, tls.backend.as_ref()).await {
+        let node = shared.node_settings(&addr);
+        let timeout =
+            Duration::from_millis(node.backend.connect_timeout_ms).max(Duration::from_millis(500));
+        match discover(&addr, mode, timeout, &node.backend, node.tls.as_ref()).await {
             Ok(map) => {
                 // Learn the command table first, so that the first client
                 // served already routes with the cluster's own table.

@@ -311,8 +311,9 @@ fn run(
     let readonly = info.is_some_and(|info| info.readonly);
     let access = match (readonly, client.read_from) {
         (false, _) => Access::Write,
-        (true, ReadFrom::Master) => Access::Read,
-        (true, ReadFrom::Replica) => Access::ReplicaRead,
+        (true, Some(ReadFrom::Master)) => Access::Read,
+        (true, Some(ReadFrom::Replica)) => Access::ReplicaRead,
+        (true, None) => Access::UpstreamRead,
     };
     let proto = client.proto;
     // Scripts are noted on their way (SCRIPT LOAD's body) or run by orthrus
@@ -351,7 +352,7 @@ fn run(
         Route::AnyNode => (Target::Any, access),
         // Where orthrus keeps its subscriptions: a master, never a replica.
         Route::SubscriptionNode => match access {
-            Access::ReplicaRead => (publish_target(), Access::Read),
+            Access::ReplicaRead | Access::UpstreamRead => (publish_target(), Access::Read),
             access => (publish_target(), access),
         },
         Route::Split(merge) => {

@@ -261,7 +261,7 @@ fn new_client(stream: &impl Stream, peer: ClientAddr, ctx: &WorkerCtx) -> Client
         tracking: None,
         authenticated: live.client.password.is_none() && live.client.users.is_empty(),
         reply: ReplyMode::On,
-        read_from: ctx.shared.settings.read_from,
+        read_from: None,
     }
 }
 

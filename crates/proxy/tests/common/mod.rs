@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use orthrus_devcluster::{Cluster, ClusterSpec, Value, free_port};
 
 pub mod admin;
+pub mod routes;
 pub mod tls;
 
 /// A running orthrus process; killed on drop. Its log goes to a file that

@@ -293,8 +293,8 @@ async fn run(task: Task, queue: Rc<Queue>) {
 }
 
 /// Opens a connection to a node with the live timeout, credentials and
-/// TLS settings, counted in the node's bound (waiting for a place at most
-/// `backend.request_timeout_ms`).
+/// TLS settings (its upstream's, [`Shared::node_settings`]), counted in
+/// the node's bound (waiting for a place at most its request timeout).
 pub async fn connect(addr: &NodeAddr, proto: Protocol, shared: &Shared) -> io::Result<NodeStream> {
     open(addr, proto, false, shared).await
 }
@@ -306,21 +306,21 @@ async fn open(
     readonly: bool,
     shared: &Shared,
 ) -> io::Result<NodeStream> {
-    let deadline = tokio::time::Instant::now() + shared.request_timeout();
+    let node = shared.node_settings(addr);
+    let backend = &node.backend;
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(backend.request_timeout_ms);
     let counted = shared
         .node_quota
         .take(addr, deadline)
         .await
         .map_err(io::Error::other)?;
-    let backend = shared.backend_for(addr);
-    let tls = shared.tls.load_full();
     let stream = client::connect(
         addr,
         proto,
-        shared.connect_timeout(),
-        &backend,
+        Duration::from_millis(backend.connect_timeout_ms),
+        backend,
         readonly,
-        tls.backend.as_ref(),
+        node.tls.as_ref(),
     )
     .await?;
     Ok(stream.counted(counted))

@@ -37,10 +37,11 @@ pub(super) async fn read_loop(mut rd: NodeReadHalf, reader: &Reader<'_>) -> io::
         inflight,
         env,
         latency,
+        addr,
         ..
     } = *reader;
     let mut frames = Frames::default();
-    let timeout = env.shared.request_timeout();
+    let timeout = env.shared.request_timeout_at(addr);
     let mut buf = BytesMut::with_capacity(READ_CHUNK);
     let mut last_read = Instant::now();
     let mut answered = false;
@@ -76,7 +77,7 @@ pub(super) async fn read_loop(mut rd: NodeReadHalf, reader: &Reader<'_>) -> io::
             let next = reply_deadline(inflight, last_read, timeout).ok_or_else(|| {
                 io::Error::new(
                     io::ErrorKind::TimedOut,
-                    "no reply within backend.request_timeout_ms",
+                    "no reply within the request timeout",
                 )
             })?;
             timer.as_mut().reset(next.into());
