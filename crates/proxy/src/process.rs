@@ -17,7 +17,7 @@ use crate::config::{Config, Mode, ReadFrom, Settings, Tls, UpstreamSettings};
 use crate::observe::clients::Registry;
 use crate::observe::commands::CommandStats;
 use crate::observe::hotkeys::HotKeys;
-use crate::observe::latency;
+use crate::observe::latency::{self, Summary};
 use crate::observe::load::SlotLoad;
 use crate::observe::slowlog::SlowLog;
 use crate::observe::stats::{OpsMeter, WorkerStats};
@@ -398,6 +398,23 @@ impl Shared {
             )
         }))
         .collect()
+    }
+
+    /// Each upstream's round trips on the shared connections, in the
+    /// order of [`Shared::upstream_maps`]: the histograms of the nodes its
+    /// map has now, added up.
+    pub fn latency_by_upstream(&self) -> Vec<Summary> {
+        let maps = self.upstream_maps();
+        let mut by = vec![Summary::default(); maps.len()];
+        for (addr, summary) in self.node_latency.summaries() {
+            let at = maps
+                .iter()
+                .position(|(_, _, map)| map.node(&addr).is_some());
+            if let Some(total) = at.and_then(|i| by.get_mut(i)) {
+                total.merge(&summary);
+            }
+        }
+        by
     }
 
     /// Every master of every upstream that owns a slot, for commands sent

@@ -20,6 +20,8 @@ struct Setup {
     b: Cluster,
     solo: RedisNode,
     proxy: Proxy,
+    /// Its `/metrics` endpoint.
+    admin: SocketAddr,
     _config: TempFile,
 }
 
@@ -53,15 +55,24 @@ fn setup(name: &str) -> Setup {
     let b = cluster(3, 0);
     let solo = RedisNode::start(NodeOptions::default()).expect("start redis-server");
     let config = config_file(name, &routes_toml(b.seeds()[0], solo.addr()));
+    let admin = SocketAddr::from(([127, 0, 0, 1], orthrus_devcluster::free_port().unwrap()));
     let proxy = start_routed(
         &a.seeds(),
-        &["--config", config.0.to_str().unwrap(), "--threads", "2"],
+        &[
+            "--config",
+            config.0.to_str().unwrap(),
+            "--threads",
+            "2",
+            "--metrics",
+            &admin.to_string(),
+        ],
     );
     Setup {
         a,
         b,
         solo,
         proxy,
+        admin,
         _config: config,
     }
 }
@@ -177,11 +188,13 @@ fn keys_land_where_their_prefix_routes_them() {
             .unwrap_or_else(|| panic!("no {name} in {line}"))
     };
     assert!(
-        info.contains("upstream_solo:mode=standalone,masters=1,slots_covered=16384"),
+        info.contains(
+            "upstream_solo:mode=standalone,read_from=master,masters=1,slots_covered=16384"
+        ),
         "{info}"
     );
     assert!(
-        info.contains("upstream_b:mode=cluster,masters=3,slots_covered=16384"),
+        info.contains("upstream_b:mode=cluster,read_from=master,masters=3,slots_covered=16384"),
         "{info}"
     );
     // Writes, MGET/MSET/EXISTS/DEL parts and the INCR, at least.
@@ -191,6 +204,25 @@ fn keys_land_where_their_prefix_routes_them() {
     assert_eq!(field("b", "errors"), 1, "{info}");
     assert_eq!(field("solo", "errors"), 0, "{info}");
     assert!(field("b", "node_time_us") > 0 && field("b", "bytes") > 0);
+    // Each upstream's round trips, from its own nodes' histograms.
+    for upstream in ["default", "b", "solo"] {
+        let (p50, p99) = (field(upstream, "rtt_p50_us"), field(upstream, "rtt_p99_us"));
+        assert!(p50 > 0 && p99 >= p50, "{upstream}: {info}");
+    }
+    let (status, metrics) = common::admin::get(s.admin, "/metrics");
+    assert_eq!(status, 200);
+    for upstream in ["default", "b", "solo"] {
+        let series = |name: &str| {
+            common::admin::sample(&metrics, &format!("{name}{{upstream=\"{upstream}\"}}"))
+                .unwrap_or_else(|| panic!("no {name} for {upstream}: {metrics}"))
+        };
+        let rtts = series("orthrus_upstream_backend_duration_seconds_count");
+        let requests = series("orthrus_upstream_requests_total");
+        assert!(
+            rtts > 0.0 && requests > 0.0,
+            "{upstream}: {rtts} {requests}"
+        );
+    }
 }
 
 #[test]

@@ -311,11 +311,17 @@ fn latency(out: &mut String, ctx: &WorkerCtx) {
 fn upstreams(out: &mut String, ctx: &WorkerCtx) {
     out.push_str("# Upstreams\r\n");
     let counts = ctx.shared.load.by_upstream();
-    let maps = ctx.shared.upstream_maps().into_iter().zip(counts);
-    for (n, ((name, mode, map), c)) in (0..=Upstream::MAX).zip(maps) {
+    let latency = ctx.shared.latency_by_upstream();
+    let maps = ctx
+        .shared
+        .upstream_maps()
+        .into_iter()
+        .zip(counts)
+        .zip(latency);
+    for (n, (((name, mode, map), c), rtt)) in (0..=Upstream::MAX).zip(maps) {
         let _ = write!(
             out,
-            "upstream_{name}:mode={},read_from={},masters={},slots_covered={},requests={},bytes={},node_time_us={},errors={}\r\n",
+            "upstream_{name}:mode={},read_from={},masters={},slots_covered={},requests={},bytes={},node_time_us={},errors={},rtt_p50_us={},rtt_p99_us={}\r\n",
             mode.name(),
             ctx.shared.read_from_of(n).name(),
             map.masters().len(),
@@ -324,6 +330,8 @@ fn upstreams(out: &mut String, ctx: &WorkerCtx) {
             c.counts.bytes,
             c.counts.micros,
             c.errors,
+            rtt.percentile(0.5),
+            rtt.percentile(0.99),
         );
     }
 }

@@ -24,7 +24,8 @@ pub fn exposition(shared: &Shared) -> String {
 }
 
 /// Per upstream (the default one and those of `[upstreams]`): keyed
-/// requests, error replies, time at the nodes, slots served.
+/// requests, error replies, time at the nodes and its histogram, slots
+/// served.
 fn upstream_metrics(m: &mut Exposition, shared: &Shared) {
     let maps = shared.upstream_maps();
     let counts = shared.load.by_upstream();
@@ -53,6 +54,15 @@ fn upstream_metrics(m: &mut Exposition, shared: &Shared) {
     each(m, name, &|i| {
         format!("{:.6}", of(i).counts.micros as f64 / 1_000_000.0)
     });
+    let name = "orthrus_upstream_backend_duration_seconds";
+    m.family(
+        name,
+        "histogram",
+        "Round trip of requests to the nodes of each upstream on the shared connections.",
+    );
+    for ((upstream, _, _), summary) in maps.iter().zip(shared.latency_by_upstream()) {
+        m.histogram(name, &[("upstream", upstream)], &summary);
+    }
     let name = "orthrus_upstream_slots_covered";
     m.family(name, "gauge", "Slots with an owner, by upstream.");
     each(m, name, &|i| {

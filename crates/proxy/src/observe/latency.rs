@@ -149,6 +149,14 @@ impl Summary {
         }
     }
 
+    /// Adds `other`'s observations to these.
+    pub fn merge(&mut self, other: &Summary) {
+        for (total, c) in self.counts.iter_mut().zip(&other.counts) {
+            *total += c;
+        }
+        self.sum_us += other.sum_us;
+    }
+
     pub fn of<'a>(histograms: impl IntoIterator<Item = &'a Histogram>) -> Summary {
         let mut s = Summary::default();
         for h in histograms {
