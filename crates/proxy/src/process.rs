@@ -102,7 +102,9 @@ pub struct Shared {
     /// Lua script bodies seen, so EVALSHA works on every master.
     pub scripts: Scripts,
     pub started: Instant,
-    refresh: Notify,
+    /// One per upstream, the default one's first: each upstream's
+    /// refresher waits on its own.
+    refresh: Vec<Notify>,
     /// Clients that fit under the open files limit (see
     /// `server::fd_limit`); `client.max_clients` is capped at it.
     pub clients_that_fit: AtomicUsize,
@@ -176,7 +178,7 @@ impl Shared {
             clients: Registry::default(),
             scripts: Scripts::default(),
             started: Instant::now(),
-            refresh: Notify::new(),
+            refresh: (0..=named).map(|_| Notify::new()).collect(),
             clients_that_fit: AtomicUsize::new(usize::MAX),
             over_memory: AtomicBool::new(false),
             shutdown: CancellationToken::new(),
@@ -265,14 +267,20 @@ impl Shared {
         (changed, restart)
     }
 
-    /// Asks the refresher for a topology refresh soon; never waits.
+    /// Asks every upstream's refresher for a topology refresh soon; never
+    /// waits.
     pub fn request_refresh(&self) {
-        self.refresh.notify_one();
+        for each in &self.refresh {
+            each.notify_one();
+        }
     }
 
-    /// Resolves when a refresh has been requested.
-    pub async fn refresh_requested(&self) {
-        self.refresh.notified().await;
+    /// Resolves when a refresh of `upstream` has been requested.
+    pub async fn refresh_requested(&self, upstream: Upstream) {
+        match self.refresh.get(usize::from(upstream)) {
+            Some(each) => each.notified().await,
+            None => std::future::pending().await,
+        }
     }
 
     /// Named upstream `upstream` (`None` for the default one, 0).

@@ -913,3 +913,38 @@ fn an_upstreams_own_request_timeout_bounds_its_requests() {
     })
     .unwrap();
 }
+
+#[test]
+fn an_upstream_that_never_answers_holds_back_no_other() {
+    // b's only seed accepts connections and never answers, and b waits a
+    // minute for each reply: c, refreshed on its own, is served at once.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let a = cluster(1, 0);
+    let c = RedisNode::start(NodeOptions::default()).expect("start redis-server");
+    let config = config_file(
+        "silent",
+        &format!(
+            "[upstreams.b]\nseeds = [\"{}\"]\nconnect_timeout_ms = 60000\n\n[upstreams.c]\nseeds = [\"{}\"]\nmode = \"standalone\"\n\n[[routes]]\nprefix = \"b:\"\nupstream = \"b\"\n\n[[routes]]\nprefix = \"c:\"\nupstream = \"c\"\n",
+            silent.local_addr().unwrap(),
+            c.addr()
+        ),
+    );
+    let proxy = Proxy::start(&a.seeds(), &["--config", config.0.to_str().unwrap()]);
+    orthrus_devcluster::wait_until(Duration::from_secs(10), "c known", || {
+        let info = proxy
+            .raw_command(&["INFO", "upstreams"])
+            .map_err(|e| e.to_string())?;
+        let info = String::from_utf8_lossy(&info).into_owned();
+        let c_known = info
+            .lines()
+            .any(|l| l.starts_with("upstream_c:") && l.contains("slots_covered=16384"));
+        if c_known { Ok(()) } else { Err(info) }
+    })
+    .unwrap();
+    let mut raw = proxy.stream();
+    assert_eq!(common::send(&mut raw, &["SET", "c:k", "1"]), "+OK\r\n");
+    assert_eq!(common::send(&mut raw, &["SET", "a:k", "1"]), "+OK\r\n");
+    let refused = common::send(&mut raw, &["SET", "b:k", "1"]);
+    assert!(refused.starts_with("-CLUSTERDOWN"), "{refused:?}");
+    assert_eq!(keys_of(&c), BTreeSet::from(["c:k".to_owned()]));
+}

@@ -7,9 +7,10 @@
 //! redis-server answers `PING`, and gives it every slot.
 //! It runs at start-up (retrying with back-off until some seed answers,
 //! while orthrus already listens and answers `-CLUSTERDOWN`), periodically,
-//! and whenever a worker asks: after a MOVED or a backend failure. Each
-//! round refreshes every upstream (the default one and those named in
-//! `[upstreams]`), each from its own nodes and seeds.
+//! and whenever a worker asks: after a MOVED or a backend failure. Every
+//! upstream (the default one and those named in `[upstreams]`) has its own
+//! loop on that thread, refreshed from its own nodes and seeds, so that
+//! one that cannot be reached holds back no other.
 
 use std::io;
 use std::sync::Arc;
@@ -48,28 +49,46 @@ pub fn spawn(shared: Arc<Shared>) -> io::Result<std::thread::JoinHandle<()>> {
         })
 }
 
+/// One loop per upstream, each with its own back-off, so that an
+/// upstream that cannot be reached never holds back another's refresh.
 async fn refresher(shared: Arc<Shared>) {
+    let count = shared.upstreams.len().saturating_add(1);
+    let mut loops = tokio::task::JoinSet::new();
+    for upstream in (0..=Upstream::MAX).take(count) {
+        loops.spawn(keep_fresh(Arc::clone(&shared), upstream));
+    }
+    while loops.join_next().await.is_some() {}
+}
+
+/// Refreshes `upstream` at start-up (with back-off until one of its nodes
+/// answers), every `cluster.refresh_interval_ms`, and when asked.
+async fn keep_fresh(shared: Arc<Shared>, upstream: Upstream) {
+    let name = shared
+        .named(upstream)
+        .map_or(DEFAULT_NAME, |u| u.settings.name.as_str());
     let mut backoff = FIRST_BACKOFF;
     let mut known = false;
     loop {
-        match refresh_all(&shared).await {
+        shared.count_refresh();
+        match refresh_once(&shared, upstream).await {
             Ok(()) => {
                 known = true;
                 backoff = FIRST_BACKOFF;
+                forget_departed(&shared);
                 tokio::select! {
-                    () = shared.refresh_requested() => tokio::time::sleep(DEBOUNCE).await,
+                    () = shared.refresh_requested(upstream) => tokio::time::sleep(DEBOUNCE).await,
                     // Read each time: SIGHUP may change it.
                     () = tokio::time::sleep(shared.refresh_interval()) => {}
                 }
             }
             Err(e) => {
                 if known {
-                    tracing::warn!(error = %e, "topology refresh failed");
+                    tracing::warn!(upstream = name, error = %e, "topology refresh failed");
                 } else {
-                    tracing::warn!(error = %e, retry_in_ms = backoff.as_millis() as u64, "cluster not reachable yet");
+                    tracing::warn!(upstream = name, error = %e, retry_in_ms = backoff.as_millis() as u64, "cluster not reachable yet");
                 }
                 tokio::select! {
-                    () = shared.refresh_requested() => {}
+                    () = shared.refresh_requested(upstream) => {}
                     () = tokio::time::sleep(backoff) => {}
                 }
                 backoff = (backoff * 2).min(MAX_BACKOFF);
@@ -78,23 +97,10 @@ async fn refresher(shared: Arc<Shared>) {
     }
 }
 
-/// Refreshes every upstream; the first failure, if any, once all were
-/// tried.
-async fn refresh_all(shared: &Shared) -> io::Result<()> {
-    shared.count_refresh();
-    let mut result = refresh_once(shared, DEFAULT_UPSTREAM).await;
-    for (at, named) in shared.upstreams.iter().enumerate() {
-        let Some(upstream) = at.checked_add(1).and_then(|n| Upstream::try_from(n).ok()) else {
-            break;
-        };
-        if let Err(e) = refresh_once(shared, upstream).await {
-            let e = io::Error::new(e.kind(), format!("upstream {}: {e}", named.settings.name));
-            result = result.and(Err(e));
-        }
-    }
-    // Nodes gone from every upstream take their latency series along, once
-    // no connection records into them (looked at on every refresh: the
-    // workers close theirs after the change).
+/// Nodes gone from every upstream take their latency series along, once
+/// no connection records into them (looked at after every refresh: the
+/// workers close theirs after the change).
+fn forget_departed(shared: &Shared) {
     let maps: Vec<_> = shared
         .upstream_maps()
         .into_iter()
@@ -106,7 +112,6 @@ async fn refresh_all(shared: &Shared) -> io::Result<()> {
             .node_latency
             .retain(|addr| maps.iter().any(|map| map.node(addr).is_some()));
     }
-    result
 }
 
 /// Asks the known nodes of `upstream`, then its seeds, until one describes
