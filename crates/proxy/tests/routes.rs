@@ -223,6 +223,50 @@ fn keys_land_where_their_prefix_routes_them() {
             "{upstream}: {rtts} {requests}"
         );
     }
+
+    // Load per slot, for every upstream: each one's hottest slots are
+    // owned by its own masters, and INFO load lists every master.
+    let mut hot_owners = |args: &[&str]| -> BTreeSet<String> {
+        let reply: Vec<std::collections::HashMap<String, redis::Value>> =
+            redis::cmd("ORTHRUS").arg(args).query(&mut c).unwrap();
+        assert!(!reply.is_empty(), "{args:?}");
+        reply
+            .iter()
+            .map(|entry| match entry.get("owner") {
+                Some(redis::Value::BulkString(owner)) => {
+                    String::from_utf8_lossy(owner).into_owned()
+                }
+                other => panic!("{args:?}: owner {other:?}"),
+            })
+            .collect()
+    };
+    let addrs = |c: &Cluster| -> BTreeSet<String> {
+        c.masters()
+            .unwrap()
+            .into_iter()
+            .map(|i| c.nodes()[i].addr().to_string())
+            .collect()
+    };
+    let in_b = hot_owners(&["HOTSLOTS", "COUNT", "20", "UPSTREAM", "b"]);
+    assert!(in_b.is_subset(&addrs(&s.b)), "{in_b:?}");
+    let in_default = hot_owners(&["HOTSLOTS", "UPSTREAM", "default", "COUNT", "20"]);
+    assert!(in_default.is_subset(&addrs(&s.a)), "{in_default:?}");
+    assert_eq!(hot_owners(&["HOTSLOTS", "20"]), in_default);
+    let in_solo = hot_owners(&["HOTSLOTS", "UPSTREAM", "solo"]);
+    assert_eq!(in_solo, BTreeSet::from([s.solo.addr().to_string()]));
+    let unknown: redis::RedisResult<redis::Value> = redis::cmd("ORTHRUS")
+        .arg(&["HOTSLOTS", "UPSTREAM", "nope"])
+        .query(&mut c);
+    assert!(unknown.is_err_and(|e| e.to_string().contains("no upstream named 'nope'")));
+    let load: String = redis::cmd("INFO").arg("load").query(&mut c).unwrap();
+    for (upstream, masters) in [("default", 3), ("b", 3), ("solo", 1)] {
+        let lines: Vec<&str> = load
+            .lines()
+            .filter(|l| l.ends_with(&format!(",upstream={upstream}")))
+            .collect();
+        assert_eq!(lines.len(), masters, "{upstream}: {load}");
+        assert!(lines.iter().all(|l| !l.contains(",requests=0,")), "{load}");
+    }
 }
 
 #[test]

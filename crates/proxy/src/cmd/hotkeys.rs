@@ -12,6 +12,7 @@ use orthrus_resp::{Protocol, Request, encode};
 use crate::cmd::reply::{null, simple};
 use crate::node::forward::error_reply;
 use crate::observe::hotkeys::{MAX_COUNT, Options, Report};
+use crate::route::prefix::{DEFAULT_UPSTREAM, Upstream};
 use crate::worker::WorkerCtx;
 
 /// Redis's limit on DURATION, in seconds.
@@ -74,30 +75,23 @@ pub fn hotkeys(req: &Request, proto: Protocol, ctx: &WorkerCtx) -> Bytes {
     }
 }
 
-/// ORTHRUS HOTSLOTS [COUNT n] (or `HOTSLOTS n`).
+/// ORTHRUS HOTSLOTS [COUNT n] [UPSTREAM name] (or `HOTSLOTS n`): the
+/// default upstream's slots unless another is named.
 pub fn orthrus(req: &Request, proto: Protocol, ctx: &WorkerCtx) -> Bytes {
     let sub = req.arg(1).unwrap_or_default();
     if !sub.eq_ignore_ascii_case(b"hotslots") {
         return error_reply(&format!(
-            "ERR unknown subcommand '{}'. Try ORTHRUS HOTSLOTS [COUNT n].",
+            "ERR unknown subcommand '{}'. Try ORTHRUS HOTSLOTS [COUNT n] [UPSTREAM name].",
             String::from_utf8_lossy(sub)
         ));
     }
-    let count = match (req.arg(2), req.arg(3), req.arg_count()) {
-        (None, _, 2) => HOTSLOTS_DEFAULT,
-        (Some(word), Some(n), 4) if word.eq_ignore_ascii_case(b"count") => match positive(n) {
-            Some(n) => n,
-            None => return error_reply("ERR COUNT must be a positive integer"),
-        },
-        (Some(n), None, 3) => match positive(n) {
-            Some(n) => n,
-            None => return error_reply("ERR COUNT must be a positive integer"),
-        },
-        _ => return error_reply("ERR syntax error"),
+    let (count, upstream) = match hotslots_args(req, ctx) {
+        Ok(args) => args,
+        Err(reply) => return reply,
     };
     let count = count.min(usize::from(SLOT_COUNT));
-    let map = ctx.pool.env().slots();
-    let rates = ctx.shared.load.hottest(count);
+    let map = ctx.pool.env().slots_of(upstream);
+    let rates = ctx.shared.load.hottest(count, upstream);
     let mut out = BytesMut::new();
     encode::array_header(&mut out, rates.len());
     for rate in &rates {
@@ -115,6 +109,47 @@ pub fn orthrus(req: &Request, proto: Protocol, ctx: &WorkerCtx) -> Bytes {
         }
     }
     out.freeze()
+}
+
+/// HOTSLOTS' count and upstream: `n` alone, or `COUNT n` and `UPSTREAM
+/// name` in either order.
+fn hotslots_args(req: &Request, ctx: &WorkerCtx) -> Result<(usize, Upstream), Bytes> {
+    let bad_count = || error_reply("ERR COUNT must be a positive integer");
+    let mut count = None;
+    let mut upstream = None;
+    let mut at = 2;
+    if req.arg_count() == 3 {
+        let n = req.arg(2).unwrap_or_default();
+        return positive(n)
+            .map(|n| (n, DEFAULT_UPSTREAM))
+            .ok_or_else(bad_count);
+    }
+    while let Some(word) = req.arg(at) {
+        let Some(value) = req.arg(at.saturating_add(1)) else {
+            return Err(error_reply("ERR syntax error"));
+        };
+        if word.eq_ignore_ascii_case(b"count") && count.is_none() {
+            count = Some(positive(value).ok_or_else(bad_count)?);
+        } else if word.eq_ignore_ascii_case(b"upstream") && upstream.is_none() {
+            let name = String::from_utf8_lossy(value);
+            let found = ctx
+                .shared
+                .upstream_maps()
+                .iter()
+                .position(|(n, _, _)| *n == name);
+            let Some(number) = found.and_then(|n| Upstream::try_from(n).ok()) else {
+                return Err(error_reply(&format!("ERR no upstream named '{name}'")));
+            };
+            upstream = Some(number);
+        } else {
+            return Err(error_reply("ERR syntax error"));
+        }
+        at = at.saturating_add(2);
+    }
+    Ok((
+        count.unwrap_or(HOTSLOTS_DEFAULT),
+        upstream.unwrap_or(DEFAULT_UPSTREAM),
+    ))
 }
 
 fn positive(arg: &[u8]) -> Option<usize> {

@@ -14,6 +14,7 @@ use crate::client::Client;
 use crate::cmd::fanout;
 use crate::cmd::reply::verbatim;
 use crate::observe::latency::Part;
+use crate::observe::load::Counts;
 use crate::observe::stats;
 use crate::route::kind::Family;
 use crate::route::prefix::Upstream;
@@ -337,12 +338,20 @@ fn upstreams(out: &mut String, ctx: &WorkerCtx) {
 }
 
 /// Each master's keyed requests and bytes so far (by the slots it owns
-/// now), and its share of all of them, in percent.
+/// now), and its share of its upstream's, in percent; every upstream's
+/// masters, the default one's first.
 fn load(out: &mut String, ctx: &WorkerCtx) {
     out.push_str("# Load\r\n");
-    let masters = ctx.shared.load.by_master(&ctx.slots());
-    let requests: u64 = masters.iter().map(|m| m.counts.requests).sum();
-    let bytes: u64 = masters.iter().map(|m| m.counts.bytes).sum();
+    let maps = ctx.shared.upstream_maps();
+    let only: Vec<_> = maps.iter().map(|(_, _, map)| map.clone()).collect();
+    let masters = ctx.shared.load.by_master(&only);
+    let all = |upstream: usize, of: fn(&Counts) -> u64| -> u64 {
+        masters
+            .iter()
+            .filter(|m| m.upstream == upstream)
+            .map(|m| of(&m.counts))
+            .sum()
+    };
     let share = |part: u64, all: u64| {
         if all == 0 {
             0.0
@@ -352,14 +361,15 @@ fn load(out: &mut String, ctx: &WorkerCtx) {
     };
     for (i, m) in masters.iter().enumerate() {
         let c = m.counts;
+        let name = maps.get(m.upstream).map_or("", |(name, _, _)| name);
         let _ = write!(
             out,
-            "master{i}:addr={},requests={},bytes={},requests_share={:.2},bytes_share={:.2}\r\n",
+            "master{i}:addr={},requests={},bytes={},requests_share={:.2},bytes_share={:.2},upstream={name}\r\n",
             m.addr,
             c.requests,
             c.bytes,
-            share(c.requests, requests),
-            share(c.bytes, bytes),
+            share(c.requests, all(m.upstream, |c| c.requests)),
+            share(c.bytes, all(m.upstream, |c| c.bytes)),
         );
     }
 }

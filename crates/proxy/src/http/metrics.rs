@@ -73,9 +73,15 @@ fn upstream_metrics(m: &mut Exposition, shared: &Shared) {
 }
 
 /// Keyed requests and their bytes by the master that owns their slot now
-/// (one series per master; a slot that moves brings its counts along).
+/// (one series per master of every upstream; a slot that moves brings its
+/// counts along).
 fn load_metrics(m: &mut Exposition, shared: &Shared) {
-    let masters = shared.load.by_master(&shared.slots.load());
+    let maps: Vec<_> = shared
+        .upstream_maps()
+        .into_iter()
+        .map(|(_, _, map)| map)
+        .collect();
+    let masters = shared.load.by_master(&maps);
     if masters.is_empty() {
         return;
     }

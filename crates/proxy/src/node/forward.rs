@@ -195,7 +195,7 @@ impl Remote {
             if place.upstream == DEFAULT_UPSTREAM {
                 load.add(place.slot, bytes, took);
             } else {
-                load.add_named(place.upstream, bytes, took);
+                load.add_named(place, bytes, took);
             }
             if done.reply.first() == Some(&b'-') {
                 load.error(place.upstream);

@@ -3,8 +3,10 @@
 //! and is its only writer, so a count is a relaxed load and store (no
 //! read-modify-write, no shared cache line); readers sum the workers.
 //!
-//! Named upstreams (`[upstreams.NAME]`) are counted as a whole, not per
-//! slot; error replies are counted per upstream, the default one included.
+//! Named upstreams (`[upstreams.NAME]`) are counted per slot too, each in
+//! a table of its own that its worker makes at its first request (an
+//! upstream no request went to costs no memory); error replies are
+//! counted per upstream, the default one included.
 //!
 //! A timer keeps a ring of the last five 2-second intervals, so that
 //! `ORTHRUS HOTSLOTS` gives rates over the last 10 s; INFO and `/metrics`
@@ -12,12 +14,12 @@
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use orthrus_cluster::{NodeAddr, SLOT_COUNT, Slot, SlotMap};
 
-use crate::route::prefix::Upstream;
+use crate::route::prefix::{Place, Upstream};
 
 /// How often the ring takes an interval.
 pub const INTERVAL: Duration = Duration::from_secs(2);
@@ -35,8 +37,8 @@ pub struct SlotLoad {
 /// One worker's counts, one entry per slot.
 pub struct WorkerLoad {
     slots: Box<[SlotCounter]>,
-    /// Named upstream `n`'s counts at `n - 1`.
-    named: Box<[SlotCounter]>,
+    /// Named upstream `n`'s table at `n - 1`, once it had a request.
+    named: Box<[OnceLock<Box<[SlotCounter]>>]>,
     /// Error replies, per upstream (the default one at 0).
     errors: Box<[AtomicU64]>,
 }
@@ -70,6 +72,8 @@ pub struct SlotRate {
 #[derive(Clone, Debug)]
 pub struct MasterLoad {
     pub addr: NodeAddr,
+    /// The upstream it is a master of (the default one: 0).
+    pub upstream: usize,
     pub counts: Counts,
 }
 
@@ -80,15 +84,16 @@ struct SlotCounter {
     nanos: AtomicU64,
 }
 
-/// Requests and bytes of one interval, per slot (saturating at `u32::MAX`).
+/// Requests and bytes of one interval, per upstream and slot (saturating
+/// at `u32::MAX`; no slots for an upstream without requests).
 struct Interval {
     started: Instant,
-    deltas: Box<[(u32, u32)]>,
+    deltas: Vec<Box<[(u32, u32)]>>,
 }
 
 struct Window {
-    /// Totals when the newest interval ended.
-    last: Vec<Counts>,
+    /// Totals when the newest interval ended, per upstream.
+    last: Vec<Vec<Counts>>,
     last_at: Instant,
     ring: VecDeque<Interval>,
 }
@@ -98,17 +103,29 @@ struct Window {
 impl WorkerLoad {
     fn new(named: usize) -> WorkerLoad {
         WorkerLoad {
-            slots: (0..SLOT_COUNT).map(|_| SlotCounter::default()).collect(),
-            named: (0..named).map(|_| SlotCounter::default()).collect(),
+            slots: new_table(),
+            named: (0..named).map(|_| OnceLock::new()).collect(),
             errors: (0..=named).map(|_| AtomicU64::new(0)).collect(),
         }
     }
 
-    /// [`WorkerLoad::add`] for a request to named upstream `upstream`.
-    pub fn add_named(&self, upstream: Upstream, bytes: usize, took: Duration) {
-        let at = usize::from(upstream).wrapping_sub(1);
-        if let Some(c) = self.named.get(at) {
-            c.add(bytes, took);
+    /// [`WorkerLoad::add`] for a request to `place.slot` of named upstream
+    /// `place.upstream`.
+    #[cold]
+    pub fn add_named(&self, place: Place, bytes: usize, took: Duration) {
+        let at = usize::from(place.upstream).wrapping_sub(1);
+        if let Some(table) = self.named.get(at) {
+            if let Some(c) = table.get_or_init(new_table).get(place.slot.index()) {
+                c.add(bytes, took);
+            }
+        }
+    }
+
+    /// The table of `upstream`, if it has one yet.
+    fn table(&self, upstream: usize) -> Option<&[SlotCounter]> {
+        match upstream.checked_sub(1) {
+            None => Some(&self.slots),
+            Some(at) => self.named.get(at)?.get().map(|t| &**t),
         }
     }
 
@@ -127,6 +144,11 @@ impl WorkerLoad {
             c.add(bytes, took);
         }
     }
+}
+
+/// A table of every slot's counters.
+fn new_table() -> Box<[SlotCounter]> {
+    (0..SLOT_COUNT).map(|_| SlotCounter::default()).collect()
 }
 
 impl SlotCounter {
@@ -180,7 +202,7 @@ impl SlotLoad {
                 .map(|_| Arc::new(WorkerLoad::new(named)))
                 .collect(),
             window: Mutex::new(Window {
-                last: vec![Counts::default(); usize::from(SLOT_COUNT)],
+                last: Vec::new(),
                 last_at: Instant::now(),
                 ring: VecDeque::new(),
             }),
@@ -197,16 +219,33 @@ impl SlotLoad {
         self.workers[index % n].clone()
     }
 
-    /// Every slot's counts so far, summed over the workers.
+    /// Upstreams counted: the default one and every named one.
+    fn upstreams(&self) -> usize {
+        self.workers
+            .first()
+            .map_or(0, |w| w.named.len())
+            .saturating_add(1)
+    }
+
+    /// Every slot's counts so far in the default upstream, summed over
+    /// the workers.
     pub fn totals(&self) -> Vec<Counts> {
-        let mut totals = vec![Counts::default(); usize::from(SLOT_COUNT)];
+        self.totals_of(0)
+    }
+
+    /// [`SlotLoad::totals`] of upstream `upstream` (empty while no
+    /// request went to it).
+    fn totals_of(&self, upstream: usize) -> Vec<Counts> {
+        let mut totals = Vec::new();
         for worker in self.workers.iter() {
-            for (total, c) in totals.iter_mut().zip(worker.slots.iter()) {
-                *total = total.plus(Counts {
-                    requests: c.requests.load(Ordering::Relaxed),
-                    bytes: c.bytes.load(Ordering::Relaxed),
-                    micros: c.nanos.load(Ordering::Relaxed) / 1000,
-                });
+            let Some(table) = worker.table(upstream) else {
+                continue;
+            };
+            if totals.is_empty() {
+                totals = vec![Counts::default(); usize::from(SLOT_COUNT)];
+            }
+            for (total, c) in totals.iter_mut().zip(table.iter()) {
+                *total = total.plus(c.counts());
             }
         }
         totals
@@ -214,17 +253,25 @@ impl SlotLoad {
 
     /// Closes the current interval (from a timer every [`INTERVAL`]).
     pub fn tick(&self) {
-        let totals = self.totals();
+        let totals: Vec<Vec<Counts>> = (0..self.upstreams()).map(|u| self.totals_of(u)).collect();
         let now = Instant::now();
         let Ok(mut window) = self.window.lock() else {
             return;
         };
         let deltas = totals
             .iter()
-            .zip(window.last.iter())
-            .map(|(now, before)| {
-                let d = |a: u64, b: u64| u32::try_from(a.wrapping_sub(b)).unwrap_or(u32::MAX);
-                (d(now.requests, before.requests), d(now.bytes, before.bytes))
+            .enumerate()
+            .map(|(u, now)| {
+                let before = window.last.get(u).map_or(&[][..], Vec::as_slice);
+                now.iter()
+                    .enumerate()
+                    .map(|(i, now)| {
+                        let before = before.get(i).copied().unwrap_or_default();
+                        let d =
+                            |a: u64, b: u64| u32::try_from(a.wrapping_sub(b)).unwrap_or(u32::MAX);
+                        (d(now.requests, before.requests), d(now.bytes, before.bytes))
+                    })
+                    .collect()
             })
             .collect();
         let started = window.last_at;
@@ -236,26 +283,29 @@ impl SlotLoad {
         window.last_at = now;
     }
 
-    /// The `n` slots with the most requests per second over the recent
-    /// window (the ring's intervals and what came since), busiest first;
-    /// slots without requests are left out.
-    pub fn hottest(&self, n: usize) -> Vec<SlotRate> {
-        let totals = self.totals();
+    /// The `n` slots of `upstream` with the most requests per second over
+    /// the recent window (the ring's intervals and what came since),
+    /// busiest first; slots without requests are left out.
+    pub fn hottest(&self, n: usize, upstream: Upstream) -> Vec<SlotRate> {
+        let u = usize::from(upstream);
+        let totals = self.totals_of(u);
         let now = Instant::now();
         let Ok(window) = self.window.lock() else {
             return Vec::new();
         };
         let since = window.ring.front().map_or(window.last_at, |i| i.started);
         let secs = now.saturating_duration_since(since).as_secs_f64().max(1e-3);
+        let last = window.last.get(u).map_or(&[][..], Vec::as_slice);
         let mut rates: Vec<SlotRate> = Slot::all()
             .filter_map(|slot| {
                 let i = slot.index();
                 let live = totals.get(i)?;
-                let last = window.last.get(i)?;
+                let last = last.get(i).copied().unwrap_or_default();
                 let mut requests = live.requests.wrapping_sub(last.requests);
                 let mut bytes = live.bytes.wrapping_sub(last.bytes);
                 for interval in &window.ring {
-                    let (r, b) = interval.deltas.get(i).copied().unwrap_or_default();
+                    let delta = interval.deltas.get(u).and_then(|d| d.get(i));
+                    let (r, b) = delta.copied().unwrap_or_default();
                     requests = requests.saturating_add(u64::from(r));
                     bytes = bytes.saturating_add(u64::from(b));
                 }
@@ -278,49 +328,49 @@ impl SlotLoad {
     /// Each upstream's counts so far, the default one's first (the sum of
     /// its slots').
     pub fn by_upstream(&self) -> Vec<UpstreamCounts> {
-        let named = self.workers.first().map_or(0, |w| w.named.len());
-        let mut out = vec![UpstreamCounts::default(); named.saturating_add(1)];
-        if let Some(default) = out.first_mut() {
-            default.counts = self
-                .totals()
-                .into_iter()
-                .fold(Counts::default(), Counts::plus);
-        }
-        for worker in self.workers.iter() {
-            for (i, total) in out.iter_mut().enumerate() {
-                if let Some(c) = i.checked_sub(1).and_then(|at| worker.named.get(at)) {
-                    total.counts = total.counts.plus(c.counts());
-                }
-                if let Some(e) = worker.errors.get(i) {
-                    total.errors = total.errors.wrapping_add(e.load(Ordering::Relaxed));
-                }
-            }
-        }
-        out
+        (0..self.upstreams())
+            .map(|u| UpstreamCounts {
+                counts: self
+                    .totals_of(u)
+                    .into_iter()
+                    .fold(Counts::default(), Counts::plus),
+                errors: self
+                    .workers
+                    .iter()
+                    .filter_map(|w| w.errors.get(u))
+                    .fold(0, |n, e| n.wrapping_add(e.load(Ordering::Relaxed))),
+            })
+            .collect()
     }
 
-    /// The counts so far added up by each slot's master in `map`, in the
-    /// order of `map.masters()`. A slot that changed masters brings its
-    /// past counts to its new one.
-    pub fn by_master(&self, map: &SlotMap) -> Vec<MasterLoad> {
-        let totals = self.totals();
-        let mut masters: Vec<MasterLoad> = map
-            .masters()
-            .into_iter()
-            .map(|addr| MasterLoad {
-                addr,
-                counts: Counts::default(),
-            })
-            .collect();
-        for (slot, counts) in Slot::all().zip(totals) {
-            let Some(owner) = map.master(slot) else {
-                continue;
-            };
-            if let Some(m) = masters.iter_mut().find(|m| &m.addr == owner) {
-                m.counts = m.counts.plus(counts);
+    /// The counts so far added up by each slot's master, for every
+    /// upstream's map in `maps` (the default one's first, upstream `n` at
+    /// `n`), in the order of each map's masters. A slot that changed
+    /// masters brings its past counts to its new one.
+    pub fn by_master(&self, maps: &[Arc<SlotMap>]) -> Vec<MasterLoad> {
+        let mut out = Vec::new();
+        for (u, map) in maps.iter().enumerate() {
+            let totals = self.totals_of(u);
+            let mut masters: Vec<MasterLoad> = map
+                .masters()
+                .into_iter()
+                .map(|addr| MasterLoad {
+                    addr,
+                    upstream: u,
+                    counts: Counts::default(),
+                })
+                .collect();
+            for (slot, counts) in Slot::all().zip(totals) {
+                let Some(owner) = map.master(slot) else {
+                    continue;
+                };
+                if let Some(m) = masters.iter_mut().find(|m| &m.addr == owner) {
+                    m.counts = m.counts.plus(counts);
+                }
             }
+            out.extend(masters);
         }
-        masters
+        out
     }
 }
 
@@ -348,11 +398,34 @@ mod tests {
         );
         load.tick();
         load.worker(0).add(hot, 100, Duration::ZERO);
-        let rates = load.hottest(5);
+        let rates = load.hottest(5, 0);
         assert_eq!(rates.len(), 2);
         assert_eq!(rates[0].slot, hot);
         assert_eq!(rates[1].slot, cold);
         assert!(rates[0].requests_per_sec > rates[1].requests_per_sec);
-        assert_eq!(load.hottest(1).len(), 1);
+        assert_eq!(load.hottest(1, 0).len(), 1);
+    }
+
+    #[test]
+    fn a_named_upstream_has_its_own_table_once_it_had_a_request() {
+        let load = SlotLoad::new(2, 2);
+        let slot = Slot::for_key(b"user:1");
+        assert!(load.totals_of(1).is_empty() && load.totals_of(2).is_empty());
+        let place = Place { upstream: 1, slot };
+        load.worker(0).add_named(place, 50, Duration::ZERO);
+        load.worker(1).add_named(place, 50, Duration::ZERO);
+        load.worker(1).add(slot, 10, Duration::ZERO);
+        assert_eq!(load.totals_of(1)[slot.index()].requests, 2);
+        assert!(load.totals_of(2).is_empty(), "upstream 2 had no request");
+        load.tick();
+        load.worker(0).add_named(place, 50, Duration::ZERO);
+        let rates = load.hottest(5, 1);
+        assert_eq!(rates.len(), 1);
+        assert_eq!(rates[0].slot, slot);
+        assert!(load.hottest(5, 2).is_empty());
+        let by = load.by_upstream();
+        let requests: Vec<u64> = by.iter().map(|u| u.counts.requests).collect();
+        assert_eq!(requests, [1, 3, 0]);
+        assert_eq!(by[1].counts.bytes, 150);
     }
 }
