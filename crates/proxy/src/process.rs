@@ -275,6 +275,26 @@ impl Shared {
         }
     }
 
+    /// Asks `upstream`'s refresher for a refresh soon (a MOVED there, a
+    /// CLUSTERDOWN from one of its nodes): the other upstreams are not
+    /// asked.
+    pub fn request_refresh_of(&self, upstream: Upstream) {
+        if let Some(each) = self.refresh.get(usize::from(upstream)) {
+            each.notify_one();
+        }
+    }
+
+    /// [`Shared::request_refresh_of`] the upstream `addr` is a node of
+    /// (a connection to it failed).
+    pub fn request_refresh_at(&self, addr: &NodeAddr) {
+        let upstream = self
+            .upstream_at(addr)
+            .map_or(0, |(at, _)| at.saturating_add(1));
+        if let Some(each) = self.refresh.get(upstream) {
+            each.notify_one();
+        }
+    }
+
     /// Resolves when a refresh of `upstream` has been requested.
     pub async fn refresh_requested(&self, upstream: Upstream) {
         match self.refresh.get(usize::from(upstream)) {
@@ -524,6 +544,36 @@ mod tests {
         let same = Config::clone(&shared.live.load());
         let (changed, restart) = shared.reload(same.validate().expect("valid"));
         assert!(changed.is_empty() && restart.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_refresh_asked_of_one_upstream_wakes_only_its_refresher() {
+        let text = r#"
+            seeds = ["127.0.0.1:1"]
+            [upstreams.b]
+            seeds = ["127.0.0.1:2"]
+        "#;
+        let config: Config = toml::from_str(text).expect("parse");
+        let shared = Shared::new(config.validate().expect("valid"));
+        let asked = |upstream| {
+            let shared = &shared;
+            async move {
+                tokio::time::timeout(
+                    Duration::from_millis(20),
+                    shared.refresh_requested(upstream),
+                )
+                .await
+                .is_ok()
+            }
+        };
+        shared.request_refresh_of(1);
+        assert!(asked(1).await && !asked(0).await);
+        shared.request_refresh_at(&NodeAddr::new("127.0.0.1", 2));
+        assert!(asked(1).await && !asked(0).await);
+        shared.request_refresh_at(&NodeAddr::new("127.0.0.1", 9));
+        assert!(asked(0).await && !asked(1).await);
+        shared.request_refresh();
+        assert!(asked(0).await && asked(1).await);
     }
 
     #[test]

@@ -88,7 +88,7 @@ async fn run(
                     ));
                 }
                 Err(TakeError::Connect(e)) => {
-                    ctx.shared.request_refresh();
+                    ctx.shared.request_refresh_at(&addr);
                     return error_reply(&format!(
                         "CLUSTERDOWN orthrus: node {addr} unreachable: {e}"
                     ));
@@ -117,7 +117,7 @@ async fn run(
             }
             Err(e) => {
                 WorkerStats::bump(&ctx.stats().backend_errors);
-                ctx.shared.request_refresh();
+                ctx.shared.request_refresh_at(&addr);
                 return error_reply(&format!(
                     "ERR orthrus: connection to {addr} lost during a blocking command ({e}); it may or may not have been applied"
                 ));

@@ -423,7 +423,7 @@ async fn declined_by_replica(
             ReplyClass::Moved | ReplyClass::Ask
         ) {
             // The replica no longer follows the slot's master.
-            env.shared.request_refresh();
+            env.shared.request_refresh_of(remote.target.upstream());
         }
     }
     WorkerStats::bump(&env.stats().replica_fallbacks);
@@ -468,12 +468,12 @@ pub fn note(env: &Env, action: &Action, upstream: Upstream) {
                 },
                 addr,
             );
-            env.shared.request_refresh();
+            env.shared.request_refresh_of(upstream);
         }
         Action::Ask { .. } => WorkerStats::bump(&stats.ask),
         Action::RetryAfter { refresh: true, .. } => {
             WorkerStats::bump(&stats.clusterdown);
-            env.shared.request_refresh();
+            env.shared.request_refresh_of(upstream);
         }
         Action::RetryAfter { refresh: false, .. } => WorkerStats::bump(&stats.tryagain),
         Action::Fail(_) => WorkerStats::bump(&stats.backend_errors),
@@ -518,7 +518,7 @@ fn retry_after_failure(
             }
             // Parked until a replica is promoted: look at the topology
             // often meanwhile (the refresher coalesces these).
-            env.shared.request_refresh();
+            env.shared.request_refresh_of(remote.target.upstream());
             Some(PARKED_RETRY.min(Duration::from_millis(10u64 << retry.attempt().min(4))))
         }
     }

@@ -91,7 +91,7 @@ impl Retry {
             Action::Ask { addr } => {
                 if self.attempt >= policy.free_redirects {
                     // ASKs that go round in circles: look at the topology again.
-                    env.shared.request_refresh();
+                    env.shared.request_refresh_of(self.upstream);
                 }
                 let delay = policy.redirect_delay(self.attempt);
                 (Next::Redirect { addr, asking: true }, delay)

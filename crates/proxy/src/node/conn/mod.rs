@@ -234,7 +234,7 @@ async fn run(task: Task, queue: Rc<Queue>) {
         Err(e) => {
             tracing::warn!(node = %addr, error = %e, "cannot connect to node");
             env.failed(addr, true);
-            env.shared.request_refresh();
+            env.shared.request_refresh_at(addr);
             queue.close(BackendError::Unreachable);
             return;
         }
@@ -284,7 +284,7 @@ async fn run(task: Task, queue: Rc<Queue>) {
         Err(e) => {
             tracing::warn!(node = %addr, error = %e, in_flight = lost, "backend connection lost");
             env.failed(addr, false);
-            env.shared.request_refresh();
+            env.shared.request_refresh_at(addr);
             if let Some(hooks) = &task.hooks {
                 hooks.lost(addr);
             }
