@@ -68,6 +68,10 @@ pub struct Shared {
     /// nodes'); read again on SIGHUP.
     pub tls: ArcSwap<Tls>,
     pub policy: RedirectPolicy,
+    /// Whether any upstream's `read_from` (the default one's included) is
+    /// `replica`: if none, a read of a client that said neither READONLY
+    /// nor READWRITE goes to the master without asking its upstream.
+    pub replica_reads: bool,
     /// The current slot map; empty until the first discovery succeeds.
     pub slots: Swapped<SlotMap>,
     /// The named upstreams, upstream `n` at `n - 1` (the default one's
@@ -154,12 +158,18 @@ impl Shared {
             .collect();
         let prefixes = settings.prefixes.clone();
         let named = settings.upstreams.len();
+        let replica_reads = settings.read_from == ReadFrom::Replica
+            || settings
+                .upstreams
+                .iter()
+                .any(|u| u.read_from == ReadFrom::Replica);
         Arc::new(Shared {
             live: Swapped::from_pointee(settings.raw.clone()),
             users: Swapped::from_pointee(settings.raw.client.parsed_users()),
             tls: ArcSwap::from_pointee(settings.tls.clone()),
             settings,
             policy,
+            replica_reads,
             slots: Swapped::from_pointee(SlotMap::empty()),
             upstreams,
             prefixes: Swapped::from_pointee(prefixes),

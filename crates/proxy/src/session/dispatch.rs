@@ -313,7 +313,8 @@ fn run(
         (false, _) => Access::Write,
         (true, Some(ReadFrom::Master)) => Access::Read,
         (true, Some(ReadFrom::Replica)) => Access::ReplicaRead,
-        (true, None) => Access::UpstreamRead,
+        (true, None) if ctx.shared.replica_reads => Access::UpstreamRead,
+        (true, None) => Access::Read,
     };
     let proto = client.proto;
     // Scripts are noted on their way (SCRIPT LOAD's body) or run by orthrus
