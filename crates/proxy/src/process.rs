@@ -21,7 +21,7 @@ use crate::observe::latency::{self, Summary};
 use crate::observe::load::SlotLoad;
 use crate::observe::slowlog::SlowLog;
 use crate::observe::stats::{OpsMeter, WorkerStats};
-use crate::route::prefix::{Place, Prefixes, Upstream};
+use crate::route::prefix::{DEFAULT_UPSTREAM, Place, Prefixes, Upstream};
 use crate::route::table::CommandTable;
 use crate::scripts::Scripts;
 
@@ -253,9 +253,13 @@ impl Shared {
             .filter(|(name, before)| new.client.users.get(*name) != Some(before))
             .map(|(name, _)| name)
             .collect();
-        let (mut changed, mut restart): (Vec<String>, Vec<String>) = differences(&old, &new)
-            .into_iter()
-            .partition(|name| LIVE.contains(&name.as_str()));
+        let (mut changed, mut restart): (Vec<String>, Vec<String>) =
+            differences(&old, &new).into_iter().partition(|name| {
+                // An upstream's TLS files are read again with the others'
+                // while the upstreams are the ones running.
+                let tls = name.starts_with("upstreams.") && name.ends_with(".tls");
+                LIVE.contains(&name.as_str()) || (tls && same_upstreams)
+            });
         if let Some(at) = changed.iter().position(|name| name == "routes") {
             if same_upstreams {
                 self.prefixes.store(Arc::new(settings.prefixes));
@@ -297,12 +301,7 @@ impl Shared {
     /// [`Shared::request_refresh_of`] the upstream `addr` is a node of
     /// (a connection to it failed).
     pub fn request_refresh_at(&self, addr: &NodeAddr) {
-        let upstream = self
-            .upstream_at(addr)
-            .map_or(0, |(at, _)| at.saturating_add(1));
-        if let Some(each) = self.refresh.get(upstream) {
-            each.notify_one();
-        }
+        self.request_refresh_of(self.upstream_number(addr));
     }
 
     /// Resolves when a refresh of `upstream` has been requested.
@@ -392,13 +391,7 @@ impl Shared {
 
     /// [`Shared::request_timeout_of`] the upstream `addr` is a node of.
     pub fn request_timeout_at(&self, addr: &NodeAddr) -> Duration {
-        match self
-            .upstream_at(addr)
-            .and_then(|(_, u)| u.settings.request_timeout_ms)
-        {
-            Some(ms) => Duration::from_millis(ms),
-            None => self.request_timeout(),
-        }
+        self.request_timeout_of(self.upstream_number(addr))
     }
 
     /// The setting that gives `upstream`'s request timeout, as errors
@@ -439,20 +432,19 @@ impl Shared {
     }
 
     /// Each upstream's round trips on the shared connections, in the
-    /// order of [`Shared::upstream_maps`]: the histograms of the nodes its
-    /// map has now, added up.
+    /// order of [`Shared::upstream_maps`]: the histograms of its nodes,
+    /// departed ones included, added up.
     pub fn latency_by_upstream(&self) -> Vec<Summary> {
-        let maps = self.upstream_maps();
-        let mut by = vec![Summary::default(); maps.len()];
-        for (addr, summary) in self.node_latency.summaries() {
-            let at = maps
-                .iter()
-                .position(|(_, _, map)| map.node(&addr).is_some());
-            if let Some(total) = at.and_then(|i| by.get_mut(i)) {
-                total.merge(&summary);
-            }
-        }
-        by
+        self.node_latency
+            .by_upstream(self.upstreams.len().saturating_add(1))
+    }
+
+    /// The number of the upstream `addr` is a node (or a seed) of: 0 for
+    /// the default one's.
+    pub fn upstream_number(&self, addr: &NodeAddr) -> Upstream {
+        self.upstream_at(addr)
+            .and_then(|(at, _)| Upstream::try_from(at.saturating_add(1)).ok())
+            .unwrap_or(DEFAULT_UPSTREAM)
     }
 
     /// Every master of every upstream that owns a slot, for commands sent
@@ -510,6 +502,19 @@ fn differences(old: &Config, new: &Config) -> Vec<String> {
         let mut out = Vec::new();
         for (key, value) in top {
             match value {
+                // Each upstream's settings by name: its TLS is reloadable.
+                toml::Value::Table(section) if key == "upstreams" => {
+                    for (name, upstream) in section {
+                        match upstream {
+                            toml::Value::Table(fields) => out.extend(
+                                fields
+                                    .into_iter()
+                                    .map(|(k, v)| (format!("{key}.{name}.{k}"), v)),
+                            ),
+                            other => out.push((format!("{key}.{name}"), other)),
+                        }
+                    }
+                }
                 toml::Value::Table(section) => {
                     out.extend(section.into_iter().map(|(k, v)| (format!("{key}.{k}"), v)));
                 }
@@ -554,6 +559,24 @@ mod tests {
         let same = Config::clone(&shared.live.load());
         let (changed, restart) = shared.reload(same.validate().expect("valid"));
         assert!(changed.is_empty() && restart.is_empty());
+    }
+
+    #[test]
+    fn an_upstreams_tls_reloads_and_its_other_settings_need_a_restart() {
+        let text = r#"
+            seeds = ["127.0.0.1:1"]
+            [upstreams.b]
+            seeds = ["127.0.0.1:2"]
+        "#;
+        let config: Config = toml::from_str(text).expect("parse");
+        let shared = Shared::new(config.clone().validate().expect("valid"));
+        let mut new = config;
+        let b = new.upstreams.get_mut("b").expect("b");
+        b.tls = Some(crate::config::BackendTlsConfig::default());
+        b.request_timeout_ms = Some(300);
+        let (changed, restart) = shared.reload(new.validate().expect("valid"));
+        assert_eq!(changed, ["upstreams.b.tls"]);
+        assert_eq!(restart, ["upstreams.b.request_timeout_ms"]);
     }
 
     #[tokio::test]

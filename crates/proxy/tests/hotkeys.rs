@@ -350,7 +350,8 @@ fn hotkeys_finds_the_top_keys_sampling_every_request_and_hotslots_info_metrics_a
         "orthrus_master_bytes_total",
     ] {
         let of = |addr: &str| {
-            sample(&text, &format!("{series}{{master=\"{addr}\"}}")).unwrap_or_else(|| {
+            let labels = format!("master=\"{addr}\",upstream=\"default\"");
+            sample(&text, &format!("{series}{{{labels}}}")).unwrap_or_else(|| {
                 panic!("no {series} for {addr} in:\n{text}");
             })
         };
@@ -562,6 +563,15 @@ fn hotkeys_bad_input_gets_redis_errors_and_changes_nothing() {
     assert_eq!(
         send(&mut s, &["ORTHRUS", "HOTSLOTS", "COUNT", "0"]),
         "-ERR COUNT must be a positive integer\r\n"
+    );
+    for missing in [&["COUNT"][..], &["UPSTREAM"], &["COUNT", "1", "UPSTREAM"]] {
+        let mut args = vec!["ORTHRUS", "HOTSLOTS"];
+        args.extend_from_slice(missing);
+        assert_eq!(send(&mut s, &args), "-ERR syntax error\r\n", "{args:?}");
+    }
+    assert_eq!(
+        send(&mut s, &["ORTHRUS", "HOTSLOTS", "UPSTREAM", "nope"]),
+        "-ERR no upstream named 'nope'\r\n"
     );
     // A stopped session's result is not changed by a refused START.
     let ok = hk(&["METRICS", "1", "NET", "SLOTS", "2", "7", "9"]);

@@ -373,7 +373,7 @@ fn bad_routes_are_refused_at_start_up_with_one_line() {
             "no upstream named \"nope\"",
         ),
         (
-            "[upstreams.b]\nseeds = [\"127.0.0.1:1\"]\n[[routes]]\nprefix = \"a:\"\nupstream = \"b\"\n[[routes]]\nprefix = \"a:\"\nupstream = \"default\"\n",
+            "[upstreams.b]\nseeds = [\"127.0.0.1:2\"]\n[[routes]]\nprefix = \"a:\"\nupstream = \"b\"\n[[routes]]\nprefix = \"a:\"\nupstream = \"default\"\n",
             "prefix \"a:\" is routed twice",
         ),
         (
@@ -390,11 +390,11 @@ fn bad_routes_are_refused_at_start_up_with_one_line() {
             "no upstream named \"nope\" to mirror to",
         ),
         (
-            "[upstreams.b]\nseeds = [\"127.0.0.1:1\"]\n[[routes]]\nprefix = \"a:\"\nupstream = \"b\"\nmirror = [\"b\"]\n",
+            "[upstreams.b]\nseeds = [\"127.0.0.1:2\"]\n[[routes]]\nprefix = \"a:\"\nupstream = \"b\"\nmirror = [\"b\"]\n",
             "mirror \"b\" is the route's own upstream",
         ),
         (
-            "[upstreams.b]\nseeds = [\"127.0.0.1:1\"]\n[[routes]]\nprefix = \"a:\"\nupstream = \"default\"\nmirror = [\"b\"]\nmirror_fraction = 1.5\n",
+            "[upstreams.b]\nseeds = [\"127.0.0.1:2\"]\n[[routes]]\nprefix = \"a:\"\nupstream = \"default\"\nmirror = [\"b\"]\nmirror_fraction = 1.5\n",
             "mirror_fraction 1.5 is not between 0 and 1",
         ),
         (
@@ -406,20 +406,28 @@ fn bad_routes_are_refused_at_start_up_with_one_line() {
             "needs a prefix",
         ),
         (
-            "[upstreams.b]\nseeds = [\"127.0.0.1:1\"]\nread_from = \"nearest\"\n",
+            "[upstreams.b]\nseeds = [\"127.0.0.1:1\"]\n",
+            "b: seed 127.0.0.1:1 is also a seed of \"default\"",
+        ),
+        (
+            "[upstreams.b]\nseeds = [\"127.0.0.1:2\"]\nread_from = \"nearest\"\n",
             "upstreams.b.read_from: \"nearest\" is not one of master, replica",
         ),
         (
-            "[upstreams.b]\nseeds = [\"127.0.0.1:1\"]\nrequest_timeout_ms = 0\n",
+            "[upstreams.b]\nseeds = [\"127.0.0.1:2\"]\nrequest_timeout_ms = 0\n",
             "upstreams.b.request_timeout_ms: must be greater than 0",
         ),
         (
-            "[upstreams.b]\nseeds = [\"127.0.0.1:1\"]\n[upstreams.b.tls]\nenabled = true\nca_cert_file = \"/nonexistent/b-ca.crt\"\n",
+            "[upstreams.b]\nseeds = [\"127.0.0.1:2\"]\n[upstreams.b.tls]\nenabled = true\nca_cert_file = \"/nonexistent/b-ca.crt\"\n",
             "upstreams.b.tls.ca_cert_file: /nonexistent/b-ca.crt",
         ),
         (
-            "[upstreams.b]\nseeds = [\"127.0.0.1:1\"]\n[upstreams.b.tls]\nenabled = true\ncert_file = \"/x.crt\"\n",
+            "[upstreams.b]\nseeds = [\"127.0.0.1:2\"]\n[upstreams.b.tls]\nenabled = true\ncert_file = \"/x.crt\"\n",
             "upstreams.b.tls.cert_file: needs upstreams.b.tls.key_file too",
+        ),
+        (
+            "[upstreams.b]\nseeds = [\"127.0.0.1:2\"]\n[upstreams.b.tls]\nca_cert_file = \"/b-ca.crt\"\n",
+            "upstreams.b.tls: names certificate files or a server name but not enabled = true",
         ),
     ];
     for (i, (toml, said)) in cases.iter().enumerate() {

@@ -120,6 +120,9 @@ fn hotslots_args(req: &Request, ctx: &WorkerCtx) -> Result<(usize, Upstream), By
     let mut at = 2;
     if req.arg_count() == 3 {
         let n = req.arg(2).unwrap_or_default();
+        if n.eq_ignore_ascii_case(b"count") || n.eq_ignore_ascii_case(b"upstream") {
+            return Err(error_reply("ERR syntax error")); // its value is missing
+        }
         return positive(n)
             .map(|n| (n, DEFAULT_UPSTREAM))
             .ok_or_else(bad_count);

@@ -306,10 +306,12 @@ fn function_stats(ctx: &Rc<WorkerCtx>, frame: Bytes, proto: Protocol) -> Pending
 /// replies (or orthrus's errors) in the masters' order.
 async fn ask_every_master(ctx: &Rc<WorkerCtx>, frame: &Bytes, proto: Protocol) -> Vec<Bytes> {
     let masters = ctx.shared.masters();
-    let timeout = ctx.shared.request_timeout();
-    let deadline = Instant::now() + timeout;
+    let now = Instant::now();
     let asks = masters.iter().map(|addr| {
         let (ctx, frame) = (ctx.clone(), frame.clone());
+        // Each master's upstream's timeout.
+        let timeout = ctx.shared.request_timeout_at(addr);
+        let deadline = now + timeout;
         async move {
             let taken = DedicatedPool::take(&ctx.dedicated, addr, proto, None, deadline).await;
             let mut conn = match taken {

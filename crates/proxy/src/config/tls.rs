@@ -118,6 +118,14 @@ impl Tls {
             .iter()
             .map(|(name, upstream)| match &upstream.tls {
                 None => Ok(backend.clone()),
+                // Files without `enabled = true` would send the upstream's
+                // passwords in clear: said, not guessed.
+                Some(own) if !own.enabled && tls_files_named(own) => Err(invalid(
+                    format!("upstreams.{name}.tls"),
+                    "names certificate files or a server name but not enabled = true \
+                     (add it; enabled = false alone turns TLS off for this upstream)"
+                        .to_owned(),
+                )),
                 Some(own) if !own.enabled => Ok(None),
                 Some(own) => backend_tls(own, &format!("upstreams.{name}.tls")).map(Some),
             })
@@ -185,6 +193,14 @@ fn server_config(tls: &TlsConfig) -> Result<rustls::ServerConfig, ConfigError> {
     builder
         .with_single_cert(certs, key)
         .map_err(|e| invalid("tls.key_file", format!("{key_file} with {cert_file}: {e}")))
+}
+
+/// Whether a TLS table names a file or a server name.
+fn tls_files_named(tls: &BackendTlsConfig) -> bool {
+    tls.ca_cert_file.is_some()
+        || tls.cert_file.is_some()
+        || tls.key_file.is_some()
+        || tls.server_name.is_some()
 }
 
 /// The client side of TLS to nodes, as `[backend.tls]` (or an upstream's

@@ -96,7 +96,7 @@ impl Default for UpstreamConfig {
 pub(super) fn validate(
     upstreams: &BTreeMap<String, UpstreamConfig>,
     routes: &[RouteConfig],
-    read_from: ReadFrom,
+    (default_seeds, read_from): (&[NodeAddr], ReadFrom),
 ) -> Result<(Vec<UpstreamSettings>, Prefixes), ConfigError> {
     if upstreams.len() >= usize::from(Upstream::MAX) {
         return Err(invalid(
@@ -149,6 +149,23 @@ pub(super) fn validate(
                 return Err(invalid(
                     format!("upstreams.{name}.{field}"),
                     "must be greater than 0".to_owned(),
+                ));
+            }
+        }
+        // A node is told apart by its address alone: in two upstreams it
+        // would take one's credentials, TLS and counts for both.
+        let taken = std::iter::once((DEFAULT_NAME, default_seeds)).chain(
+            named
+                .iter()
+                .map(|u: &UpstreamSettings| (u.name.as_str(), &u.seeds[..])),
+        );
+        for (other, their) in taken {
+            if let Some(seed) = seeds.iter().find(|s| their.contains(s)) {
+                return Err(invalid(
+                    "upstreams",
+                    format!(
+                        "{name}: seed {seed} is also a seed of {other:?}: an upstream is a cluster of its own"
+                    ),
                 ));
             }
         }

@@ -45,7 +45,7 @@ impl Config {
         }
         let read_from = ReadFrom::parse(&self.cluster.read_from)?;
         let (upstreams, prefixes) =
-            super::upstreams::validate(&self.upstreams, &self.routes, read_from)?;
+            super::upstreams::validate(&self.upstreams, &self.routes, (&seeds, read_from))?;
         let announce = socket_addr("announce", self.announce.as_deref())?;
         let metrics = socket_addr("metrics", self.metrics.as_deref())?;
         if self.backend.username.is_some() && self.backend.password.is_none() {

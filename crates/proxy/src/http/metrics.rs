@@ -76,12 +76,10 @@ fn upstream_metrics(m: &mut Exposition, shared: &Shared) {
 /// (one series per master of every upstream; a slot that moves brings its
 /// counts along).
 fn load_metrics(m: &mut Exposition, shared: &Shared) {
-    let maps: Vec<_> = shared
-        .upstream_maps()
-        .into_iter()
-        .map(|(_, _, map)| map)
-        .collect();
+    let named = shared.upstream_maps();
+    let maps: Vec<_> = named.iter().map(|(_, _, map)| map.clone()).collect();
     let masters = shared.load.by_master(&maps);
+    let upstream = |m: &crate::observe::load::MasterLoad| named.get(m.upstream).map_or("", |u| u.0);
     if masters.is_empty() {
         return;
     }
@@ -90,14 +88,16 @@ fn load_metrics(m: &mut Exposition, shared: &Shared) {
     m.family(name, "counter", help);
     for master in &masters {
         let addr = master.addr.to_string();
-        m.sample(name, &[("master", &addr)], master.counts.requests);
+        let labels = [("master", addr.as_str()), ("upstream", upstream(master))];
+        m.sample(name, &labels, master.counts.requests);
     }
     let name = "orthrus_master_bytes_total";
     let help = "Request and reply bytes of keyed requests, by the master that owns their slot.";
     m.family(name, "counter", help);
     for master in &masters {
         let addr = master.addr.to_string();
-        m.sample(name, &[("master", &addr)], master.counts.bytes);
+        let labels = [("master", addr.as_str()), ("upstream", upstream(master))];
+        m.sample(name, &labels, master.counts.bytes);
     }
 }
 

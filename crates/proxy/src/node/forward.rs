@@ -541,7 +541,9 @@ pub fn can_take_over(map: &SlotMap, target: &Target, down: &NodeAddr) -> bool {
 fn give_up(env: &Env, remote: &Remote, error: BackendError) -> Bytes {
     WorkerStats::bump(&env.stats().backend_errors);
     let node = &remote.sent_to;
-    let upstream = remote.target.upstream();
+    // The node's upstream's: its connection's wait, also for a request
+    // sent to every master (whose own upstream is the default one).
+    let upstream = env.shared.upstream_number(node);
     let timeout = env.shared.request_timeout_of(upstream);
     let ms = timeout.as_millis();
     let setting = env.shared.request_timeout_setting(upstream);

@@ -21,7 +21,7 @@ use orthrus_resp::Value;
 
 use crate::config::{BackendConfig, BackendTls, DEFAULT_NAME, Mode};
 use crate::node::client::NodeClient;
-use crate::process::{Shared, Swapped};
+use crate::process::Shared;
 use crate::route::prefix::{DEFAULT_UPSTREAM, Upstream};
 use crate::route::table::CommandTable;
 
@@ -148,7 +148,7 @@ async fn refresh_once(shared: &Shared, upstream: Upstream) -> io::Result<()> {
                 if upstream == DEFAULT_UPSTREAM && !shared.commands_learnt() {
                     learn(shared, &addr, timeout).await;
                 }
-                install((slots, name), &current, map);
+                install(shared, (upstream, name), &current, map);
                 return Ok(());
             }
             Err(e) => last_error = io::Error::new(e.kind(), format!("{addr}: {e}")),
@@ -195,8 +195,29 @@ async fn discover(
     Ok(map)
 }
 
-fn install((slots, name): (&Swapped<SlotMap>, &str), current: &SlotMap, map: SlotMap) {
+fn install(shared: &Shared, (upstream, name): (Upstream, &str), current: &SlotMap, map: SlotMap) {
+    let slots = shared.slots_of(upstream);
     if !current.same_layout(&map) {
+        // Seeds are checked at start-up; two upstreams whose seeds are
+        // different nodes of one cluster are found only here.
+        let maps = shared.upstream_maps();
+        let others = maps
+            .iter()
+            .enumerate()
+            .filter(|(n, _)| *n != usize::from(upstream));
+        for (_, (other, _, their)) in others {
+            if map
+                .nodes()
+                .iter()
+                .any(|node| their.node(&node.addr).is_some())
+            {
+                tracing::error!(
+                    upstream = name,
+                    other,
+                    "these upstreams share nodes: each must be a cluster of its own (their nodes' settings and counts are mixed up); fix [upstreams] and restart"
+                );
+            }
+        }
         let masters = map.masters();
         tracing::info!(
             upstream = name,

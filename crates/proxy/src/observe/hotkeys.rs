@@ -331,10 +331,11 @@ impl HotKeys {
             .wrapping_add(1)
             .max(1);
         // 10 keys kept per key asked for, as Redis; 1000 counters a sketch
-        // row per key asked for, ten times Redis's: with 100, a flat
-        // stream's estimates rose with the cells' shared noise and one
-        // sampled key in seven beat the lightest kept count and evicted
-        // it; with 1000, about one in 75 reaches a heap at all.
+        // row per key asked for (rounded up to a power of two: 16,384 at
+        // COUNT 10), ten times Redis's 100: with those, a flat stream's
+        // estimates rose with the cells' shared noise and one sampled key
+        // in seven beat the lightest kept count and evicted it; now about
+        // one in 75 reaches a heap at all.
         let capacity = options.count.saturating_mul(10);
         let width = options.count.saturating_mul(1000);
         let set = options.slots.as_deref().map(slot_set);

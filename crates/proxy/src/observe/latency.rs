@@ -322,13 +322,16 @@ impl Families {
 pub struct NodeLatency {
     per_worker: Box<[Histogram]>,
     base: Mutex<Option<Summary>>,
+    /// The upstream the node was found in when first connected to.
+    upstream: usize,
 }
 
 impl NodeLatency {
-    fn new(workers: usize) -> NodeLatency {
+    fn new(workers: usize, upstream: usize) -> NodeLatency {
         NodeLatency {
             per_worker: (0..workers.max(1)).map(|_| Histogram::default()).collect(),
             base: Mutex::new(None),
+            upstream,
         }
     }
 
@@ -357,25 +360,49 @@ impl NodeLatency {
 
 /// Round trips per node. An entry is made when a worker first connects to
 /// the node (not per request) and dropped when the node leaves the
-/// topology.
+/// topology; what it had recorded then stays in its upstream's total, so
+/// that an upstream's histogram never goes down.
 #[derive(Default)]
 pub struct Nodes {
     nodes: DashMap<NodeAddr, Arc<NodeLatency>>,
+    /// The round trips of nodes dropped, by upstream.
+    departed: Mutex<Vec<Summary>>,
 }
 
 impl Nodes {
-    pub fn get(&self, addr: &NodeAddr, workers: usize) -> Arc<NodeLatency> {
+    /// The node's histograms, made at its first connection (in
+    /// `upstream`, the default one: 0).
+    pub fn get(&self, addr: &NodeAddr, workers: usize, upstream: usize) -> Arc<NodeLatency> {
         self.nodes
             .entry(addr.clone())
-            .or_insert_with(|| Arc::new(NodeLatency::new(workers)))
+            .or_insert_with(|| Arc::new(NodeLatency::new(workers, upstream)))
             .clone()
     }
 
     /// Keeps the nodes for which `keep` is true, and those a connection
     /// still records into.
     pub fn retain(&self, mut keep: impl FnMut(&NodeAddr) -> bool) {
-        self.nodes
-            .retain(|addr, node| keep(addr) || Arc::strong_count(node) > 1);
+        let mut gone = Vec::new();
+        self.nodes.retain(|addr, node| {
+            let stays = keep(addr) || Arc::strong_count(node) > 1;
+            if !stays {
+                gone.push((node.upstream, node.summary()));
+            }
+            stays
+        });
+        if gone.is_empty() {
+            return;
+        }
+        if let Ok(mut departed) = self.departed.lock() {
+            for (upstream, summary) in gone {
+                if departed.len() <= upstream {
+                    departed.resize(upstream.saturating_add(1), Summary::default());
+                }
+                if let Some(total) = departed.get_mut(upstream) {
+                    total.merge(&summary);
+                }
+            }
+        }
     }
 
     /// Every node's summary, sorted by address.
@@ -389,9 +416,28 @@ impl Nodes {
         out
     }
 
+    /// The round trips of each of `upstreams` upstreams: its nodes' (by
+    /// the upstream each was first connected in) and its departed ones'.
+    pub fn by_upstream(&self, upstreams: usize) -> Vec<Summary> {
+        let mut by = match self.departed.lock() {
+            Ok(departed) => departed.clone(),
+            Err(_) => Vec::new(),
+        };
+        by.resize(upstreams, Summary::default());
+        for e in &self.nodes {
+            if let Some(total) = by.get_mut(e.value().upstream) {
+                total.merge(&e.value().summary());
+            }
+        }
+        by
+    }
+
     pub fn reset(&self) {
         for e in &self.nodes {
             e.value().reset();
+        }
+        if let Ok(mut departed) = self.departed.lock() {
+            departed.clear();
         }
     }
 }
@@ -554,7 +600,7 @@ mod tests {
     fn node_reset_moves_the_baseline() {
         let nodes = Nodes::default();
         let addr: NodeAddr = "127.0.0.1:7000".parse().unwrap();
-        let node = nodes.get(&addr, 2);
+        let node = nodes.get(&addr, 2, 0);
         node.record(0, Duration::from_micros(100));
         node.record(1, Duration::from_micros(100));
         assert_eq!(nodes.summaries()[0].1.count(), 2);
@@ -562,5 +608,36 @@ mod tests {
         assert_eq!(nodes.summaries()[0].1.count(), 0);
         node.record(1, Duration::from_micros(100));
         assert_eq!(nodes.summaries()[0].1.count(), 1);
+    }
+
+    #[test]
+    fn an_upstreams_round_trips_stay_counted_when_its_node_leaves() {
+        let nodes = Nodes::default();
+        let (a, b): (NodeAddr, NodeAddr) = (
+            "127.0.0.1:7000".parse().unwrap(),
+            "127.0.0.1:7001".parse().unwrap(),
+        );
+        nodes.get(&a, 1, 0).record(0, Duration::from_micros(100));
+        let node = nodes.get(&b, 1, 1);
+        node.record(0, Duration::from_micros(100));
+        node.record(0, Duration::from_micros(100));
+        drop(node);
+        let counts = |nodes: &Nodes| {
+            nodes
+                .by_upstream(3)
+                .iter()
+                .map(Summary::count)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(counts(&nodes), [1, 2, 0]);
+        nodes.retain(|addr| *addr == a);
+        assert_eq!(nodes.summaries().len(), 1, "b is forgotten");
+        assert_eq!(
+            counts(&nodes),
+            [1, 2, 0],
+            "b's round trips stay its upstream's"
+        );
+        nodes.reset();
+        assert_eq!(counts(&nodes), [0, 0, 0]);
     }
 }

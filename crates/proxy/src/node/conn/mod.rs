@@ -243,7 +243,11 @@ async fn run(task: Task, queue: Rc<Queue>) {
     let (rd, wr) = stream.into_split();
     *queue.wr.borrow_mut() = Some(wr);
     let inflight = &queue.inflight;
-    let latency = env.shared.node_latency.get(addr, env.shared.stats.len());
+    let upstream = usize::from(env.shared.upstream_number(addr));
+    let latency = env
+        .shared
+        .node_latency
+        .get(addr, env.shared.stats.len(), upstream);
     let closing = Cell::new(false);
     let reader = Reader {
         inflight,
