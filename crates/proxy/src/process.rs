@@ -561,14 +561,19 @@ mod tests {
         assert!(changed.is_empty() && restart.is_empty());
     }
 
-    #[test]
-    fn an_upstreams_tls_reloads_and_its_other_settings_need_a_restart() {
+    /// A configuration with one named upstream, `b`.
+    fn with_b() -> Config {
         let text = r#"
             seeds = ["127.0.0.1:1"]
             [upstreams.b]
             seeds = ["127.0.0.1:2"]
         "#;
-        let config: Config = toml::from_str(text).expect("parse");
+        toml::from_str(text).expect("parse")
+    }
+
+    #[test]
+    fn an_upstreams_tls_reloads_and_its_other_settings_need_a_restart() {
+        let config = with_b();
         let shared = Shared::new(config.clone().validate().expect("valid"));
         let mut new = config;
         let b = new.upstreams.get_mut("b").expect("b");
@@ -581,13 +586,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_refresh_asked_of_one_upstream_wakes_only_its_refresher() {
-        let text = r#"
-            seeds = ["127.0.0.1:1"]
-            [upstreams.b]
-            seeds = ["127.0.0.1:2"]
-        "#;
-        let config: Config = toml::from_str(text).expect("parse");
-        let shared = Shared::new(config.validate().expect("valid"));
+        let shared = Shared::new(with_b().validate().expect("valid"));
         let asked = |upstream| {
             let shared = &shared;
             async move {
