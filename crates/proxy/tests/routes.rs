@@ -267,6 +267,29 @@ fn keys_land_where_their_prefix_routes_them() {
         assert_eq!(lines.len(), masters, "{upstream}: {load}");
         assert!(lines.iter().all(|l| !l.contains(",requests=0,")), "{load}");
     }
+
+    // HOTKEYS sees every upstream, its totals too: a session with keys of
+    // named upstreams only.
+    let mut raw = s.proxy.stream();
+    let start = ["HOTKEYS", "START", "METRICS", "1", "NET", "COUNT", "5"];
+    assert_eq!(common::send(&mut raw, &start), "+OK\r\n");
+    for i in 0..20 {
+        for key in [format!("user:hk{i}"), format!("solo:hk{i}")] {
+            assert_eq!(common::send(&mut raw, &["SET", &key, "x"]), "+OK\r\n");
+        }
+    }
+    assert_eq!(common::send(&mut raw, &["HOTKEYS", "STOP"]), "+OK\r\n");
+    let report = common::send(&mut raw, &["HOTKEYS", "GET"]);
+    let total: u64 = report
+        .split("net-bytes-all-commands-all-slots\r\n:")
+        .nth(1)
+        .and_then(|rest| rest.split("\r\n").next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{report}"));
+    // 40 SETs of about 40 bytes with their replies: both upstreams' (20
+    // would not reach it), none of them the default one's.
+    assert!(total >= 40 * 35, "{total}: {report}");
+    assert!(report.contains(":hk1"), "{report}");
 }
 
 #[test]

@@ -227,10 +227,18 @@ impl SlotLoad {
             .saturating_add(1)
     }
 
-    /// Every slot's counts so far in the default upstream, summed over
-    /// the workers.
+    /// Every slot's counts so far, summed over the workers and over
+    /// every upstream (slot `n` of each cluster added up): HOTKEYS' totals,
+    /// as its keys are of every upstream.
     pub fn totals(&self) -> Vec<Counts> {
-        self.totals_of(0)
+        let mut all = self.totals_of(0);
+        for upstream in 1..self.upstreams() {
+            let more = self.totals_of(upstream);
+            for (total, c) in all.iter_mut().zip(more) {
+                *total = total.plus(c);
+            }
+        }
+        all
     }
 
     /// [`SlotLoad::totals`] of upstream `upstream` (empty while no
@@ -427,5 +435,7 @@ mod tests {
         let requests: Vec<u64> = by.iter().map(|u| u.counts.requests).collect();
         assert_eq!(requests, [1, 3, 0]);
         assert_eq!(by[1].counts.bytes, 150);
+        // HOTKEYS' totals: every upstream's, slot by slot.
+        assert_eq!(load.totals()[slot.index()].requests, 4);
     }
 }
