@@ -18,7 +18,7 @@ use crate::observe::clients::Registry;
 use crate::observe::commands::CommandStats;
 use crate::observe::hotkeys::HotKeys;
 use crate::observe::latency::{self, Summary};
-use crate::observe::load::SlotLoad;
+use crate::observe::load::{MasterLoad, SlotLoad};
 use crate::observe::slowlog::SlowLog;
 use crate::observe::stats::{OpsMeter, WorkerStats};
 use crate::route::prefix::{DEFAULT_UPSTREAM, Place, Prefixes, Upstream};
@@ -350,17 +350,7 @@ impl Shared {
                 tls: tls.backend.clone(),
             };
         };
-        let own = &upstream.settings;
-        if let Some((username, password)) = &own.credentials {
-            backend.username.clone_from(username);
-            backend.password = Some(password.clone());
-        }
-        if let Some(ms) = own.connect_timeout_ms {
-            backend.connect_timeout_ms = ms;
-        }
-        if let Some(ms) = own.request_timeout_ms {
-            backend.request_timeout_ms = ms;
-        }
+        upstream.settings.apply(&mut backend);
         NodeSettings {
             backend,
             tls: tls.named.get(at).cloned().flatten(),
@@ -429,6 +419,30 @@ impl Shared {
             )
         }))
         .collect()
+    }
+
+    /// The number of the upstream called `name` (`default` included).
+    pub fn upstream_named(&self, name: &str) -> Option<Upstream> {
+        if name == crate::config::DEFAULT_NAME {
+            return Some(DEFAULT_UPSTREAM);
+        }
+        let at = self
+            .upstreams
+            .iter()
+            .position(|u| u.settings.name == name)?;
+        Upstream::try_from(at.checked_add(1)?).ok()
+    }
+
+    /// The keyed load so far of every upstream's masters, each with its
+    /// upstream's name, the default upstream's first.
+    pub fn load_by_master(&self) -> Vec<(&str, MasterLoad)> {
+        let maps = self.upstream_maps();
+        let only: Vec<_> = maps.iter().map(|(_, _, map)| Arc::clone(map)).collect();
+        self.load
+            .by_master(&only)
+            .into_iter()
+            .map(|m| (maps.get(m.upstream).map_or("", |u| u.0), m))
+            .collect()
     }
 
     /// Each upstream's round trips on the shared connections, in the

@@ -135,12 +135,7 @@ fn hotslots_args(req: &Request, ctx: &WorkerCtx) -> Result<(usize, Upstream), By
             count = Some(positive(value).ok_or_else(bad_count)?);
         } else if word.eq_ignore_ascii_case(b"upstream") && upstream.is_none() {
             let name = String::from_utf8_lossy(value);
-            let found = ctx
-                .shared
-                .upstream_maps()
-                .iter()
-                .position(|(n, _, _)| *n == name);
-            let Some(number) = found.and_then(|n| Upstream::try_from(n).ok()) else {
+            let Some(number) = ctx.shared.upstream_named(&name) else {
                 return Err(error_reply(&format!("ERR no upstream named '{name}'")));
             };
             upstream = Some(number);

@@ -342,14 +342,13 @@ fn upstreams(out: &mut String, ctx: &WorkerCtx) {
 /// masters, the default one's first.
 fn load(out: &mut String, ctx: &WorkerCtx) {
     out.push_str("# Load\r\n");
-    let maps = ctx.shared.upstream_maps();
-    let only: Vec<_> = maps.iter().map(|(_, _, map)| map.clone()).collect();
-    let masters = ctx.shared.load.by_master(&only);
+    let masters = ctx.shared.load_by_master();
+    // The upstream's masters added up, by one of their counts.
     let all = |upstream: usize, of: fn(&Counts) -> u64| -> u64 {
         masters
             .iter()
-            .filter(|m| m.upstream == upstream)
-            .map(|m| of(&m.counts))
+            .filter(|(_, m)| m.upstream == upstream)
+            .map(|(_, m)| of(&m.counts))
             .sum()
     };
     let share = |part: u64, all: u64| {
@@ -359,9 +358,8 @@ fn load(out: &mut String, ctx: &WorkerCtx) {
             part as f64 * 100.0 / all as f64
         }
     };
-    for (i, m) in masters.iter().enumerate() {
+    for (i, (name, m)) in masters.iter().enumerate() {
         let c = m.counts;
-        let name = maps.get(m.upstream).map_or("", |(name, _, _)| name);
         let _ = write!(
             out,
             "master{i}:addr={},requests={},bytes={},requests_share={:.2},bytes_share={:.2},upstream={name}\r\n",

@@ -7,7 +7,7 @@ use orthrus_cluster::NodeAddr;
 use serde::{Deserialize, Serialize};
 
 use super::validate::seed_list;
-use super::{BackendTlsConfig, ConfigError, Mode, ReadFrom, invalid};
+use super::{BackendConfig, BackendTlsConfig, ConfigError, Mode, ReadFrom, invalid};
 use crate::route::prefix::{DEFAULT_UPSTREAM, Mirror, Prefixes, RouteRule, Upstream};
 
 /// The name the top-level `seeds` go by in routes.
@@ -73,6 +73,23 @@ pub struct UpstreamSettings {
     /// Its own `connect_timeout_ms` and `request_timeout_ms`, if set.
     pub connect_timeout_ms: Option<u64>,
     pub request_timeout_ms: Option<u64>,
+}
+
+impl UpstreamSettings {
+    /// `[backend]` as this upstream's nodes take it: with its own
+    /// credentials and timeouts where it has them.
+    pub fn apply(&self, backend: &mut BackendConfig) {
+        if let Some((username, password)) = &self.credentials {
+            backend.username.clone_from(username);
+            backend.password = Some(password.clone());
+        }
+        if let Some(ms) = self.connect_timeout_ms {
+            backend.connect_timeout_ms = ms;
+        }
+        if let Some(ms) = self.request_timeout_ms {
+            backend.request_timeout_ms = ms;
+        }
+    }
 }
 
 impl Default for UpstreamConfig {

@@ -7,6 +7,7 @@ use std::fmt::{Display, Write as _};
 use orthrus_cluster::{Health, Role};
 
 use crate::observe::latency::{self, Part, Summary};
+use crate::observe::load::MasterLoad;
 use crate::observe::stats;
 use crate::process::Shared;
 use crate::route::kind::Family;
@@ -76,28 +77,31 @@ fn upstream_metrics(m: &mut Exposition, shared: &Shared) {
 /// (one series per master of every upstream; a slot that moves brings its
 /// counts along).
 fn load_metrics(m: &mut Exposition, shared: &Shared) {
-    let named = shared.upstream_maps();
-    let maps: Vec<_> = named.iter().map(|(_, _, map)| map.clone()).collect();
-    let masters = shared.load.by_master(&maps);
-    let upstream = |m: &crate::observe::load::MasterLoad| named.get(m.upstream).map_or("", |u| u.0);
+    let masters = shared.load_by_master();
     if masters.is_empty() {
         return;
     }
-    let name = "orthrus_master_requests_total";
-    let help = "Keyed requests answered, by the master that owns their slot.";
-    m.family(name, "counter", help);
-    for master in &masters {
-        let addr = master.addr.to_string();
-        let labels = [("master", addr.as_str()), ("upstream", upstream(master))];
-        m.sample(name, &labels, master.counts.requests);
-    }
-    let name = "orthrus_master_bytes_total";
-    let help = "Request and reply bytes of keyed requests, by the master that owns their slot.";
-    m.family(name, "counter", help);
-    for master in &masters {
-        let addr = master.addr.to_string();
-        let labels = [("master", addr.as_str()), ("upstream", upstream(master))];
-        m.sample(name, &labels, master.counts.bytes);
+    // Name, help, and the count each series shows.
+    type Series = (&'static str, &'static str, fn(&MasterLoad) -> u64);
+    let families: [Series; 2] = [
+        (
+            "orthrus_master_requests_total",
+            "Keyed requests answered, by the master that owns their slot.",
+            |m| m.counts.requests,
+        ),
+        (
+            "orthrus_master_bytes_total",
+            "Request and reply bytes of keyed requests, by the master that owns their slot.",
+            |m| m.counts.bytes,
+        ),
+    ];
+    for (name, help, value) in families {
+        m.family(name, "counter", help);
+        for (upstream, master) in &masters {
+            let addr = master.addr.to_string();
+            let labels = [("master", addr.as_str()), ("upstream", upstream)];
+            m.sample(name, &labels, value(master));
+        }
     }
 }
 

@@ -192,11 +192,7 @@ impl Remote {
         if let Target::Slot(place) = self.target {
             let bytes = self.frame.len().saturating_add(done.reply.len());
             let took = done.backend.unwrap_or_default();
-            if place.upstream == DEFAULT_UPSTREAM {
-                load.add(place.slot, bytes, took);
-            } else {
-                load.add_named(place, bytes, took);
-            }
+            load.add(place, bytes, took);
             if done.reply.first() == Some(&b'-') {
                 load.error(place.upstream);
             }

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use orthrus_cluster::{NodeAddr, SLOT_COUNT, Slot, SlotMap};
 
-use crate::route::prefix::{Place, Upstream};
+use crate::route::prefix::{DEFAULT_UPSTREAM, Place, Upstream};
 
 /// How often the ring takes an interval.
 pub const INTERVAL: Duration = Duration::from_secs(2);
@@ -109,18 +109,6 @@ impl WorkerLoad {
         }
     }
 
-    /// [`WorkerLoad::add`] for a request to `place.slot` of named upstream
-    /// `place.upstream`.
-    #[cold]
-    pub fn add_named(&self, place: Place, bytes: usize, took: Duration) {
-        let at = usize::from(place.upstream).wrapping_sub(1);
-        if let Some(table) = self.named.get(at) {
-            if let Some(c) = table.get_or_init(new_table).get(place.slot.index()) {
-                c.add(bytes, took);
-            }
-        }
-    }
-
     /// The table of `upstream`, if it has one yet.
     fn table(&self, upstream: usize) -> Option<&[SlotCounter]> {
         match upstream.checked_sub(1) {
@@ -136,12 +124,29 @@ impl WorkerLoad {
         }
     }
 
-    /// Counts one request to `slot` whose request and reply together were
-    /// `bytes` long and which spent `took` at its node. Only the owning
-    /// worker calls it.
-    pub fn add(&self, slot: Slot, bytes: usize, took: Duration) {
-        if let Some(c) = self.slots.get(slot.index()) {
-            c.add(bytes, took);
+    /// Counts one request to `place` whose request and reply together
+    /// were `bytes` long and which spent `took` at its node. Only the
+    /// owning worker calls it.
+    #[inline]
+    pub fn add(&self, place: Place, bytes: usize, took: Duration) {
+        if place.upstream == DEFAULT_UPSTREAM {
+            if let Some(c) = self.slots.get(place.slot.index()) {
+                c.add(bytes, took);
+            }
+        } else {
+            self.add_named(place, bytes, took);
+        }
+    }
+
+    /// [`WorkerLoad::add`] for a named upstream's table, made at its
+    /// first request.
+    #[cold]
+    fn add_named(&self, place: Place, bytes: usize, took: Duration) {
+        let at = usize::from(place.upstream).wrapping_sub(1);
+        if let Some(table) = self.named.get(at) {
+            if let Some(c) = table.get_or_init(new_table).get(place.slot.index()) {
+                c.add(bytes, took);
+            }
         }
     }
 }
@@ -391,10 +396,12 @@ mod tests {
         let load = SlotLoad::new(2, 0);
         let (hot, cold) = (Slot::for_key(b"hot"), Slot::for_key(b"cold"));
         for _ in 0..10 {
-            load.worker(0).add(hot, 100, Duration::from_micros(5));
-            load.worker(1).add(hot, 100, Duration::from_micros(5));
+            load.worker(0)
+                .add(Place::of(hot), 100, Duration::from_micros(5));
+            load.worker(1)
+                .add(Place::of(hot), 100, Duration::from_micros(5));
         }
-        load.worker(1).add(cold, 10, Duration::ZERO);
+        load.worker(1).add(Place::of(cold), 10, Duration::ZERO);
         let totals = load.totals();
         assert_eq!(
             totals[hot.index()],
@@ -405,7 +412,7 @@ mod tests {
             }
         );
         load.tick();
-        load.worker(0).add(hot, 100, Duration::ZERO);
+        load.worker(0).add(Place::of(hot), 100, Duration::ZERO);
         let rates = load.hottest(5, 0);
         assert_eq!(rates.len(), 2);
         assert_eq!(rates[0].slot, hot);
@@ -420,13 +427,13 @@ mod tests {
         let slot = Slot::for_key(b"user:1");
         assert!(load.totals_of(1).is_empty() && load.totals_of(2).is_empty());
         let place = Place { upstream: 1, slot };
-        load.worker(0).add_named(place, 50, Duration::ZERO);
-        load.worker(1).add_named(place, 50, Duration::ZERO);
-        load.worker(1).add(slot, 10, Duration::ZERO);
+        load.worker(0).add(place, 50, Duration::ZERO);
+        load.worker(1).add(place, 50, Duration::ZERO);
+        load.worker(1).add(Place::of(slot), 10, Duration::ZERO);
         assert_eq!(load.totals_of(1)[slot.index()].requests, 2);
         assert!(load.totals_of(2).is_empty(), "upstream 2 had no request");
         load.tick();
-        load.worker(0).add_named(place, 50, Duration::ZERO);
+        load.worker(0).add(place, 50, Duration::ZERO);
         let rates = load.hottest(5, 1);
         assert_eq!(rates.len(), 1);
         assert_eq!(rates[0].slot, slot);
