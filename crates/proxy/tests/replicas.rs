@@ -86,6 +86,18 @@ fn wait_replicated(cluster: &Cluster) {
     }
 }
 
+/// GETs `keys` on `con` and says where they ran: (on masters, on
+/// replicas).
+fn reads_by_role(
+    cluster: &Cluster,
+    con: &mut redis::Connection,
+    keys: &[(String, String)],
+) -> (u64, u64) {
+    let before = all_get_calls(cluster);
+    get_all(con, keys);
+    split_by_role(cluster, &before)
+}
+
 fn set_keys(con: &mut redis::Connection, prefix: &str, n: usize) -> Vec<(String, String)> {
     (0..n)
         .map(|i| {
@@ -161,9 +173,7 @@ fn readonly_and_readwrite_per_connection() {
     let mut reader = proxy.client();
     let ok: String = redis::cmd("READONLY").query(&mut reader).unwrap();
     assert_eq!(ok, "OK");
-    let before = all_get_calls(&cluster);
-    get_all(&mut reader, &keys);
-    let (on_masters, on_replicas) = split_by_role(&cluster, &before);
+    let (on_masters, on_replicas) = reads_by_role(&cluster, &mut reader, &keys);
     assert!(
         on_replicas >= 54,
         "{on_replicas} on replicas, {on_masters} on masters"
@@ -408,11 +418,12 @@ fn each_upstream_reads_where_its_read_from_says() {
     wait_replicated(&a);
     wait_replicated(&b);
 
-    let (before_a, before_b) = (all_get_calls(&a), all_get_calls(&b));
-    get_all(&mut con, &in_a);
-    get_all(&mut con, &in_b);
-    assert_eq!(split_by_role(&a, &before_a), (40, 0), "default upstream");
-    let (on_master, on_replica) = split_by_role(&b, &before_b);
+    assert_eq!(
+        reads_by_role(&a, &mut con, &in_a),
+        (40, 0),
+        "default upstream"
+    );
+    let (on_master, on_replica) = reads_by_role(&b, &mut con, &in_b);
     assert!(
         on_replica >= 36 && on_master + on_replica == 40,
         "b: {on_replica} GETs on its replica, {on_master} on its master"
@@ -421,15 +432,12 @@ fn each_upstream_reads_where_its_read_from_says() {
     // READWRITE: this connection's reads go to the masters everywhere.
     let ok: String = redis::cmd("READWRITE").query(&mut con).unwrap();
     assert_eq!(ok, "OK");
-    let before_b = all_get_calls(&b);
-    get_all(&mut con, &in_b);
-    assert_eq!(split_by_role(&b, &before_b), (40, 0), "b after READWRITE");
+    let after_readwrite = reads_by_role(&b, &mut con, &in_b);
+    assert_eq!(after_readwrite, (40, 0), "b after READWRITE");
     // RESET: back to each upstream's read_from.
     let reset: String = redis::cmd("RESET").query(&mut con).unwrap();
     assert_eq!(reset, "RESET");
-    let before_b = all_get_calls(&b);
-    get_all(&mut con, &in_b);
-    let (_, on_replica) = split_by_role(&b, &before_b);
+    let (_, on_replica) = reads_by_role(&b, &mut con, &in_b);
     assert!(
         on_replica >= 36,
         "b after RESET: {on_replica} on its replica"

@@ -1005,17 +1005,8 @@ fn an_upstream_that_never_answers_holds_back_no_other() {
         ),
     );
     let proxy = Proxy::start(&a.seeds(), &["--config", config.0.to_str().unwrap()]);
-    orthrus_devcluster::wait_until(Duration::from_secs(10), "c known", || {
-        let info = proxy
-            .raw_command(&["INFO", "upstreams"])
-            .map_err(|e| e.to_string())?;
-        let info = String::from_utf8_lossy(&info).into_owned();
-        let c_known = info
-            .lines()
-            .any(|l| l.starts_with("upstream_c:") && l.contains("slots_covered=16384"));
-        if c_known { Ok(()) } else { Err(info) }
-    })
-    .unwrap();
+    // Within 10 s, while b's first attempt waits its minute.
+    common::routes::wait_known(&proxy, Some("c"), Duration::from_secs(10));
     let mut raw = proxy.stream();
     assert_eq!(common::send(&mut raw, &["SET", "c:k", "1"]), "+OK\r\n");
     assert_eq!(common::send(&mut raw, &["SET", "a:k", "1"]), "+OK\r\n");

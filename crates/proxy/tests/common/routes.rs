@@ -21,15 +21,20 @@ impl Drop for TempFile {
 /// sent before its first discovery gets `-CLUSTERDOWN ... not known yet`).
 pub fn start_routed(seeds: &[SocketAddr], extra: &[&str]) -> Proxy {
     let proxy = Proxy::start(seeds, extra);
-    orthrus_devcluster::wait_until(Duration::from_secs(20), "every upstream known", || {
+    wait_known(&proxy, None, Duration::from_secs(20));
+    proxy
+}
+
+/// Waits until `INFO upstreams` shows every slot served by upstream
+/// `only`, or by every upstream with `None`.
+pub fn wait_known(proxy: &Proxy, only: Option<&str>, within: Duration) {
+    orthrus_devcluster::wait_until(within, "upstreams known", || {
         let info = proxy
             .raw_command(&["INFO", "upstreams"])
             .map_err(|e| e.to_string())?;
         let info = String::from_utf8_lossy(&info);
-        let lines: Vec<&str> = info
-            .lines()
-            .filter(|l| l.starts_with("upstream_"))
-            .collect();
+        let prefix = only.map_or("upstream_".to_owned(), |name| format!("upstream_{name}:"));
+        let lines: Vec<&str> = info.lines().filter(|l| l.starts_with(&prefix)).collect();
         if !lines.is_empty() && lines.iter().all(|l| l.contains("slots_covered=16384")) {
             Ok(())
         } else {
@@ -37,7 +42,6 @@ pub fn start_routed(seeds: &[SocketAddr], extra: &[&str]) -> Proxy {
         }
     })
     .unwrap();
-    proxy
 }
 
 pub fn config_file(name: &str, text: &str) -> TempFile {
