@@ -67,6 +67,7 @@ mod process;
 mod route;
 mod scripts;
 mod session;
+mod time;
 mod worker;
 
 pub use config::{Config, Settings};

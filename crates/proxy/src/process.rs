@@ -423,7 +423,7 @@ mod tests {
         let asked = |upstream| {
             let shared = &shared;
             async move {
-                tokio::time::timeout(
+                crate::time::timeout(
                     Duration::from_millis(20),
                     shared.refresh_requested(upstream),
                 )

@@ -210,7 +210,7 @@ impl Inner {
             }
             inner.ctx.shared.request_timeout()
         };
-        let _ = tokio::time::timeout(timeout, rx).await;
+        let _ = crate::time::timeout(timeout, rx).await;
         this.borrow_mut().waiter = None;
     }
 

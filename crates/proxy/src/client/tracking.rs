@@ -475,7 +475,7 @@ async fn exchange(
 /// tracks: a new master (a failover) or a lost connection gets one again.
 async fn keep_bcast(ctx: Weak<WorkerCtx>, state: Weak<State>) {
     loop {
-        tokio::time::sleep(BCAST_KEEP).await;
+        crate::time::sleep(BCAST_KEEP).await;
         let (Some(ctx), Some(state)) = (ctx.upgrade(), state.upgrade()) else {
             return;
         };

@@ -165,7 +165,7 @@ pub fn monitor(ctx: &Rc<WorkerCtx>, client: &mut Client, push: &PushSink) -> Pen
     Pending::deferred(Box::pin(async move {
         // +OK once every master streams, so the client's next command shows.
         for r in ready {
-            let _ = tokio::time::timeout(timeout, r).await;
+            let _ = crate::time::timeout(timeout, r).await;
         }
         Done::local(simple("OK"))
     }))

@@ -126,7 +126,7 @@ async fn serve(listener: std::net::TcpListener, shared: Arc<Shared>) {
             Err(e) => {
                 // Out of file descriptors and the like: do not spin.
                 tracing::warn!(error = %e, "admin accept failed");
-                tokio::time::sleep(Duration::from_millis(50)).await;
+                crate::time::sleep(Duration::from_millis(50)).await;
                 continue;
             }
         };
@@ -143,7 +143,7 @@ async fn serve(listener: std::net::TcpListener, shared: Arc<Shared>) {
             tracing::debug!(%peer, "too many admin connections");
             let busy = Response::text(503, "too many admin connections").encode(false);
             tokio::spawn(async move {
-                let _ = tokio::time::timeout(DRAIN_DEADLINE, finish(stream, &busy)).await;
+                let _ = crate::time::timeout(DRAIN_DEADLINE, finish(stream, &busy)).await;
                 drop(permit);
             });
         }
@@ -153,7 +153,7 @@ async fn serve(listener: std::net::TcpListener, shared: Arc<Shared>) {
 /// One request, one response, then close.
 async fn connection(mut stream: TcpStream, shared: &Shared, scrapes: &Semaphore) -> io::Result<()> {
     let mut buf = Vec::with_capacity(1024);
-    let head = tokio::time::timeout(HEAD_DEADLINE, read_head(&mut stream, &mut buf)).await;
+    let head = crate::time::timeout(HEAD_DEADLINE, read_head(&mut stream, &mut buf)).await;
     let mut scrape = None;
     let (response, head_only) = match head {
         Err(_) => (Response::text(408, "request not received in time"), false),
@@ -181,7 +181,7 @@ async fn connection(mut stream: TcpStream, shared: &Shared, scrapes: &Semaphore)
         },
     };
     let bytes = response.encode(head_only);
-    let written = tokio::time::timeout(DEADLINE, finish(stream, &bytes)).await;
+    let written = crate::time::timeout(DEADLINE, finish(stream, &bytes)).await;
     drop(scrape);
     written.map_err(|_| io::Error::from(io::ErrorKind::TimedOut))?
 }
@@ -195,7 +195,7 @@ async fn connection(mut stream: TcpStream, shared: &Shared, scrapes: &Semaphore)
 async fn finish(mut stream: TcpStream, response: &[u8]) -> io::Result<()> {
     stream.write_all(response).await?;
     stream.shutdown().await?;
-    let _ = tokio::time::timeout(DRAIN_DEADLINE, discard(&mut stream)).await;
+    let _ = crate::time::timeout(DRAIN_DEADLINE, discard(&mut stream)).await;
     Ok(())
 }
 

@@ -120,16 +120,16 @@ pub async fn connect(
     readonly: bool,
     tls: Option<&BackendTls>,
 ) -> io::Result<NodeStream> {
-    let tcp = tokio::time::timeout(timeout, TcpStream::connect((addr.host(), addr.port())))
+    let tcp = crate::time::timeout(timeout, TcpStream::connect((addr.host(), addr.port())))
         .await
         .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connect timed out"))??;
     tcp.set_nodelay(true)?;
     socket2::SockRef::from(&tcp).set_tcp_keepalive(&keepalive())?;
-    let mut stream = tokio::time::timeout(timeout, NodeStream::start(tcp, addr, tls))
+    let mut stream = crate::time::timeout(timeout, NodeStream::start(tcp, addr, tls))
         .await
         .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "TLS handshake timed out"))??;
     let tls = matches!(stream, NodeStream::Tls(..));
-    tokio::time::timeout(
+    crate::time::timeout(
         timeout,
         handshake(&mut stream, proto, backend, readonly, tls),
     )
@@ -171,7 +171,7 @@ impl NodeClient {
     /// Runs one command; error replies come back as `Value::Error`.
     pub async fn cmd(&mut self, args: &[&[u8]]) -> io::Result<Value> {
         let req = Request::from_args(args);
-        tokio::time::timeout(self.timeout, call(&mut self.stream, req.frame()))
+        crate::time::timeout(self.timeout, call(&mut self.stream, req.frame()))
             .await
             .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "no reply in time"))?
     }

@@ -114,7 +114,7 @@ impl DedicatedPool {
             if pool.reserve(addr) {
                 break;
             }
-            if tokio::time::timeout_at(deadline, freed).await.is_err() {
+            if crate::time::timeout_at(deadline, freed).await.is_err() {
                 return Err(TakeError::Exhausted(pool.max_per_node));
             }
         }
@@ -127,7 +127,7 @@ impl DedicatedPool {
             Some(conn) => Ok(conn),
             None => {
                 let connect = conn::connect(addr, proto, &pool.env.shared);
-                match tokio::time::timeout_at(deadline, connect).await {
+                match crate::time::timeout_at(deadline, connect).await {
                     Ok(Ok(stream)) => Ok(Dedicated {
                         stream: FrameReader::new(stream, usize::MAX),
                         addr: addr.clone(),
@@ -195,7 +195,7 @@ impl Lease {
             .ok_or_else(|| io::Error::other("connection already closed"))?;
         let work = conn.call(frame, frames);
         match timeout {
-            Some(t) => tokio::time::timeout(t, work)
+            Some(t) => crate::time::timeout(t, work)
                 .await
                 .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "no reply in time"))?,
             None => work.await,
@@ -272,7 +272,7 @@ mod tests {
         let deadline = Instant::now() + Duration::from_millis(20);
         let addr = addr();
         let taken = DedicatedPool::take(pool, &addr, Protocol::Resp2, None, deadline);
-        tokio::time::timeout(BOUND, taken)
+        crate::time::timeout(BOUND, taken)
             .await
             .expect("waited past the deadline")
     }

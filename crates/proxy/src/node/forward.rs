@@ -332,7 +332,7 @@ async fn follow(pool: &Pool, remote: &mut Remote) -> Bytes {
     loop {
         let reply = match remote.early.take() {
             Some(reply) => reply,
-            None => match tokio::time::timeout_at(retry.deadline().into(), &mut remote.rx).await {
+            None => match crate::time::timeout_at(retry.deadline().into(), &mut remote.rx).await {
                 Ok(reply) => reply.unwrap_or(Err(BackendError::Lost)),
                 // Still queued or written: its outcome is unknown.
                 Err(_) => {

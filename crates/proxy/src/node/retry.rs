@@ -132,7 +132,7 @@ impl Retry {
             return false;
         }
         if !delay.is_zero() {
-            tokio::time::sleep(delay.min(left - LAST_TRY)).await;
+            crate::time::sleep(delay.min(left - LAST_TRY)).await;
         }
         true
     }

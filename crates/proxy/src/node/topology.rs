@@ -76,9 +76,9 @@ async fn keep_fresh(shared: Arc<Shared>, upstream: Upstream) {
                 backoff = FIRST_BACKOFF;
                 forget_departed(&shared);
                 tokio::select! {
-                    () = shared.refresh_requested(upstream) => tokio::time::sleep(DEBOUNCE).await,
+                    () = shared.refresh_requested(upstream) => crate::time::sleep(DEBOUNCE).await,
                     // Read each time: SIGHUP may change it.
-                    () = tokio::time::sleep(shared.refresh_interval()) => {}
+                    () = crate::time::sleep(shared.refresh_interval()) => {}
                 }
             }
             Err(e) => {
@@ -89,7 +89,7 @@ async fn keep_fresh(shared: Arc<Shared>, upstream: Upstream) {
                 }
                 tokio::select! {
                     () = shared.refresh_requested(upstream) => {}
-                    () = tokio::time::sleep(backoff) => {}
+                    () = crate::time::sleep(backoff) => {}
                 }
                 backoff = (backoff * 2).min(MAX_BACKOFF);
             }

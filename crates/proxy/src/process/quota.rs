@@ -57,7 +57,7 @@ impl NodeQuota {
             per_node: self.per_node,
             addr: addr.clone(),
         };
-        match tokio::time::timeout_at(deadline, node.acquire_owned()).await {
+        match crate::time::timeout_at(deadline, node.acquire_owned()).await {
             Ok(Ok(counted)) => Ok(counted),
             // The semaphore is never closed; a timeout is the bound.
             Ok(Err(_)) | Err(_) => Err(full()),

@@ -38,7 +38,7 @@ pub async fn watch_limit(shared: Arc<Shared>) {
                 }
             }
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        crate::time::sleep(Duration::from_millis(100)).await;
     }
 }
 
@@ -49,7 +49,7 @@ pub async fn watch_limit(shared: Arc<Shared>) {
 pub async fn give_back_when_clients_leave(shared: Arc<Shared>) {
     let mut peak: i64 = 0;
     loop {
-        tokio::time::sleep(CHECK_EVERY).await;
+        crate::time::sleep(CHECK_EVERY).await;
         let now: i64 = shared
             .stats
             .iter()

@@ -169,6 +169,7 @@ pub async fn run(
     mut reloads: tokio::sync::mpsc::UnboundedReceiver<Settings>,
 ) -> anyhow::Result<()> {
     let shared = Shared::new(settings);
+    crate::time::start_keeper().context("cannot start the timer thread")?;
     warn_if_protected(&shared.settings);
     let fit = fd_limit::fit_clients(&shared.settings);
     shared.clients_that_fit.store(fit, Ordering::Relaxed);
@@ -223,7 +224,7 @@ pub async fn run(
     shared.clients.drain_all();
     let drained = async {
         while !workers.iter().all(std::thread::JoinHandle::is_finished) {
-            tokio::time::sleep(Duration::from_millis(10)).await;
+            crate::time::sleep(Duration::from_millis(10)).await;
         }
     };
     // No new client can connect once the workers stopped accepting.
@@ -232,7 +233,7 @@ pub async fn run(
     }
     tokio::select! {
         () = drained => tracing::info!("stopped"),
-        () = tokio::time::sleep(deadline + Duration::from_millis(500)) => {
+        () = crate::time::sleep(deadline + Duration::from_millis(500)) => {
             tracing::warn!("shutdown deadline passed with requests still in flight; exiting");
         }
         () = force => anyhow::bail!("second signal: exiting at once"),
@@ -259,7 +260,7 @@ fn warn_if_protected(settings: &Settings) {
 
 /// Samples the command counter for INFO's `instantaneous_ops_per_sec`.
 async fn sample_ops(shared: Arc<Shared>) {
-    let mut tick = tokio::time::interval(crate::observe::stats::OpsMeter::INTERVAL);
+    let mut tick = crate::time::interval(crate::observe::stats::OpsMeter::INTERVAL);
     loop {
         tick.tick().await;
         shared
@@ -272,7 +273,7 @@ async fn sample_ops(shared: Arc<Shared>) {
 
 /// Closes an interval of the per-slot load for `ORTHRUS HOTSLOTS`.
 async fn sample_load(shared: Arc<Shared>) {
-    let mut tick = tokio::time::interval(crate::observe::load::INTERVAL);
+    let mut tick = crate::time::interval(crate::observe::load::INTERVAL);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;

@@ -40,9 +40,11 @@ const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 pub fn run(index: usize, listeners: Listeners, shared: Arc<Shared>) -> io::Result<()> {
     // A local runtime: its tasks need not be `Send`, and each is scheduled
     // once when woken (a `LocalSet` on a current-thread runtime queues it
-    // in the set and wakes the set in the runtime).
+    // in the set and wakes the set in the runtime). No time driver: its
+    // timers are the timer thread's (`crate::time`), so a park is the IO
+    // driver's alone.
     let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
+        .enable_io()
         .build_local(tokio::runtime::LocalOptions::default())?;
     let ctx = Rc::new(WorkerCtx::new(shared, index));
     runtime.block_on(async move {
@@ -71,7 +73,7 @@ pub fn run(index: usize, listeners: Listeners, shared: Arc<Shared>) -> io::Resul
 async fn forget_departed_nodes(ctx: Rc<WorkerCtx>) {
     loop {
         tokio::select! {
-            () = tokio::time::sleep(FORGET_EVERY) => ctx.forget_departed_nodes(),
+            () = crate::time::sleep(FORGET_EVERY) => ctx.forget_departed_nodes(),
             () = ctx.shared.shutdown.cancelled() => return,
         }
     }
@@ -110,7 +112,7 @@ async fn drain(ctx: &WorkerCtx) {
     while ctx.stats().connected_clients.load(Ordering::Relaxed) > 0
         && tokio::time::Instant::now() < deadline
     {
-        tokio::time::sleep(Duration::from_millis(10)).await;
+        crate::time::sleep(Duration::from_millis(10)).await;
     }
 }
 
@@ -142,7 +144,7 @@ async fn accept_loop(plain: Option<Acceptor>, tls: Option<Acceptor>, ctx: Rc<Wor
                 if let Some(skipped) = ACCEPT_FAILED_LOG.allow() {
                     tracing::warn!(error = %e, failures_not_logged = skipped, "accept failed");
                 }
-                tokio::time::sleep(Duration::from_millis(50)).await;
+                crate::time::sleep(Duration::from_millis(50)).await;
             }
         }
     }
@@ -229,7 +231,7 @@ async fn serve_tls(
     };
     let _ = stream.set_nodelay(true);
     let handshake = tokio_rustls::TlsAcceptor::from(config).accept(stream);
-    let stream = match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, handshake).await {
+    let stream = match crate::time::timeout(TLS_HANDSHAKE_TIMEOUT, handshake).await {
         Ok(Ok(stream)) => stream,
         Ok(Err(e)) => {
             tracing::info!(client.addr = %peer, error = %e, "TLS handshake with a client failed");

@@ -52,7 +52,7 @@ impl<S: Stream> Session<S> {
         let timers = self.timers.get_or_insert_with(Box::default);
         timers.held = Some((req, read));
         let until = tokio::time::Instant::from_std(until);
-        timers.pause = Some(Box::pin(tokio::time::sleep_until(until)));
+        timers.pause = Some(Box::pin(crate::time::sleep_until(until)));
     }
 
     /// Until when `req` must wait, while CLIENT PAUSE is in force: every
@@ -93,7 +93,7 @@ impl<S: Stream> Session<S> {
         let timers = self.timers.get_or_insert_with(Box::default);
         match &mut timers.idle {
             Some(sleep) => sleep.as_mut().reset(deadline),
-            None => timers.idle = Some(Box::pin(tokio::time::sleep_until(deadline))),
+            None => timers.idle = Some(Box::pin(crate::time::sleep_until(deadline))),
         }
     }
 

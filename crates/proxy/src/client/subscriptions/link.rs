@@ -38,7 +38,7 @@ impl Inner {
             inner.ctx.clone()
         };
         ctx.spawn(async move {
-            tokio::time::sleep(Duration::from_millis(200)).await;
+            crate::time::sleep(Duration::from_millis(200)).await;
             let Some(this) = weak.upgrade() else { return };
             for ch in channels {
                 let req = Request::from_args(&[&b"SSUBSCRIBE"[..], &ch]);
@@ -69,7 +69,7 @@ impl Inner {
                 let weak = Rc::downgrade(this);
                 let ctx = this.borrow().ctx.clone();
                 ctx.spawn(async move {
-                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    crate::time::sleep(Duration::from_millis(200)).await;
                     let Some(this) = weak.upgrade() else { return };
                     for (cmd, names) in
                         [("SUBSCRIBE", conn.channels), ("PSUBSCRIBE", conn.patterns)]

@@ -50,7 +50,7 @@ pub(super) async fn read_loop(mut rd: NodeReadHalf, reader: &Reader<'_>) -> io::
     // waker it was last polled with until it fires or is moved, so it is
     // polled again only then, or when the task's waker is another one
     // (told apart by its data pointer, as the session does; 0: not polled).
-    let timer = tokio::time::sleep_until((last_read + timeout).into());
+    let timer = crate::time::sleep_until((last_read + timeout).into());
     tokio::pin!(timer);
     let mut timer_waker = 0usize;
     loop {
