@@ -555,7 +555,9 @@ impl<S: Stream> Session<S> {
                     (parser.parse(&mut w.input), w.read_at, read_now)
                 }
             };
-            let entry = match parsed {
+            // The entry is made in its place in the queue (no move of it
+            // from the stack).
+            match parsed {
                 Ok(Some(req)) => {
                     if let Some(until) = self.paused_until(&req) {
                         // CLIENT PAUSE: it waits, and so does what follows;
@@ -596,7 +598,7 @@ impl<S: Stream> Session<S> {
                         &mut w.samples,
                     );
                     env.set_last_request(false);
-                    let mut entry = Entry {
+                    w.queue.push_back(Entry {
                         pending: run.pending,
                         stamp: Some(Stamp {
                             read,
@@ -607,25 +609,25 @@ impl<S: Stream> Session<S> {
                             hot: run.hot,
                         }),
                         bytes: 0,
-                    };
-                    entry.bytes = entry.frame().map_or(0, Bytes::len);
-                    entry
+                    });
                 }
                 Ok(None) => break,
                 Err(e) => {
                     WorkerStats::bump(&self.ctx.stats().protocol_errors);
                     tracing::debug!(client.id = self.client.id(), error = %e, "protocol error");
-                    Entry {
+                    w.queue.push_back(Entry {
                         pending: Pending::Last(error_reply(&format!("ERR {e}"))),
                         stamp: None,
                         bytes: 0,
-                    }
+                    });
                 }
-            };
-            self.deferred = matches!(entry.pending, Pending::Deferred(_));
-            self.closing = matches!(entry.pending, Pending::Last(_));
-            w.request_bytes += entry.bytes;
-            w.queue.push_back(entry);
+            }
+            if let Some(entry) = w.queue.back_mut() {
+                entry.bytes = entry.frame().map_or(0, Bytes::len);
+                self.deferred = matches!(entry.pending, Pending::Deferred(_));
+                self.closing = matches!(entry.pending, Pending::Last(_));
+                w.request_bytes += entry.bytes;
+            }
             started = true;
         }
         started
