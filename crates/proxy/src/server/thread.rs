@@ -45,6 +45,7 @@ pub fn run(index: usize, listeners: Listeners, shared: Arc<Shared>) -> io::Resul
     // driver's alone.
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_io()
+        .on_thread_park(crate::node::conn::flush_held)
         .build_local(tokio::runtime::LocalOptions::default())?;
     let ctx = Rc::new(WorkerCtx::new(shared, index));
     runtime.block_on(async move {

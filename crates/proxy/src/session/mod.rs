@@ -314,7 +314,8 @@ impl<S: Stream> Session<S> {
             return Poll::Ready(end);
         }
         let work = self.lend(work);
-        let waiting = work.as_ref().is_some_and(|w| !w.queue.is_empty());
+        // Lent work (`None`) waits for its one reply too.
+        let waiting = work.as_ref().is_none_or(|w| !w.queue.is_empty());
         if waiting != self.waiting {
             self.ctx.pool.env().count_waiting(waiting);
             self.waiting = waiting;

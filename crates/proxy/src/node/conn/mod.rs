@@ -30,6 +30,7 @@ use tokio::io::AsyncWrite;
 mod queue;
 mod read;
 
+pub use queue::flush_held;
 use queue::{Queue, QueuedFrame};
 use read::{Reader, read_loop, side_loop};
 

@@ -4,13 +4,19 @@
 //!
 //! A job for an idle connection (nothing queued, nothing in flight, the
 //! writer not in the middle of a batch) that is the last request its
-//! client has sent for now is written at once by the caller, with one
-//! `try_write`: the connection's task is not woken to write it. Every
-//! other job is queued, and the task writes what has gathered in one
-//! write (50 clients' requests still leave together).
+//! client has sent, while no other session of the worker waits for
+//! replies, is written at once by the caller with one `try_write`. Other
+//! small jobs for a plain-TCP connection are held, and [`flush_held`]
+//! writes each connection's held jobs with one `try_write` when the
+//! worker has nothing left to run and is about to park (tokio's
+//! `on_thread_park`, as Redis's `beforeSleep`): the requests of every
+//! client served in a turn leave together, and the task is not woken. A
+//! large frame, an `ASKING`, TLS, a batch's worth of held bytes or what
+//! the socket did not take is the task's to write.
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
+use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
@@ -38,6 +44,8 @@ pub(super) struct Queue {
     pub wr: RefCell<Option<NodeWriteHalf>>,
     /// The task holds a batch it has not finished writing.
     pub busy: Cell<bool>,
+    /// Jobs wait in `jobs` for [`flush_held`], before the worker parks.
+    held: Cell<bool>,
     /// The handle was dropped.
     abandoned: Cell<bool>,
     /// The task has ended: jobs are refused.
@@ -62,17 +70,32 @@ pub(super) enum QueuedFrame {
     Shared(Bytes),
 }
 
+thread_local! {
+    /// The queues holding jobs for the end of this worker's turn.
+    static HELD: RefCell<Vec<Rc<Queue>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Writes what every connection of this worker held during the turn (the
+/// runtime calls it before it parks, as Redis's `beforeSleep`): one write
+/// a connection for the turn's requests.
+pub fn flush_held() {
+    while let Some(queue) = HELD.with_borrow_mut(Vec::pop) {
+        queue.write_held();
+    }
+}
+
 // === impl Queue ===
 
 impl Queue {
-    /// Queues a job, copying a small frame into the queue's buffer, or
-    /// writes it at once (`last`: its client has sent nothing after it);
-    /// gives the job back if the connection task has ended.
-    pub(super) fn push<'a>(&self, job: Job<'a>, last: bool) -> Result<(), Job<'a>> {
+    /// Writes a job at once (`last`, and see [`Queue::write_at_once`]) or
+    /// queues it, copying a small frame into the queue's buffer: held for
+    /// [`flush_held`] when it can be, else for the task, woken for it.
+    /// Gives the job back if the connection task has ended.
+    pub(super) fn push<'a>(self: &Rc<Self>, job: Job<'a>, last: bool) -> Result<(), Job<'a>> {
         if self.closed.get() {
             return Err(job);
         }
-        let job = if last {
+        let job = if last && !self.held.get() {
             match self.write_at_once(job) {
                 Some(job) => job,
                 None => return Ok(()),
@@ -86,13 +109,22 @@ impl Queue {
             self.bytes.borrow_mut().extend_from_slice(job.frame);
             QueuedFrame::Copied(job.frame.len())
         };
+        // Held while they fit one batch; past that the task writes them.
+        let hold = matches!(frame, QueuedFrame::Copied(_))
+            && !job.asking
+            && (self.held.get() || (!self.busy.get() && self.is_plain()))
+            && self.bytes.borrow().len() - self.head.get() < BATCH_BYTES;
         self.jobs.borrow_mut().push_back(Queued {
             frame,
             asking: job.asking,
             frames: job.frames,
             reply: Some(job.reply),
         });
-        self.wake();
+        if !hold {
+            self.wake();
+        } else if !self.held.replace(true) {
+            HELD.with_borrow_mut(|held| held.push(Rc::clone(self)));
+        }
         Ok(())
     }
 
@@ -133,6 +165,74 @@ impl Queue {
             self.wake();
         }
         None
+    }
+
+    fn is_plain(&self) -> bool {
+        matches!(self.wr.borrow().as_ref(), Some(NodeWriteHalf::Plain(_)))
+    }
+
+    /// Writes the held jobs with one `try_write`; what the socket does not
+    /// take (or an error) is left to the task, woken for it.
+    fn write_held(&self) {
+        self.held.set(false);
+        if self.busy.get() || self.closed.get() {
+            self.wake();
+            return;
+        }
+        let sent = Instant::now();
+        let mut len = 0;
+        {
+            let mut jobs = self.jobs.borrow_mut();
+            let mut inflight = self.inflight.borrow_mut();
+            while let Some(Queued {
+                frame: QueuedFrame::Copied(n),
+                asking: false,
+                ..
+            }) = jobs.front()
+            {
+                len += n;
+                if let Some(Queued {
+                    reply: Some(tx),
+                    frames,
+                    ..
+                }) = jobs.pop_front()
+                {
+                    inflight.push_back(Inflight::Reply {
+                        tx,
+                        frames: frames.max(1),
+                        sent,
+                    });
+                }
+            }
+        }
+        let head = self.head.get();
+        if len == 0 {
+            // The task took them, or a job only it can write is first.
+            if !self.jobs.borrow().is_empty() {
+                self.wake();
+            }
+            return;
+        }
+        let written = match (
+            self.wr.borrow().as_ref(),
+            self.bytes.borrow().get(head..head + len),
+        ) {
+            (Some(NodeWriteHalf::Plain(wr)), Some(batch)) => wr.try_write(batch).unwrap_or(0),
+            _ => 0,
+        };
+        self.head.set(head + written);
+        if written < len {
+            self.jobs.borrow_mut().push_front(Queued {
+                frame: QueuedFrame::Copied(len - written),
+                asking: false,
+                frames: 0,
+                reply: None,
+            });
+        }
+        self.rewind();
+        if !self.jobs.borrow().is_empty() {
+            self.wake();
+        }
     }
 
     pub(super) fn is_closed(&self) -> bool {
@@ -205,5 +305,78 @@ impl Queue {
         for reply in jobs.into_iter().filter_map(|job| job.reply) {
             reply.send(Err(error));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Read;
+
+    use super::*;
+    use crate::node::slot::slot;
+
+    fn new_job(frame: &Bytes) -> (Job<'_>, crate::node::conn::ReplyRx) {
+        let (reply, rx) = slot();
+        let job = Job {
+            frame,
+            asking: false,
+            frames: 1,
+            reply,
+        };
+        (job, rx)
+    }
+
+    /// Small jobs pushed during a turn are held (nothing reaches the
+    /// node) until the worker is about to park, then leave in one write,
+    /// each with its place in the in-flight queue; the last request of a
+    /// client for an idle connection is written at once.
+    #[test]
+    fn a_turns_small_jobs_leave_together_when_the_worker_parks() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_io()
+            .build()
+            .expect("runtime");
+        runtime.block_on(async {
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+            let stream = tokio::net::TcpStream::connect(listener.local_addr().expect("addr"))
+                .await
+                .expect("connect");
+            let (mut node, _) = listener.accept().expect("accept");
+            node.set_nonblocking(true).expect("nonblocking");
+            let (_rd, wr) = stream.into_split();
+            let queue = Rc::new(Queue::default());
+            *queue.wr.borrow_mut() = Some(NodeWriteHalf::Plain(wr));
+            let frames: Vec<Bytes> = (0..3)
+                .map(|i| Bytes::from(format!("*2\r\n$3\r\nGET\r\n$1\r\n{i}\r\n")))
+                .collect();
+            let mut receivers = Vec::new();
+            for frame in &frames {
+                let (job, rx) = new_job(frame);
+                assert!(queue.push(job, false).is_ok());
+                receivers.push(rx);
+            }
+            let mut buf = [0u8; 256];
+            assert!(node.read(&mut buf).is_err(), "held, not written yet");
+            assert_eq!(queue.inflight.borrow().len(), 0);
+            flush_held();
+            assert_eq!(queue.inflight.borrow().len(), 3);
+            assert!(queue.jobs.borrow().is_empty());
+            let want: Vec<u8> = frames.iter().flat_map(|f| f.iter().copied()).collect();
+            let mut got = Vec::new();
+            while got.len() < want.len() {
+                match node.read(&mut buf) {
+                    Ok(n) => got.extend_from_slice(&buf[..n]),
+                    Err(_) => tokio::task::yield_now().await,
+                }
+            }
+            assert_eq!(got, want);
+            // An idle connection again once the replies are in: a
+            // client's last request goes at once, nothing held.
+            queue.inflight.borrow_mut().clear();
+            let (job, _rx) = new_job(&frames[0]);
+            assert!(queue.push(job, true).is_ok());
+            assert!(!queue.held.get());
+            assert_eq!(queue.inflight.borrow().len(), 1);
+        });
     }
 }
