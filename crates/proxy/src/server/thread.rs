@@ -42,7 +42,8 @@ pub fn run(index: usize, listeners: Listeners, shared: Arc<Shared>) -> io::Resul
     // once when woken (a `LocalSet` on a current-thread runtime queues it
     // in the set and wakes the set in the runtime). No time driver: its
     // timers are the timer thread's (`crate::time`), so a park is the IO
-    // driver's alone.
+    // driver's alone. Before it parks, the node connections write what
+    // the turn's requests left held for them (`flush_held`).
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_io()
         .on_thread_park(crate::node::conn::flush_held)

@@ -151,6 +151,18 @@ enum Inflight {
     },
 }
 
+impl Inflight {
+    /// The slot of a request of `frames` reply frames (0 is taken as 1)
+    /// written at `sent`.
+    fn reply(tx: ReplyTx, frames: usize, sent: Instant) -> Inflight {
+        Inflight::Reply {
+            tx,
+            frames: frames.max(1),
+            sent,
+        }
+    }
+}
+
 // === impl BackendConn ===
 
 impl BackendConn {
@@ -352,11 +364,9 @@ async fn write_loop(queue: &Queue) -> io::Result<()> {
             }
             if !gone {
                 if let Some(tx) = job.reply {
-                    inflight.borrow_mut().push_back(Inflight::Reply {
-                        tx,
-                        frames: job.frames.max(1),
-                        sent,
-                    });
+                    inflight
+                        .borrow_mut()
+                        .push_back(Inflight::reply(tx, job.frames, sent));
                 }
                 if let QueuedFrame::Shared(frame) = &job.frame {
                     if !batch.is_empty() {

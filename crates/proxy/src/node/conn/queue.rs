@@ -149,11 +149,11 @@ impl Queue {
             },
             _ => return Some(job),
         };
-        self.inflight.borrow_mut().push_back(Inflight::Reply {
-            tx: job.reply,
-            frames: job.frames.max(1),
-            sent: Instant::now(),
-        });
+        self.inflight.borrow_mut().push_back(Inflight::reply(
+            job.reply,
+            job.frames,
+            Instant::now(),
+        ));
         if let Some(rest) = job.frame.get(written..).filter(|rest| !rest.is_empty()) {
             self.bytes.borrow_mut().extend_from_slice(rest);
             self.jobs.borrow_mut().push_back(Queued {
@@ -197,37 +197,30 @@ impl Queue {
                     ..
                 }) = jobs.pop_front()
                 {
-                    inflight.push_back(Inflight::Reply {
-                        tx,
-                        frames: frames.max(1),
-                        sent,
-                    });
+                    inflight.push_back(Inflight::reply(tx, frames, sent));
                 }
             }
         }
-        let head = self.head.get();
-        if len == 0 {
-            // The task took them, or a job only it can write is first.
-            if !self.jobs.borrow().is_empty() {
-                self.wake();
+        // None left (the task took them) or a job only the task can write
+        // first: nothing to write here.
+        if len > 0 {
+            let head = self.head.get();
+            let written = match (
+                self.wr.borrow().as_ref(),
+                self.bytes.borrow().get(head..head + len),
+            ) {
+                (Some(NodeWriteHalf::Plain(wr)), Some(batch)) => wr.try_write(batch).unwrap_or(0),
+                _ => 0,
+            };
+            self.head.set(head + written);
+            if written < len {
+                self.jobs.borrow_mut().push_front(Queued {
+                    frame: QueuedFrame::Copied(len - written),
+                    asking: false,
+                    frames: 0,
+                    reply: None,
+                });
             }
-            return;
-        }
-        let written = match (
-            self.wr.borrow().as_ref(),
-            self.bytes.borrow().get(head..head + len),
-        ) {
-            (Some(NodeWriteHalf::Plain(wr)), Some(batch)) => wr.try_write(batch).unwrap_or(0),
-            _ => 0,
-        };
-        self.head.set(head + written);
-        if written < len {
-            self.jobs.borrow_mut().push_front(Queued {
-                frame: QueuedFrame::Copied(len - written),
-                asking: false,
-                frames: 0,
-                reply: None,
-            });
         }
         self.rewind();
         if !self.jobs.borrow().is_empty() {
