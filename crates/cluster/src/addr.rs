@@ -5,11 +5,16 @@ use std::str::FromStr;
 use std::sync::Arc;
 
 /// Where a cluster node listens. The host is kept as the cluster reported it
-/// (a name is not resolved here); it is an `Arc<str>` because the same
-/// address is copied into every routing decision and slot-map snapshot.
-#[derive(Clone, Eq, PartialEq, Hash, Ord, PartialOrd, Debug)]
-pub struct NodeAddr {
-    host: Arc<str>,
+/// (a name is not resolved here). One pointer wide (an `Arc` of host and
+/// port): the same address is copied into every routing decision, every
+/// request in flight and every slot-map snapshot. Compared, ordered and
+/// hashed by host, then port.
+#[derive(Clone, Eq, PartialEq, Hash, Ord, PartialOrd)]
+pub struct NodeAddr(Arc<Parts>);
+
+#[derive(Eq, PartialEq, Hash, Ord, PartialOrd)]
+struct Parts {
+    host: Box<str>,
     port: u16,
 }
 
@@ -34,26 +39,26 @@ pub enum AddrParseError {
 
 impl NodeAddr {
     /// No validation: use `str::parse` for input from outside.
-    pub fn new(host: impl Into<Arc<str>>, port: u16) -> Self {
-        NodeAddr {
+    pub fn new(host: impl Into<Box<str>>, port: u16) -> Self {
+        NodeAddr(Arc::new(Parts {
             host: host.into(),
             port,
-        }
+        }))
     }
 
     /// The host without brackets (`::1`, not `[::1]`).
     pub fn host(&self) -> &str {
-        &self.host
+        &self.0.host
     }
 
     pub fn port(&self) -> u16 {
-        self.port
+        self.0.port
     }
 
     /// Redis 7 may leave the host out of a redirect or a topology entry
     /// (`MOVED 3999 :6381`), meaning "the host you are talking to".
     pub fn has_host(&self) -> bool {
-        !self.host.is_empty()
+        !self.0.host.is_empty()
     }
 
     /// This address, or if its host is empty, `origin`'s host with this
@@ -63,10 +68,7 @@ impl NodeAddr {
         if self.has_host() {
             self.clone()
         } else {
-            NodeAddr {
-                host: Arc::clone(&origin.host),
-                port: self.port,
-            }
+            NodeAddr::new(origin.host(), self.port())
         }
     }
 
@@ -126,14 +128,24 @@ impl FromStr for NodeAddr {
     }
 }
 
+impl fmt::Debug for NodeAddr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("NodeAddr")
+            .field("host", &self.host())
+            .field("port", &self.port())
+            .finish()
+    }
+}
+
 impl fmt::Display for NodeAddr {
     /// `host:port`, with an IPv6 host bracketed so the result parses back
     /// and can be handed to a socket address parser.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.host.contains(':') {
-            write!(f, "[{}]:{}", self.host, self.port)
+        let (host, port) = (self.host(), self.port());
+        if host.contains(':') {
+            write!(f, "[{host}]:{port}")
         } else {
-            write!(f, "{}:{}", self.host, self.port)
+            write!(f, "{host}:{port}")
         }
     }
 }

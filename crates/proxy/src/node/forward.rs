@@ -87,11 +87,13 @@ pub struct Remote {
     sent_to: NodeAddr,
     /// When it was sent first: its deadline is `request_timeout` later.
     started: Instant,
-    /// Time spent waiting for nodes so far (every attempt's round trip).
-    backend: Duration,
+    /// Time spent waiting for nodes so far (every earlier attempt's round
+    /// trip), in microseconds: with the small fields above it fills one
+    /// word, so that a request moves as a small value on its common path.
+    backend_us: u32,
+    /// The reply's slot; [`Remote::poll_done`] puts back a reply that must
+    /// go through [`resolve`] (a redirect, an error).
     rx: ReplyRx,
-    /// The reply, when it was taken early by [`Remote::is_ready`].
-    early: Option<Reply>,
 }
 
 /// How a request fares on its way.
@@ -158,14 +160,10 @@ impl Remote {
     /// it must go through [`resolve`] (a redirect, a retry, a failure),
     /// `Pending` until it arrives.
     pub fn poll_done(&mut self, cx: &mut Context<'_>) -> Poll<Option<Done>> {
-        if self.early.is_none() {
-            let reply = std::task::ready!(Pin::new(&mut self.rx).poll(cx));
-            self.early = Some(reply.unwrap_or(Err(BackendError::Lost)));
-        }
-        match self.early.take() {
-            Some(Ok(delivered)) if is_answer(&delivered) => Poll::Ready(Some(self.done(delivered))),
+        match std::task::ready!(Pin::new(&mut self.rx).poll(cx)) {
+            Ok(Ok(delivered)) if is_answer(&delivered) => Poll::Ready(Some(self.done(delivered))),
             other => {
-                self.early = other;
+                self.rx.put_back(other.unwrap_or(Err(BackendError::Lost)));
                 Poll::Ready(None)
             }
         }
@@ -173,7 +171,18 @@ impl Remote {
 
     /// The client's reply from a node's answer that [`is_answer`].
     pub fn done(&self, delivered: Delivered) -> Done {
-        Done::from_nodes(delivered.frame, self.backend + delivered.took)
+        Done::from_nodes(delivered.frame, self.backend() + delivered.took)
+    }
+
+    /// Time spent waiting for nodes before the last attempt.
+    fn backend(&self) -> Duration {
+        Duration::from_micros(u64::from(self.backend_us))
+    }
+
+    /// Adds an attempt's round trip to the time spent waiting for nodes.
+    fn waited(&mut self, took: Duration) {
+        let us = u32::try_from(took.as_micros()).unwrap_or(u32::MAX);
+        self.backend_us = self.backend_us.saturating_add(us);
     }
 
     /// Offers the reply to `hook` when it arrives, before this request's
@@ -264,9 +273,8 @@ pub fn forward_from(
         on_replica,
         sent_to: addr,
         started: start,
-        backend: Duration::ZERO,
+        backend_us: 0,
         rx,
-        early: None,
     })
 }
 
@@ -296,7 +304,7 @@ pub async fn resolve(pool: &Pool, mut remote: Remote) -> Done {
         return done;
     }
     let reply = follow(pool, &mut remote).await;
-    let done = Done::from_nodes(reply, remote.backend);
+    let done = Done::from_nodes(reply, remote.backend());
     remote.count(pool.env().load(), &done);
     done
 }
@@ -330,15 +338,13 @@ async fn follow(pool: &Pool, remote: &mut Remote) -> Bytes {
     // cluster said last (a busy machine may not answer the last try in time).
     let mut last: Option<Bytes> = None;
     loop {
-        let reply = match remote.early.take() {
-            Some(reply) => reply,
-            None => match crate::time::timeout_at(retry.deadline().into(), &mut remote.rx).await {
-                Ok(reply) => reply.unwrap_or(Err(BackendError::Lost)),
-                // Still queued or written: its outcome is unknown.
-                Err(_) => {
-                    return last.unwrap_or_else(|| give_up(env, remote, BackendError::TimedOut));
-                }
-            },
+        // (A reply put back by `poll_done` is in the slot already.)
+        let reply = match crate::time::timeout_at(retry.deadline().into(), &mut remote.rx).await {
+            Ok(reply) => reply.unwrap_or(Err(BackendError::Lost)),
+            // Still queued or written: its outcome is unknown.
+            Err(_) => {
+                return last.unwrap_or_else(|| give_up(env, remote, BackendError::TimedOut));
+            }
         };
         let reply = if remote.on_replica {
             match declined_by_replica(pool, remote, reply, &retry).await {
@@ -351,7 +357,7 @@ async fn follow(pool: &Pool, remote: &mut Remote) -> Bytes {
         };
         let frame = match reply {
             Ok(delivered) => {
-                remote.backend += delivered.took;
+                remote.waited(delivered.took);
                 delivered.frame
             }
             Err(error) => match retry_after_failure(env, remote, &retry, error) {
@@ -413,7 +419,7 @@ async fn declined_by_replica(
         }));
     }
     if let Ok(delivered) = &reply {
-        remote.backend += delivered.took;
+        remote.waited(delivered.took);
         if matches!(
             classify(&delivered.frame),
             ReplyClass::Moved | ReplyClass::Ask

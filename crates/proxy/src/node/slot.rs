@@ -208,6 +208,12 @@ impl<T: Stocked> SlotRx<T> {
             *hook = None;
         }
     }
+
+    /// Puts back a value this receiver took: the next poll returns it
+    /// again, at once.
+    pub fn put_back(&self, value: T) {
+        *self.0.borrow_mut() = State::Filled(value);
+    }
 }
 
 impl<T: Stocked> Drop for SlotRx<T> {
@@ -311,6 +317,17 @@ mod tests {
         let (tx, mut rx) = slot::<u32>();
         drop(tx);
         assert_eq!(poll(&mut rx, &waker), Poll::Ready(Err(Dropped)));
+    }
+
+    #[test]
+    fn a_value_put_back_is_taken_again_even_after_the_sender_is_gone() {
+        let waker = Waker::from(Arc::new(Count(AtomicUsize::new(0))));
+        let (tx, mut rx) = slot::<u32>();
+        tx.send(3);
+        assert_eq!(poll(&mut rx, &waker), Poll::Ready(Ok(3)));
+        assert_eq!(poll(&mut rx, &waker), Poll::Ready(Err(Dropped)));
+        rx.put_back(3);
+        assert_eq!(poll(&mut rx, &waker), Poll::Ready(Ok(3)));
     }
 
     #[test]
