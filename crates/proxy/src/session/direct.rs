@@ -33,7 +33,7 @@ use super::replies::account;
 use super::stream::Stream;
 use super::work::Work;
 use crate::client::Pending;
-use crate::node::conn::{Delivered, Reply};
+use crate::node::conn::{Delivered, Reply, delivered_at};
 use crate::node::forward::is_answer;
 use crate::node::slot::Hook;
 use crate::observe::clients::Identity;
@@ -191,7 +191,11 @@ impl Direct {
         let ctx = &owner.ctx;
         remote.count(ctx.pool.env().load(), &done);
         if let Some(stamp) = entry.stamp.take() {
-            let (frame, total) = (remote.frame(), stamp.read.elapsed());
+            let total = match delivered_at() {
+                Some(at) => at.saturating_duration_since(stamp.read),
+                None => stamp.read.elapsed(),
+            };
+            let frame = remote.frame();
             account(ctx, &owner.identity, &stamp, frame, total, &done, samples);
         }
         let written = stream.try_write(&done.reply).unwrap_or(0);

@@ -32,6 +32,7 @@ mod read;
 
 pub use queue::flush_held;
 use queue::{Queue, QueuedFrame};
+pub use read::delivered_at;
 use read::{Reader, read_loop, side_loop};
 
 /// Frames at least this large are written on their own instead of being

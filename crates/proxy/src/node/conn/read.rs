@@ -165,9 +165,34 @@ struct Arrival<'a> {
     addr: &'a NodeAddr,
 }
 
+thread_local! {
+    /// When the replies this worker's node connection hands out now were
+    /// read (set while [`deliver`] runs).
+    static DELIVERING: Cell<Option<Instant>> = const { Cell::new(None) };
+}
+
+/// When the reply being handed to its request now was read from the node:
+/// a reply slot's hook times the request from it, with no clock read of
+/// its own. `None` outside a delivery.
+pub fn delivered_at() -> Option<Instant> {
+    DELIVERING.get()
+}
+
 /// Hands every complete reply in `buf` to the request it answers, and
 /// every push to the hooks.
 fn deliver(
+    buf: &mut BytesMut,
+    inflight: &RefCell<VecDeque<Inflight>>,
+    frames: &mut Frames,
+    arrived: &Arrival<'_>,
+) -> io::Result<()> {
+    DELIVERING.set(Some(arrived.at));
+    let delivered = deliver_each(buf, inflight, frames, arrived);
+    DELIVERING.set(None);
+    delivered
+}
+
+fn deliver_each(
     buf: &mut BytesMut,
     inflight: &RefCell<VecDeque<Inflight>>,
     frames: &mut Frames,
