@@ -208,6 +208,13 @@ fn main() -> ExitCode {
         "orthrus {} listening",
         env!("CARGO_PKG_VERSION")
     );
+    let (stops, reloads) = match signals(file_for_reload, overrides, log_filter) {
+        Ok(channels) => channels,
+        Err(e) => {
+            eprintln!("orthrus: cannot listen for signals: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -219,15 +226,13 @@ fn main() -> ExitCode {
         }
     };
     let outcome = runtime.block_on(async {
-        let signals = signals();
-        let (mut first, mut second) = (signals.clone(), signals);
+        let (mut first, mut second) = (stops.clone(), stops);
         let shutdown = async move {
             let _ = first.wait_for(|n| *n >= 1).await;
         };
         let force = async move {
             let _ = second.wait_for(|n| *n >= 2).await;
         };
-        let reloads = reloads(file_for_reload, overrides, log_filter);
         orthrus_proxy::run(settings, listeners, shutdown, force, reloads).await
     });
     match outcome {
@@ -322,62 +327,74 @@ fn init_logging(log: &config::LogConfig) -> LogFilter {
     handle
 }
 
-/// On SIGHUP: loads the configuration again (file, environment, the same
-/// flags), applies the log level here, and hands the rest to the proxy. A
-/// configuration that does not validate is refused and the old one stays.
-fn reloads(
+/// SIGHUP, SIGINT and SIGTERM, blocked in every thread and taken by one
+/// thread of their own (`sigwait`), so that the runtimes need no signal
+/// driver (tokio's looks for signals at every park of every worker).
+///
+/// SIGINT and SIGTERM are counted: the first stops orthrus gracefully, the
+/// second at once. On SIGHUP the configuration is loaded again (file,
+/// environment, the same flags), the log level applied here and the rest
+/// handed to the proxy; a configuration that does not validate is refused
+/// and the old one stays.
+///
+/// Called before any other thread starts, so that they all inherit the
+/// blocked signals.
+fn signals(
     file: Option<PathBuf>,
     overrides: Overrides,
     log_filter: LogFilter,
-) -> tokio::sync::mpsc::UnboundedReceiver<orthrus_proxy::Settings> {
-    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-    tokio::spawn(async move {
-        use tokio::signal::unix::{SignalKind, signal};
-        let Ok(mut hup) = signal(SignalKind::hangup()) else {
-            tracing::error!("cannot listen for SIGHUP");
-            return;
-        };
-        while hup.recv().await.is_some() {
-            let loaded = Config::load(file.as_deref(), std::env::vars(), &overrides)
-                .and_then(Config::validate);
-            match loaded {
-                Ok(settings) => {
-                    if std::env::var_os("RUST_LOG").is_none() {
-                        if let Err(e) = log_filter.reload(EnvFilter::new(&settings.raw.log.level)) {
-                            tracing::warn!(error = %e, "cannot change the log level");
+) -> std::io::Result<(
+    tokio::sync::watch::Receiver<u32>,
+    tokio::sync::mpsc::UnboundedReceiver<orthrus_proxy::Settings>,
+)> {
+    use nix::sys::signal::{SigSet, Signal};
+    let (stops, stop_rx) = tokio::sync::watch::channel(0u32);
+    let (reloads, reload_rx) = tokio::sync::mpsc::unbounded_channel();
+    let mut set = SigSet::empty();
+    for signal in [Signal::SIGHUP, Signal::SIGINT, Signal::SIGTERM] {
+        set.add(signal);
+    }
+    set.thread_block().map_err(std::io::Error::from)?;
+    std::thread::Builder::new()
+        .name("orthrus-signals".into())
+        .spawn(move || {
+            loop {
+                match set.wait() {
+                    Ok(Signal::SIGHUP) => {
+                        if let Some(settings) = reload(file.as_deref(), &overrides, &log_filter) {
+                            let _ = reloads.send(settings);
                         }
                     }
-                    let _ = tx.send(settings);
-                }
-                Err(e) => {
-                    tracing::error!(error = %e, "SIGHUP: configuration refused; keeping the current one")
+                    Ok(_) => stops.send_modify(|n| *n += 1),
+                    Err(e) => {
+                        tracing::error!(error = %e, "cannot wait for signals");
+                        return;
+                    }
                 }
             }
-        }
-    });
-    rx
+        })?;
+    Ok((stop_rx, reload_rx))
 }
 
-/// Counts SIGINT and SIGTERM: the first stops orthrus gracefully, the
-/// second at once.
-fn signals() -> tokio::sync::watch::Receiver<u32> {
-    let (tx, rx) = tokio::sync::watch::channel(0u32);
-    tokio::spawn(async move {
-        use tokio::signal::unix::{SignalKind, signal};
-        let (Ok(mut int), Ok(mut term)) = (
-            signal(SignalKind::interrupt()),
-            signal(SignalKind::terminate()),
-        ) else {
-            tracing::error!("cannot listen for signals");
-            return;
-        };
-        loop {
-            tokio::select! {
-                _ = int.recv() => {}
-                _ = term.recv() => {}
+/// The configuration loaded again for SIGHUP, the log level applied; `None`
+/// (and the reason logged) when it does not validate.
+fn reload(
+    file: Option<&std::path::Path>,
+    overrides: &Overrides,
+    log_filter: &LogFilter,
+) -> Option<orthrus_proxy::Settings> {
+    match Config::load(file, std::env::vars(), overrides).and_then(Config::validate) {
+        Ok(settings) => {
+            if std::env::var_os("RUST_LOG").is_none() {
+                if let Err(e) = log_filter.reload(EnvFilter::new(&settings.raw.log.level)) {
+                    tracing::warn!(error = %e, "cannot change the log level");
+                }
             }
-            tx.send_modify(|n| *n += 1);
+            Some(settings)
         }
-    });
-    rx
+        Err(e) => {
+            tracing::error!(error = %e, "SIGHUP: configuration refused; keeping the current one");
+            None
+        }
+    }
 }
