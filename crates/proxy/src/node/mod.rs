@@ -61,6 +61,8 @@ const MAX_BACKOFF: Duration = Duration::from_secs(1);
 pub struct Env {
     pub shared: Arc<Shared>,
     pub worker: usize,
+    /// `worker`'s entry in `shared.stats` (taken modulo their number once).
+    stats_at: usize,
     backoff: RefCell<HashMap<NodeAddr, Backoff>>,
     /// Turns over for every replica read, spreading them over a master's
     /// replicas.
@@ -124,6 +126,7 @@ impl Env {
             prefixes: Local::new(&shared.prefixes),
             live: Local::new(&shared.live),
             load: shared.load.worker(worker),
+            stats_at: worker % shared.stats.len().max(1),
             shared,
             worker,
             backoff: RefCell::new(HashMap::new()),
@@ -173,6 +176,12 @@ impl Env {
         self.live.get(&self.shared.live)
     }
 
+    /// `f` of the settings SIGHUP can change, with no handle kept.
+    #[inline]
+    pub fn with_live<R>(&self, f: impl FnOnce(&Config) -> R) -> R {
+        self.live.with(&self.shared.live, f)
+    }
+
     /// This worker's per-slot load table.
     pub fn load(&self) -> &WorkerLoad {
         &self.load
@@ -180,10 +189,10 @@ impl Env {
 
     #[allow(
         clippy::indexing_slicing,
-        reason = "`Shared::new` makes one entry per worker, and the index is taken modulo their number"
+        reason = "`Shared::new` makes one entry per worker, and `stats_at` is taken modulo their number"
     )]
     pub fn stats(&self) -> &WorkerStats {
-        &self.shared.stats[self.worker % self.shared.stats.len()]
+        &self.shared.stats[self.stats_at]
     }
 
     /// Forgets the back-off of nodes for which `keep` is false.

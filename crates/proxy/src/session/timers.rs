@@ -81,7 +81,11 @@ impl<S: Stream> Session<S> {
     /// is up) clients waiting for replies, blocked ones among them: as in
     /// Redis.
     pub(super) fn reset_idle_timer(&mut self) {
-        let secs = self.ctx.live().client.idle_timeout_s;
+        let secs = self
+            .ctx
+            .pool
+            .env()
+            .with_live(|live| live.client.idle_timeout_s);
         let subscribed = self.client.pubsub.as_ref().is_some_and(PubSub::active);
         if secs == 0 || subscribed || self.client.watch.is_some() {
             if let Some(timers) = &mut self.timers {
