@@ -130,8 +130,12 @@ impl Pool {
         if list.len() < self.per_node {
             list.push(self.spawn(addr, proto, readonly));
         }
-        // Not empty: it holds at least one connection.
-        let index = i % list.len();
+        // Not empty: it holds at least one connection (most often just
+        // one: no division then).
+        let index = match list.len() {
+            1 => 0,
+            n => i % n,
+        };
         let Some(slot) = list.get_mut(index) else {
             job.reply.send(Err(BackendError::NotSent));
             return;

@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use rustc_hash::FxHashMap as HashMap;
 
-use crate::observe::latency::micros;
+use crate::observe::latency::{micros, worker_index};
 use crate::route::counted::{self, is_container};
 
 /// Longest command name counted (with `|sub`), in bytes.
@@ -101,7 +101,7 @@ impl CommandStats {
 
     /// Counts one request of `worker`.
     pub fn record(&self, worker: usize, call: &Call<'_>) {
-        let Some(this) = self.workers.get(worker % self.workers.len()) else {
+        let Some(this) = self.workers.get(worker_index(worker, self.workers.len())) else {
             return;
         };
         let error = error_name(call.reply);

@@ -70,6 +70,17 @@ impl Histogram {
     }
 }
 
+/// A worker's entry among `len` per-worker ones: its own index, with no
+/// division unless it is out of range (then taken modulo `len`).
+#[inline]
+pub fn worker_index(worker: usize, len: usize) -> usize {
+    if worker < len {
+        worker
+    } else {
+        worker % len.max(1)
+    }
+}
+
 /// `took` in whole microseconds: `as_micros`'s value without its u128
 /// arithmetic, which costs more than the rest of counting a request.
 pub fn micros(took: Duration) -> u64 {
@@ -278,10 +289,10 @@ impl Families {
     /// Worker `index`'s histograms, to record into.
     #[allow(
         clippy::indexing_slicing,
-        reason = "`new` makes at least one worker's histograms, and the index is taken modulo their number"
+        reason = "`new` makes at least one worker's histograms, and `worker_index` keeps the index below their number"
     )]
     pub fn worker(&self, index: usize) -> &Latency {
-        &self.workers[index % self.workers.len()]
+        &self.workers[worker_index(index, self.workers.len())]
     }
 
     /// One family and part over every worker, since the last reset.
@@ -336,7 +347,10 @@ impl NodeLatency {
     }
 
     pub fn record(&self, worker: usize, took: Duration) {
-        if let Some(h) = self.per_worker.get(worker % self.per_worker.len()) {
+        if let Some(h) = self
+            .per_worker
+            .get(worker_index(worker, self.per_worker.len()))
+        {
             h.record(took);
         }
     }
