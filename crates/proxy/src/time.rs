@@ -14,6 +14,9 @@
 //! Every timer of the crate is made here (clippy's `disallowed-methods`
 //! refuses tokio's own constructors): one made with tokio's would panic on
 //! a worker, whose runtime has no timers to give it.
+//!
+//! [`Tick`] is the request path's clock: when a request was read, written
+//! to its node and answered.
 
 use std::future::IntoFuture;
 use std::io;
@@ -22,6 +25,46 @@ use std::time::Duration;
 
 use tokio::runtime::Handle;
 use tokio::time::{Instant, Interval, Sleep, Timeout};
+
+/// A moment of `CLOCK_MONOTONIC` (the clock `Instant` reads on Linux) in
+/// nanoseconds: the request path's stamps (when a request was read, sent,
+/// answered), whose differences are its latency figures. A difference is a
+/// subtraction, where an `Instant`'s is a call into std of about 50
+/// instructions; a stamp that becomes a deadline is turned into an
+/// `Instant` then ([`Tick::instant`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Tick(u64);
+
+impl Tick {
+    #[inline]
+    pub fn now() -> Tick {
+        // CLOCK_MONOTONIC cannot fail on Linux; elsewhere every stamp
+        // would be 0 and every latency figure 0.
+        nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC).map_or(Tick(0), |t| {
+            let secs = u64::try_from(t.tv_sec()).unwrap_or(0);
+            let nanos = u64::try_from(t.tv_nsec()).unwrap_or(0);
+            Tick(secs.wrapping_mul(1_000_000_000).wrapping_add(nanos))
+        })
+    }
+
+    /// `self - earlier` (zero if `earlier` is later).
+    #[inline]
+    pub fn since(self, earlier: Tick) -> Duration {
+        Duration::from_nanos(self.0.saturating_sub(earlier.0))
+    }
+
+    /// How long ago this was.
+    pub fn elapsed(self) -> Duration {
+        Tick::now().since(self)
+    }
+
+    /// The same moment as an `Instant`, for a deadline or a timer (two
+    /// clock reads: not for every request).
+    pub fn instant(self) -> std::time::Instant {
+        let now = std::time::Instant::now();
+        now.checked_sub(self.elapsed()).unwrap_or(now)
+    }
+}
 
 /// The timer thread's runtime, started at its first use; `None` if it
 /// could not be started, when timers are made by the calling runtime
@@ -100,6 +143,22 @@ mod tests {
 
     /// A runtime with no time driver, as a worker's: its tasks' timers
     /// fire, from the timer thread, and no earlier than asked.
+    #[test]
+    fn ticks_differ_by_the_time_between_them_and_never_below_zero() {
+        let start = Tick(5_000_000_000);
+        let later = Tick(5_030_000_000);
+        assert_eq!(later.since(start), Duration::from_millis(30));
+        assert_eq!(start.since(later), Duration::ZERO);
+        let now = Tick::now();
+        std::thread::sleep(Duration::from_millis(20));
+        let took = Tick::now().since(now);
+        assert!(took >= Duration::from_millis(20), "{took:?}");
+        // The same clock as `Instant`: a tick of a moment ago is an
+        // instant of about as long ago.
+        let ago = now.instant().elapsed();
+        assert!(ago >= took && ago < took + Duration::from_secs(1), "{ago:?}");
+    }
+
     #[test]
     fn timers_fire_on_a_runtime_without_a_time_driver() {
         let runtime = tokio::runtime::Builder::new_current_thread()

@@ -71,7 +71,7 @@ async fn run(
     // Redirects and back-offs (the time not spent in the command itself)
     // share one deadline.
     let env = ctx.pool.env();
-    let mut retry = Retry::new(env, Instant::now(), slot.upstream);
+    let mut retry = Retry::from_now(env, slot.upstream);
     let held = Some(&account.client);
     loop {
         let mut lease =

@@ -318,7 +318,7 @@ async fn watch_on_owner(
         };
     }
     let env = ctx.pool.env();
-    let mut retry = Retry::new(env, Instant::now(), slot.upstream);
+    let mut retry = Retry::from_now(env, slot.upstream);
     let held = Some(watch.held);
     loop {
         let map = ctx.slots_of(slot.upstream);
@@ -534,7 +534,7 @@ async fn run(
     waited: &Cell<Duration>,
 ) -> Bytes {
     let env = ctx.pool.env();
-    let mut retry = Retry::new(env, Instant::now(), target.upstream());
+    let mut retry = Retry::from_now(env, target.upstream());
     loop {
         let map = target.map(env);
         let addr = match owner(&map, &target).cloned() {

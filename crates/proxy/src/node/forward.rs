@@ -24,7 +24,7 @@ use std::pin::Pin;
 use std::rc::Weak;
 use std::sync::atomic::Ordering;
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use orthrus_cluster::{Action, NodeAddr, Slot, SlotMap, replica_declined};
@@ -40,6 +40,7 @@ use crate::observe::load::WorkerLoad;
 use crate::observe::stats::WorkerStats;
 use crate::process::Held;
 use crate::route::prefix::{DEFAULT_UPSTREAM, Place, Upstream};
+use crate::time::Tick;
 
 /// Longest wait between two attempts of a request parked for a failover,
 /// so that it is drained soon after the promotion is seen.
@@ -86,7 +87,7 @@ pub struct Remote {
     /// this node's host).
     sent_to: NodeAddr,
     /// When it was sent first: its deadline is `request_timeout` later.
-    started: Instant,
+    started: Tick,
     /// Time spent waiting for nodes so far (every earlier attempt's round
     /// trip), in microseconds: with the small fields above it fills one
     /// word, so that a request moves as a small value on its common path.
@@ -217,7 +218,7 @@ pub fn is_answer(delivered: &Delivered) -> bool {
 
 /// Sends `frame` towards `target` on this worker's connections.
 pub fn forward(pool: &Pool, frame: Bytes, target: Target, proto: Protocol, access: Access) -> Sent {
-    forward_from(pool, frame, target, proto, access, Instant::now())
+    forward_from(pool, frame, target, proto, access, Tick::now())
 }
 
 /// [`forward`] for a request whose deadline counts from `start` (when it
@@ -228,7 +229,7 @@ pub fn forward_from(
     target: Target,
     proto: Protocol,
     access: Access,
-    start: Instant,
+    start: Tick,
 ) -> Sent {
     let env = pool.env();
     let map = target.map(env);
@@ -567,7 +568,7 @@ fn give_up(env: &Env, remote: &Remote, error: BackendError) -> Bytes {
         // Every request in flight on a connection fails when the oldest
         // one's wait runs out: a younger one says so rather than claim a
         // wait it did not have.
-        BackendError::TimedOut if Instant::now() < remote.started + timeout => {
+        BackendError::TimedOut if remote.started.elapsed() < timeout => {
             format!(
                 "ERR orthrus: no reply from node {node} to an earlier request within {ms} ms ({setting}), so its connection was given up before this one's reply{outcome}"
             )

@@ -16,6 +16,7 @@ use orthrus_cluster::{Action, NodeAddr, decide};
 use super::Env;
 use super::forward::{error_reply, note, still_moving};
 use crate::route::prefix::Upstream;
+use crate::time::Tick;
 
 /// Time left for the last attempt: a wait that would leave less gives up.
 const LAST_TRY: Duration = Duration::from_millis(10);
@@ -46,10 +47,19 @@ pub enum Next {
 
 impl Retry {
     /// A request for `upstream` read at `read_at`.
-    pub fn new(env: &Env, read_at: Instant, upstream: Upstream) -> Retry {
+    pub fn new(env: &Env, read_at: Tick, upstream: Upstream) -> Retry {
+        Retry::with_start(env, read_at.instant(), upstream)
+    }
+
+    /// A request for `upstream` that starts now.
+    pub fn from_now(env: &Env, upstream: Upstream) -> Retry {
+        Retry::with_start(env, Instant::now(), upstream)
+    }
+
+    fn with_start(env: &Env, start: Instant, upstream: Upstream) -> Retry {
         Retry {
             attempt: 0,
-            deadline: read_at + env.shared.request_timeout_of(upstream),
+            deadline: start + env.shared.request_timeout_of(upstream),
             upstream,
         }
     }

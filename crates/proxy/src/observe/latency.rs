@@ -16,7 +16,7 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use dashmap::DashMap;
 use orthrus_cluster::NodeAddr;
@@ -456,51 +456,9 @@ impl Nodes {
     }
 }
 
-/// How long before one `now` each of a run of instants was: requests read
-/// together, or written together, share their instant, and the clock
-/// arithmetic is done once for all of them.
-pub struct Since {
-    now: Instant,
-    last: Option<(Instant, Duration)>,
-}
-
-impl Since {
-    pub fn new(now: Instant) -> Since {
-        Since { now, last: None }
-    }
-
-    /// `now - then` (zero if `then` is later).
-    #[inline]
-    pub fn of(&mut self, then: Instant) -> Duration {
-        match self.last {
-            Some((at, took)) if at == then => took,
-            _ => {
-                let took = self.now.saturating_duration_since(then);
-                self.last = Some((then, took));
-                took
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn since_is_the_difference_for_every_instant_asked() {
-        let start = Instant::now();
-        let now = start + Duration::from_millis(30);
-        let mut since = Since::new(now);
-        assert_eq!(since.of(start), Duration::from_millis(30));
-        assert_eq!(since.of(start), Duration::from_millis(30));
-        assert_eq!(
-            since.of(start + Duration::from_millis(10)),
-            Duration::from_millis(20)
-        );
-        assert_eq!(since.of(start), Duration::from_millis(30));
-        assert_eq!(since.of(now + Duration::from_millis(1)), Duration::ZERO);
-    }
 
     #[test]
     fn buckets_are_contiguous_and_ordered() {

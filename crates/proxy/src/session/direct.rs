@@ -192,7 +192,7 @@ impl Direct {
         remote.count(ctx.pool.env().load(), &done);
         if let Some(stamp) = entry.stamp.take() {
             let total = match delivered_at() {
-                Some(at) => at.saturating_duration_since(stamp.read),
+                Some(at) => at.since(stamp.read),
                 None => stamp.read.elapsed(),
             };
             let frame = remote.frame();

@@ -9,7 +9,6 @@ use std::ops::ControlFlow;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Instant;
 
 use bytes::Bytes;
 use orthrus_resp::{Protocol, Request};
@@ -30,6 +29,7 @@ use crate::observe::stats::WorkerStats;
 use crate::route::kind::{Family, Local};
 use crate::route::table::strip::{Stripped, strip};
 use crate::route::table::{CommandInfo, CommandTable, Rejection, Route};
+use crate::time::Tick;
 use crate::worker::WorkerCtx;
 
 /// A request once started: its reply to come, its family, and whether it
@@ -90,7 +90,7 @@ impl Started {
 pub fn dispatch(
     client: &mut Client,
     mut req: Request,
-    start: Instant,
+    start: Tick,
     sink: impl FnMut(Closer) -> PushSink,
     ctx: &Rc<WorkerCtx>,
     samples: &mut VecDeque<Sample>,

@@ -35,6 +35,7 @@ use crate::node::forward::error_reply;
 use crate::observe::clients::{ClientAddr, Closer, Identity, Signal};
 use crate::observe::stats::WorkerStats;
 use crate::route::kind::Family;
+use crate::time::Tick;
 use crate::worker::WorkerCtx;
 
 mod direct;
@@ -81,7 +82,7 @@ thread_local! {
 /// ready.
 struct Stamp {
     /// When the request was read.
-    read: Instant,
+    read: Tick,
     family: Family,
     /// The request, for the SLOWLOG and INFO commandstats; `None` while
     /// the entry's `Pending::Remote` holds it.
@@ -388,7 +389,7 @@ impl<S: Stream> Session<S> {
                 match self.poll_read(w, cx) {
                     Poll::Ready(Ok(0) | Err(_)) => return Some(End::Gone),
                     Poll::Ready(Ok(_)) => {
-                        w.read_at = Instant::now();
+                        w.read_at = Tick::now();
                         reads += 1;
                         progress = true;
                     }
@@ -589,7 +590,7 @@ impl<S: Stream> Session<S> {
                     // Its deadline counts from its read if that was in
                     // this poll; a request held (CLIENT PAUSE) or left
                     // from an earlier poll starts its own clock now.
-                    let start = if read_now { read } else { Instant::now() };
+                    let start = if read_now { read } else { Tick::now() };
                     let run = dispatch(
                         &mut self.client,
                         req,

@@ -5,7 +5,7 @@
 use std::collections::VecDeque;
 use std::io;
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 
@@ -17,9 +17,9 @@ use crate::node::forward;
 use crate::observe::clients::Identity;
 use crate::observe::commands::Call;
 use crate::observe::hotkeys::Sample;
-use crate::observe::latency::Since;
 use crate::observe::slowlog::Finished;
 use crate::route::kind::Family;
+use crate::time::Tick;
 use crate::worker::WorkerCtx;
 
 impl<S: Stream> Session<S> {
@@ -29,7 +29,8 @@ impl<S: Stream> Session<S> {
     pub(super) fn take_replies(&mut self, w: &mut Work, cx: &mut Context<'_>) -> io::Result<bool> {
         let mut took = false;
         // Replies taken in one pass became ready together: one clock read.
-        let mut since: Option<Since> = None;
+        // One clock read for every reply written in this pass.
+        let mut now: Option<Tick> = None;
         // A tracking client's invalidations wait until every reply queued
         // is written: one its own command caused (a write, a FLUSHDB over
         // every master) may arrive before that command's reply is whole.
@@ -91,7 +92,7 @@ impl<S: Stream> Session<S> {
                             // What the client pipelined behind it waited by
                             // design (its commands take effect in order):
                             // timed from now on.
-                            w.read_at = Instant::now();
+                            w.read_at = Tick::now();
                             done
                         }
                         Poll::Pending => break,
@@ -101,8 +102,7 @@ impl<S: Stream> Session<S> {
             if let Some(entry) = w.pop_answered()
                 && let Some(stamp) = &entry.stamp
             {
-                let since = since.get_or_insert_with(|| Since::new(Instant::now()));
-                let total = since.of(stamp.read);
+                let total = now.get_or_insert_with(Tick::now).since(stamp.read);
                 let none = Bytes::new();
                 let frame = entry.frame().unwrap_or(&none);
                 let client = &self.client.identity;

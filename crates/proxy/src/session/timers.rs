@@ -9,6 +9,7 @@ use tokio::time::Sleep;
 
 use super::{End, Session, Stream};
 use crate::client::subscriptions::PubSub;
+use crate::time::Tick;
 
 /// What a session keeps only once it needs it (boxed: most clients never
 /// do, and every idle connection's memory is mostly its session).
@@ -16,7 +17,7 @@ use crate::client::subscriptions::PubSub;
 pub(super) struct Timers {
     /// A request held by CLIENT PAUSE (the ones after it wait with it),
     /// and when it was read.
-    pub held: Option<(Request, Instant)>,
+    pub held: Option<(Request, Tick)>,
     /// When the pause of the held request ends.
     pause: Option<Pin<Box<Sleep>>>,
     /// When the client has been silent for `client.idle_timeout_s`.
@@ -48,7 +49,7 @@ impl<S: Stream> Session<S> {
     }
 
     /// Holds `req`, read at `read` (and what follows it), until `until`.
-    pub(super) fn hold(&mut self, req: Request, read: Instant, until: Instant) {
+    pub(super) fn hold(&mut self, req: Request, read: Tick, until: Instant) {
         let timers = self.timers.get_or_insert_with(Box::default);
         timers.held = Some((req, read));
         let until = tokio::time::Instant::from_std(until);

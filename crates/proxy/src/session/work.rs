@@ -3,7 +3,6 @@
 
 use std::cell::RefCell;
 use std::collections::VecDeque;
-use std::time::Instant;
 
 use bytes::BytesMut;
 use orthrus_resp::RequestParser;
@@ -11,6 +10,7 @@ use orthrus_resp::RequestParser;
 use super::Entry;
 use super::output::Output;
 use crate::observe::hotkeys::Sample;
+use crate::time::Tick;
 
 thread_local! {
     /// What idle sessions gave up, for the next busy one: boxes, so that
@@ -43,7 +43,7 @@ pub(super) struct Work {
     pub samples: VecDeque<Sample>,
     pub output: Output,
     /// When the requests being parsed were read: one clock read per read.
-    pub read_at: Instant,
+    pub read_at: Tick,
     /// Bytes of the requests in `queue` (counted in the client's budget,
     /// `client.max_pending_bytes`, as their frames are held until answered).
     pub request_bytes: usize,
@@ -61,7 +61,7 @@ impl Work {
                 queue: VecDeque::new(),
                 samples: VecDeque::new(),
                 output: Output::default(),
-                read_at: Instant::now(),
+                read_at: Tick::now(),
                 request_bytes: 0,
             })
         })

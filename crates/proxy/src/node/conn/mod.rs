@@ -16,12 +16,13 @@ use std::io;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::task::Poll;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::slot::{SlotRx, SlotTx, Stock, Stocked};
 use super::stream::{NodeStream, NodeWriteHalf};
 use super::{Env, client};
 use crate::process::{Shared, quota};
+use crate::time::Tick;
 use bytes::{Bytes, BytesMut};
 use orthrus_cluster::NodeAddr;
 use orthrus_resp::Protocol;
@@ -148,14 +149,14 @@ enum Inflight {
     Reply {
         tx: ReplyTx,
         frames: usize,
-        sent: Instant,
+        sent: Tick,
     },
 }
 
 impl Inflight {
     /// The slot of a request of `frames` reply frames (0 is taken as 1)
     /// written at `sent`.
-    fn reply(tx: ReplyTx, frames: usize, sent: Instant) -> Inflight {
+    fn reply(tx: ReplyTx, frames: usize, sent: Tick) -> Inflight {
         Inflight::Reply {
             tx,
             frames: frames.max(1),
@@ -351,7 +352,7 @@ async fn write_loop(queue: &Queue) -> io::Result<()> {
         queue.busy.set(true);
         // One clock read per batch: its requests leave together (read
         // again after a write that may have waited).
-        let mut sent = Instant::now();
+        let mut sent = Tick::now();
         let mut next = Some(job);
         while let Some(job) = next.take() {
             // A client that went away no longer needs its request sent.
@@ -375,7 +376,7 @@ async fn write_loop(queue: &Queue) -> io::Result<()> {
                         batch.clear();
                     }
                     write_all(queue, frame).await?;
-                    sent = Instant::now();
+                    sent = Tick::now();
                 }
             }
             if batch.len() < BATCH_BYTES {

@@ -18,12 +18,12 @@ use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
-use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
 
 use super::{BATCH_BYTES, BackendError, Inflight, Job, LARGE_FRAME, ReplyTx};
 use crate::node::stream::NodeWriteHalf;
+use crate::time::Tick;
 
 /// The jobs waiting to be written, shared by the handles and the task on
 /// one worker thread: queuing a job is a push and, when the task sleeps,
@@ -149,11 +149,9 @@ impl Queue {
             },
             _ => return Some(job),
         };
-        self.inflight.borrow_mut().push_back(Inflight::reply(
-            job.reply,
-            job.frames,
-            Instant::now(),
-        ));
+        self.inflight
+            .borrow_mut()
+            .push_back(Inflight::reply(job.reply, job.frames, Tick::now()));
         if let Some(rest) = job.frame.get(written..).filter(|rest| !rest.is_empty()) {
             self.bytes.borrow_mut().extend_from_slice(rest);
             self.jobs.borrow_mut().push_back(Queued {
@@ -179,7 +177,7 @@ impl Queue {
             self.wake();
             return;
         }
-        let sent = Instant::now();
+        let sent = Tick::now();
         let mut len = 0;
         {
             let mut jobs = self.jobs.borrow_mut();

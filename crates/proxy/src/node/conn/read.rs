@@ -16,7 +16,8 @@ use super::{Delivered, Hooks, Inflight};
 use crate::node::Env;
 use crate::node::frames::{Frame, FrameReader, Frames};
 use crate::node::stream::{NodeReadHalf, NodeStream};
-use crate::observe::latency::{NodeLatency, Since};
+use crate::observe::latency::NodeLatency;
+use crate::time::Tick;
 
 const READ_CHUNK: usize = 16 * 1024;
 
@@ -43,14 +44,14 @@ pub(super) async fn read_loop(mut rd: NodeReadHalf, reader: &Reader<'_>) -> io::
     let mut frames = Frames::default();
     let timeout = env.shared.request_timeout_at(addr);
     let mut buf = BytesMut::with_capacity(READ_CHUNK);
-    let mut last_read = Instant::now();
+    let mut last_read = Tick::now();
     let mut answered = false;
     // One timer for the connection's life, moved on only when it fires:
     // reads and requests in between cost no timer operation. It keeps the
     // waker it was last polled with until it fires or is moved, so it is
     // polled again only then, or when the task's waker is another one
     // (told apart by its data pointer, as the session does; 0: not polled).
-    let timer = crate::time::sleep_until((last_read + timeout).into());
+    let timer = crate::time::sleep_until((Instant::now() + timeout).into());
     tokio::pin!(timer);
     let mut timer_waker = 0usize;
     loop {
@@ -96,7 +97,7 @@ pub(super) async fn read_loop(mut rd: NodeReadHalf, reader: &Reader<'_>) -> io::
             answered = true;
             env.connected(reader.addr);
         }
-        last_read = Instant::now();
+        last_read = Tick::now();
         let arrived = Arrival {
             at: last_read,
             latency,
@@ -136,9 +137,11 @@ pub(super) async fn side_loop(side: Option<NodeStream>, reader: &Reader<'_>) -> 
 /// forward), so it may fire early — then it is moved on — never late.
 fn reply_deadline(
     inflight: &RefCell<VecDeque<Inflight>>,
-    last_read: Instant,
+    last_read: Tick,
     timeout: Duration,
 ) -> Option<Instant> {
+    // The instant first: the tick read after it is no earlier, so the
+    // moment worked out below is never later than the due one.
     let now = Instant::now();
     let oldest = inflight.borrow().iter().find_map(|slot| match slot {
         Inflight::Reply { sent, .. } => Some(*sent),
@@ -149,8 +152,11 @@ fn reply_deadline(
         // sooner than `timeout` from now.
         None => Some(now + timeout),
         Some(sent) => {
-            let due = sent.max(last_read) + timeout;
-            (now < due).then_some(due)
+            let waited = Tick::now().since(sent.max(last_read));
+            timeout
+                .checked_sub(waited)
+                .filter(|left| !left.is_zero())
+                .map(|left| now + left)
         }
     }
 }
@@ -158,7 +164,7 @@ fn reply_deadline(
 /// When a read completed, where the node's round trips are counted, and
 /// where pushes go.
 struct Arrival<'a> {
-    at: Instant,
+    at: Tick,
     latency: &'a NodeLatency,
     worker: usize,
     hooks: Option<&'a dyn Hooks>,
@@ -168,13 +174,13 @@ struct Arrival<'a> {
 thread_local! {
     /// When the replies this worker's node connection hands out now were
     /// read (set while [`deliver`] runs).
-    static DELIVERING: Cell<Option<Instant>> = const { Cell::new(None) };
+    static DELIVERING: Cell<Option<Tick>> = const { Cell::new(None) };
 }
 
 /// When the reply being handed to its request now was read from the node:
 /// a reply slot's hook times the request from it, with no clock read of
 /// its own. `None` outside a delivery.
-pub fn delivered_at() -> Option<Instant> {
+pub fn delivered_at() -> Option<Tick> {
     DELIVERING.get()
 }
 
@@ -198,7 +204,6 @@ fn deliver_each(
     frames: &mut Frames,
     arrived: &Arrival<'_>,
 ) -> io::Result<()> {
-    let mut since = Since::new(arrived.at);
     // Most reads end with a whole reply: once it is split off, nothing is
     // left to look at.
     while !buf.is_empty() {
@@ -218,7 +223,7 @@ fn deliver_each(
         };
         match inflight.borrow_mut().pop_front() {
             Some(Inflight::Reply { tx, sent, .. }) => {
-                let took = since.of(sent);
+                let took = arrived.at.since(sent);
                 arrived.latency.record(arrived.worker, took);
                 tx.send(Ok(Delivered { frame, took }));
             }
