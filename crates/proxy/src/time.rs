@@ -156,7 +156,10 @@ mod tests {
         // The same clock as `Instant`: a tick of a moment ago is an
         // instant of about as long ago.
         let ago = now.instant().elapsed();
-        assert!(ago >= took && ago < took + Duration::from_secs(1), "{ago:?}");
+        assert!(
+            ago >= took && ago < took + Duration::from_secs(1),
+            "{ago:?}"
+        );
     }
 
     #[test]

@@ -16,6 +16,7 @@ use bytes::{Bytes, BytesMut};
 use orthrus_resp::{Request, encode};
 
 use super::clients::ClientAddr;
+use super::latency::micros;
 
 /// Arguments kept per entry, and bytes per argument (Redis's limits).
 const MAX_ARGS: usize = 32;
@@ -84,7 +85,9 @@ impl SlowLog {
     /// Whether a request that took `total` belongs in the log.
     pub fn is_slow(&self, total: Duration) -> bool {
         let limit = self.slower_than_us.load(Ordering::Relaxed);
-        limit >= 0 && total.as_micros() >= limit.unsigned_abs().into()
+        // Whole microseconds without `as_micros`'s u128 arithmetic: this
+        // runs for every request.
+        limit >= 0 && micros(total) >= limit.unsigned_abs()
     }
 
     /// Logs a request (the caller checked [`SlowLog::is_slow`]). Commands
