@@ -141,8 +141,6 @@ pub fn interval(period: Duration) -> Interval {
 mod tests {
     use super::*;
 
-    /// A runtime with no time driver, as a worker's: its tasks' timers
-    /// fire, from the timer thread, and no earlier than asked.
     #[test]
     fn ticks_differ_by_the_time_between_them_and_never_below_zero() {
         let start = Tick(5_000_000_000);
@@ -162,6 +160,8 @@ mod tests {
         );
     }
 
+    /// A runtime with no time driver, as a worker's: its tasks' timers
+    /// fire, from the timer thread, and no earlier than asked.
     #[test]
     fn timers_fire_on_a_runtime_without_a_time_driver() {
         let runtime = tokio::runtime::Builder::new_current_thread()

@@ -36,6 +36,7 @@ use super::retry::{Next, Retry};
 use super::slot::Hook;
 use super::{Done, Env};
 use crate::config::ReadFrom;
+use crate::observe::latency::micros;
 use crate::observe::load::WorkerLoad;
 use crate::observe::stats::WorkerStats;
 use crate::process::Held;
@@ -182,7 +183,7 @@ impl Remote {
 
     /// Adds an attempt's round trip to the time spent waiting for nodes.
     fn waited(&mut self, took: Duration) {
-        let us = u32::try_from(took.as_micros()).unwrap_or(u32::MAX);
+        let us = u32::try_from(micros(took)).unwrap_or(u32::MAX);
         self.backend_us = self.backend_us.saturating_add(us);
     }
 

@@ -36,7 +36,7 @@ use orthrus_cluster::SlotMap;
 
 use crate::config::Config;
 use crate::observe::load::WorkerLoad;
-use crate::observe::stats::WorkerStats;
+use crate::observe::stats::{WorkerStats, worker_index};
 use crate::process::{Held, Local, Shared};
 use crate::route::prefix::{Prefixes, Upstream};
 use crate::route::table::CommandTable;
@@ -61,8 +61,6 @@ const MAX_BACKOFF: Duration = Duration::from_secs(1);
 pub struct Env {
     pub shared: Arc<Shared>,
     pub worker: usize,
-    /// `worker`'s entry in `shared.stats` (taken modulo their number once).
-    stats_at: usize,
     backoff: RefCell<HashMap<NodeAddr, Backoff>>,
     /// Turns over for every replica read, spreading them over a master's
     /// replicas.
@@ -126,7 +124,6 @@ impl Env {
             prefixes: Local::new(&shared.prefixes),
             live: Local::new(&shared.live),
             load: shared.load.worker(worker),
-            stats_at: worker % shared.stats.len().max(1),
             shared,
             worker,
             backoff: RefCell::new(HashMap::new()),
@@ -189,10 +186,10 @@ impl Env {
 
     #[allow(
         clippy::indexing_slicing,
-        reason = "`Shared::new` makes one entry per worker, and `stats_at` is taken modulo their number"
+        reason = "`Shared::new` makes one entry per worker, and `worker_index` keeps the index below their number"
     )]
     pub fn stats(&self) -> &WorkerStats {
-        &self.shared.stats[self.stats_at]
+        &self.shared.stats[worker_index(self.worker, self.shared.stats.len())]
     }
 
     /// Forgets the back-off of nodes for which `keep` is false.

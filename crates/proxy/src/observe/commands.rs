@@ -19,7 +19,8 @@ use std::time::Duration;
 
 use rustc_hash::FxHashMap as HashMap;
 
-use crate::observe::latency::{micros, worker_index};
+use crate::observe::latency::micros;
+use crate::observe::stats::worker_index;
 use crate::route::counted::{self, is_container};
 
 /// Longest command name counted (with `|sub`), in bytes.

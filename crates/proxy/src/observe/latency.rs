@@ -21,6 +21,7 @@ use std::time::Duration;
 use dashmap::DashMap;
 use orthrus_cluster::NodeAddr;
 
+use crate::observe::stats::worker_index;
 use crate::route::kind::Family;
 
 /// Sub-buckets per power of two: 2^SUB_BITS.
@@ -67,17 +68,6 @@ impl Histogram {
         }
         let [.., sum] = &*self.counts;
         add(sum, us);
-    }
-}
-
-/// A worker's entry among `len` per-worker ones: its own index, with no
-/// division unless it is out of range (then taken modulo `len`).
-#[inline]
-pub fn worker_index(worker: usize, len: usize) -> usize {
-    if worker < len {
-        worker
-    } else {
-        worker % len.max(1)
     }
 }
 

@@ -5,6 +5,17 @@
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::Duration;
 
+/// A worker's entry among `len` per-worker ones: its own index, with no
+/// division unless it is out of range (then taken modulo `len`).
+#[inline]
+pub fn worker_index(worker: usize, len: usize) -> usize {
+    if worker < len {
+        worker
+    } else {
+        worker % len.max(1)
+    }
+}
+
 /// One worker's counters, aligned so that no two workers' counters share
 /// a cache line (or an adjacent-line prefetch pair).
 #[derive(Debug, Default)]

@@ -29,7 +29,6 @@ impl<S: Stream> Session<S> {
     pub(super) fn take_replies(&mut self, w: &mut Work, cx: &mut Context<'_>) -> io::Result<bool> {
         let mut took = false;
         // Replies taken in one pass became ready together: one clock read.
-        // One clock read for every reply written in this pass.
         let mut now: Option<Tick> = None;
         // A tracking client's invalidations wait until every reply queued
         // is written: one its own command caused (a write, a FLUSHDB over

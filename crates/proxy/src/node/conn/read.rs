@@ -105,7 +105,12 @@ pub(super) async fn read_loop(mut rd: NodeReadHalf, reader: &Reader<'_>) -> io::
             hooks: reader.hooks,
             addr: reader.addr,
         };
-        deliver(&mut buf, inflight, &mut frames, &arrived)?;
+        // Published while the replies are handed out: a reply slot's hook
+        // times its request from this read.
+        DELIVERING.set(Some(last_read));
+        let delivered = deliver(&mut buf, inflight, &mut frames, &arrived);
+        DELIVERING.set(None);
+        delivered?;
         if reader.closing.get() && inflight.borrow().is_empty() {
             return Ok(()); // the handle is gone and every reply is in
         }
@@ -173,7 +178,7 @@ struct Arrival<'a> {
 
 thread_local! {
     /// When the replies this worker's node connection hands out now were
-    /// read (set while [`deliver`] runs).
+    /// read (set while `read_loop` runs [`deliver`]).
     static DELIVERING: Cell<Option<Tick>> = const { Cell::new(None) };
 }
 
@@ -187,18 +192,6 @@ pub fn delivered_at() -> Option<Tick> {
 /// Hands every complete reply in `buf` to the request it answers, and
 /// every push to the hooks.
 fn deliver(
-    buf: &mut BytesMut,
-    inflight: &RefCell<VecDeque<Inflight>>,
-    frames: &mut Frames,
-    arrived: &Arrival<'_>,
-) -> io::Result<()> {
-    DELIVERING.set(Some(arrived.at));
-    let delivered = deliver_each(buf, inflight, frames, arrived);
-    DELIVERING.set(None);
-    delivered
-}
-
-fn deliver_each(
     buf: &mut BytesMut,
     inflight: &RefCell<VecDeque<Inflight>>,
     frames: &mut Frames,
