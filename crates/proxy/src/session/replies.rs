@@ -10,7 +10,7 @@ use std::time::Duration;
 use bytes::Bytes;
 
 use super::work::{QUEUE_KEPT, Work};
-use super::{OUTPUT_BATCH, Session, Stamp, Stream, dispatch};
+use super::{OUTPUT_BATCH, Session, Stamp, Stream};
 use crate::client::Pending;
 use crate::node::Done;
 use crate::node::forward;
@@ -59,8 +59,11 @@ impl<S: Stream> Session<S> {
                             Some(tracking) => tracking.ctx.clone(),
                             None => self.ctx.clone(),
                         };
+                        // Its request is kept for the SLOWLOG and
+                        // commandstats: the entry heads the queue.
                         if let Some(stamp) = &mut entry.stamp {
-                            dispatch::keep_frame(&mut stamp.frame, &entry.pending);
+                            stamp.kept = true;
+                            w.frames.push_front(remote.frame().clone());
                         }
                         let remote =
                             std::mem::replace(&mut entry.pending, Pending::Ready(Bytes::new()));
@@ -98,12 +101,12 @@ impl<S: Stream> Session<S> {
                     }
                 }
             };
-            if let Some(entry) = w.pop_answered()
+            if let Some(entry) = w.queue.front()
                 && let Some(stamp) = &entry.stamp
             {
                 let total = now.get_or_insert_with(Tick::now).since(stamp.read);
                 let none = Bytes::new();
-                let frame = entry.frame().unwrap_or(&none);
+                let frame = entry.frame(w.frames.front()).unwrap_or(&none);
                 let client = &self.client.identity;
                 account(
                     &self.ctx,
@@ -115,6 +118,7 @@ impl<S: Stream> Session<S> {
                     &mut w.samples,
                 );
             }
+            w.pop_answered();
             let size = u32::try_from(done.reply.len()).unwrap_or(u32::MAX);
             self.fold_reply_size(size);
             w.output.push(done.reply);

@@ -4,7 +4,7 @@
 use std::cell::RefCell;
 use std::collections::VecDeque;
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use orthrus_resp::RequestParser;
 
 use super::Entry;
@@ -39,6 +39,9 @@ pub(super) struct Work {
     /// without a buffer, between requests.
     pub input: BytesMut,
     pub queue: VecDeque<Entry>,
+    /// The requests of the entries whose pending value does not hold
+    /// them (their stamp says `kept`), in queue order.
+    pub frames: VecDeque<Bytes>,
     /// The keys of the entries a HOTKEYS session sampled, in queue order.
     pub samples: VecDeque<Sample>,
     pub output: Output,
@@ -59,6 +62,7 @@ impl Work {
                 parser: None,
                 input: BytesMut::new(),
                 queue: VecDeque::new(),
+                frames: VecDeque::new(),
                 samples: VecDeque::new(),
                 output: Output::default(),
                 read_at: Tick::now(),
@@ -67,12 +71,16 @@ impl Work {
         })
     }
 
-    /// The request at the head of the queue, answered: out of the queue
-    /// and of [`Work::request_bytes`].
-    pub fn pop_answered(&mut self) -> Option<Entry> {
-        let entry = self.queue.pop_front()?;
+    /// The request at the head of the queue, answered: out of the queue,
+    /// of [`Work::frames`] and of [`Work::request_bytes`].
+    pub fn pop_answered(&mut self) {
+        let Some(entry) = self.queue.pop_front() else {
+            return;
+        };
         self.request_bytes = self.request_bytes.saturating_sub(entry.bytes);
-        Some(entry)
+        if entry.stamp.is_some_and(|stamp| stamp.kept) {
+            self.frames.pop_front();
+        }
     }
 
     /// Nothing read and unparsed, owed or unwritten.
