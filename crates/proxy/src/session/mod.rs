@@ -26,7 +26,7 @@ use std::task::{Context, Poll};
 use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
-use orthrus_resp::{Protocol, RequestParser};
+use orthrus_resp::{Protocol, Request, RequestParser};
 use tokio::io::ReadBuf;
 use tokio::sync::mpsc;
 
@@ -545,88 +545,36 @@ impl<S: Stream> Session<S> {
     fn parse_with(&mut self, w: &mut Work, parser: &mut RequestParser, read_now: bool) -> bool {
         let mut started = false;
         while !self.deferred && !self.closing && self.has_room(w) {
-            let was_held = self.holding();
-            let (parsed, read, read_now) = match self.timers.as_mut().and_then(|t| t.held.take()) {
-                Some((req, read)) => (Ok(Some(req)), read, false),
+            // Each request goes to `start` from where it was parsed (or
+            // held): no move of it through a common place first.
+            let queued = match self.timers.as_mut().and_then(|t| t.held.take()) {
+                // Held by CLIENT PAUSE: its deadline starts now.
+                Some((req, read)) => self.start(w, req, read, false, true),
                 None => {
                     // Redis's pre-AUTH limits, read per request: AUTH may
                     // be the request just before this one.
                     parser.set_unauthenticated(!self.client.authenticated);
-                    (parser.parse(&mut w.input), w.read_at, read_now)
+                    match parser.parse(&mut w.input) {
+                        Ok(Some(req)) => {
+                            let read = w.read_at;
+                            self.start(w, req, read, read_now, false)
+                        }
+                        Ok(None) => break,
+                        Err(e) => {
+                            WorkerStats::bump(&self.ctx.stats().protocol_errors);
+                            tracing::debug!(client.id = self.client.id(), error = %e, "protocol error");
+                            w.queue.push_back(Entry {
+                                pending: Pending::Last(error_reply(&format!("ERR {e}"))),
+                                stamp: None,
+                                bytes: 0,
+                            });
+                            true
+                        }
+                    }
                 }
             };
-            // The entry is made in its place in the queue (no move of it
-            // from the stack).
-            match parsed {
-                Ok(Some(req)) => {
-                    if let Some(until) = self.paused_until(&req) {
-                        // CLIENT PAUSE: it waits, and so does what follows;
-                        // Redis counts the client as blocked meanwhile.
-                        if !was_held {
-                            self.ctx
-                                .stats()
-                                .blocked_clients
-                                .fetch_add(1, Ordering::Relaxed);
-                        }
-                        self.hold(req, read, until);
-                        break;
-                    }
-                    if was_held {
-                        self.ctx
-                            .stats()
-                            .blocked_clients
-                            .fetch_sub(1, Ordering::Relaxed);
-                    }
-                    let pushes = &mut self.pushes;
-                    let limit = self.ctx.shared.settings.raw.client.max_push_bytes;
-                    let sink = |closer: Closer| push_sink(pushes, limit, closer);
-                    // The last request read so far, while no other client
-                    // of the worker waits for replies, may be written at
-                    // once by an idle node connection.
-                    let env = self.ctx.pool.env();
-                    env.set_last_request(w.input.is_empty() && !env.others_waiting(self.waiting));
-                    // Its deadline counts from its read if that was in
-                    // this poll; a request held (CLIENT PAUSE) or left
-                    // from an earlier poll starts its own clock now.
-                    let start = if read_now { read } else { Tick::now() };
-                    let run = dispatch(
-                        &mut self.client,
-                        req,
-                        start,
-                        sink,
-                        &self.ctx,
-                        &mut w.samples,
-                    );
-                    env.set_last_request(false);
-                    let bytes = match (&run.frame, &run.pending) {
-                        (Some(frame), _) => frame.len(),
-                        (None, Pending::Remote(remote)) => remote.frame().len(),
-                        (None, _) => 0,
-                    };
-                    let kept = run.frame.map(|frame| w.frames.push_back(frame)).is_some();
-                    w.queue.push_back(Entry {
-                        pending: run.pending,
-                        stamp: Some(Stamp {
-                            read,
-                            family: run.family,
-                            kept,
-                            ran: run.ran,
-                            stat: run.stat,
-                            hot: run.hot,
-                        }),
-                        bytes,
-                    });
-                }
-                Ok(None) => break,
-                Err(e) => {
-                    WorkerStats::bump(&self.ctx.stats().protocol_errors);
-                    tracing::debug!(client.id = self.client.id(), error = %e, "protocol error");
-                    w.queue.push_back(Entry {
-                        pending: Pending::Last(error_reply(&format!("ERR {e}"))),
-                        stamp: None,
-                        bytes: 0,
-                    });
-                }
+            if !queued {
+                break;
             }
             if let Some(entry) = w.queue.back() {
                 self.deferred = matches!(entry.pending, Pending::Deferred(_));
@@ -636,6 +584,80 @@ impl<S: Stream> Session<S> {
             started = true;
         }
         started
+    }
+
+    /// Starts `req`, read at `read` (`read_now`: in this poll), and queues
+    /// its entry; false when CLIENT PAUSE holds it instead (`was_held`: it
+    /// was held already).
+    #[inline]
+    fn start(
+        &mut self,
+        w: &mut Work,
+        req: Request,
+        read: Tick,
+        read_now: bool,
+        was_held: bool,
+    ) -> bool {
+        if let Some(until) = self.paused_until(&req) {
+            // CLIENT PAUSE: it waits, and so does what follows; Redis
+            // counts the client as blocked meanwhile.
+            if !was_held {
+                self.ctx
+                    .stats()
+                    .blocked_clients
+                    .fetch_add(1, Ordering::Relaxed);
+            }
+            self.hold(req, read, until);
+            return false;
+        }
+        if was_held {
+            self.ctx
+                .stats()
+                .blocked_clients
+                .fetch_sub(1, Ordering::Relaxed);
+        }
+        let pushes = &mut self.pushes;
+        let limit = self.ctx.shared.settings.raw.client.max_push_bytes;
+        let sink = |closer: Closer| push_sink(pushes, limit, closer);
+        // The last request read so far, while no other client of the
+        // worker waits for replies, may be written at once by an idle node
+        // connection.
+        let env = self.ctx.pool.env();
+        env.set_last_request(w.input.is_empty() && !env.others_waiting(self.waiting));
+        // Its deadline counts from its read if that was in this poll; a
+        // request held (CLIENT PAUSE) or left from an earlier poll starts
+        // its own clock now.
+        let start = if read_now { read } else { Tick::now() };
+        let run = dispatch(
+            &mut self.client,
+            req,
+            start,
+            sink,
+            &self.ctx,
+            &mut w.samples,
+        );
+        env.set_last_request(false);
+        let bytes = match (&run.frame, &run.pending) {
+            (Some(frame), _) => frame.len(),
+            (None, Pending::Remote(remote)) => remote.frame().len(),
+            (None, _) => 0,
+        };
+        let kept = run.frame.map(|frame| w.frames.push_back(frame)).is_some();
+        // The entry is made in its place in the queue (no move of it from
+        // the stack).
+        w.queue.push_back(Entry {
+            pending: run.pending,
+            stamp: Some(Stamp {
+                read,
+                family: run.family,
+                kept,
+                ran: run.ran,
+                stat: run.stat,
+                hot: run.hot,
+            }),
+            bytes,
+        });
+        true
     }
 }
 
