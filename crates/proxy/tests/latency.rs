@@ -387,3 +387,51 @@ fn slowlog_keeps_max_len_shortens_arguments_and_hides_passwords() {
         assert!(!text.contains(secret), "{secret} in {text}");
     }
 }
+
+/// Requests pipelined around one that is redirected are each logged with
+/// their own arguments, in order: the redirected request keeps its frame
+/// while it is followed, between the local replies before and after it.
+#[test]
+fn slowlog_names_each_request_of_a_pipeline_around_a_redirect() {
+    let cluster = common::cluster(3, 0);
+    let proxy = Proxy::spawn(
+        &cluster.seeds(),
+        &[],
+        &[("ORTHRUS_SLOWLOG__LOG_SLOWER_THAN_US", "0")],
+    );
+    proxy.wait_ready(Duration::from_secs(20));
+    let mut con = proxy.client();
+    cmd_ok(&mut con, &["SET", "moving", "v"]);
+    // The key's slot moves behind orthrus's back: its GET meets MOVED.
+    let slot = orthrus_cluster::Slot::for_key(b"moving").get();
+    let from = cluster.master_of_slot(slot).unwrap();
+    let to = *cluster
+        .masters()
+        .unwrap()
+        .iter()
+        .find(|&&m| m != from)
+        .unwrap();
+    cluster.move_slot(slot, to).unwrap();
+    let mut s = proxy.stream();
+    let pipeline = [
+        common::encode(&["ECHO", "before"]),
+        common::encode(&["GET", "moving"]),
+        common::encode(&["ECHO", "after"]),
+    ]
+    .concat();
+    std::io::Write::write_all(&mut s, &pipeline).unwrap();
+    assert_eq!(common::reply_text(&mut s), "$6\r\nbefore\r\n");
+    assert_eq!(common::reply_text(&mut s), "$1\r\nv\r\n");
+    assert_eq!(common::reply_text(&mut s), "$5\r\nafter\r\n");
+    // Newest first.
+    let args: Vec<Vec<String>> = slowlog(&mut con, 3).into_iter().map(|e| e.args).collect();
+    assert_eq!(
+        args,
+        [
+            vec!["ECHO", "after"],
+            vec!["GET", "moving"],
+            vec!["ECHO", "before"]
+        ],
+        "{args:?}"
+    );
+}

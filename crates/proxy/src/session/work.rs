@@ -93,6 +93,7 @@ impl Work {
 
     /// Back to the worker's stock (an idle one: it holds no request).
     pub fn give_back(self: Box<Work>) {
+        debug_assert!(self.frames.is_empty(), "a kept frame without its entry");
         STOCK.with_borrow_mut(|stock| {
             if stock.len() < STOCK_MAX {
                 stock.push(self);
