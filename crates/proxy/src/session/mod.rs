@@ -376,6 +376,13 @@ impl<S: Stream> Session<S> {
         // this poll would cost a readiness check and learn nothing.
         let mut read_blocked = false;
         let mut reads = 0u32;
+        // Replies are looked for at first, and again only once requests
+        // started, an error was queued or output was written (a deferred
+        // command waits for that): a reply in flight cannot arrive from this
+        // thread's node connections while this poll runs, and one that comes
+        // from elsewhere wakes the task again, so asking again would learn
+        // nothing.
+        let mut replies_due = true;
         loop {
             let mut progress = false;
             let reading = !read_blocked && self.wants_input(w);
@@ -396,22 +403,28 @@ impl<S: Stream> Session<S> {
             }
             // Read in this poll: its requests may count their deadlines
             // from `read_at`.
-            progress |= self.start_requests(w, reads > 0);
+            let started = self.start_requests(w, reads > 0);
+            progress |= started;
+            replies_due |= started;
             if !w.input.is_empty() {
-                self.check_query_buffer(w);
+                replies_due |= self.check_query_buffer(w);
             }
             if progress {
                 // Bytes read or a request started: not idle (one look at
                 // the live settings for both).
                 self.reset_idle_timer();
             }
-            match self.take_replies(w, cx) {
-                Ok(took) => progress |= took,
-                Err(_) => return Some(End::Gone),
+            if replies_due {
+                replies_due = false;
+                match self.take_replies(w, cx) {
+                    Ok(took) => progress |= took,
+                    Err(_) => return Some(End::Gone),
+                }
             }
             if !w.output.is_empty() {
                 match w.output.poll_flush(&mut self.stream, cx) {
                     Poll::Ready(Ok(())) => {
+                        replies_due = true;
                         progress |= !w.queue.is_empty()
                             || (!reading && !read_blocked && self.wants_input(w));
                     }
@@ -450,8 +463,9 @@ impl<S: Stream> Session<S> {
 
     /// One request buffered past `client.query_buffer_limit` before it is
     /// complete (Redis's `client-query-buffer-limit`): an error, and the
-    /// connection closes once the replies before it are written.
-    fn check_query_buffer(&mut self, w: &mut Work) {
+    /// connection closes once the replies before it are written. True if
+    /// it queued that error.
+    fn check_query_buffer(&mut self, w: &mut Work) -> bool {
         let limit = self.ctx.shared.settings.raw.client.query_buffer_limit;
         // Only an incomplete request stays buffered while requests may start.
         if w.input.len() <= limit
@@ -460,7 +474,7 @@ impl<S: Stream> Session<S> {
             || self.holding()
             || !self.has_room(w)
         {
-            return;
+            return false;
         }
         WorkerStats::bump(&self.ctx.stats().protocol_errors);
         let reply = error_reply(&format!(
@@ -474,6 +488,7 @@ impl<S: Stream> Session<S> {
             stamp: None,
             bytes: 0,
         });
+        true
     }
 
     /// Reads what the socket has. With nothing buffered, reads into the
