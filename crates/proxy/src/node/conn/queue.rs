@@ -36,8 +36,12 @@ pub(super) struct Queue {
     /// taken.
     bytes: RefCell<Vec<u8>>,
     head: Cell<usize>,
-    /// The task, while it waits for jobs.
+    /// The task, while it waits for jobs: set by its first wait, taken by
+    /// the wake-up. Only the connection's task polls the queue, so a
+    /// waker kept from an earlier wait still wakes the right task.
     waker: Cell<Option<Waker>>,
+    /// `waker` holds one.
+    waiting: Cell<bool>,
     /// What was written, oldest first, waiting for its reply.
     pub inflight: RefCell<VecDeque<Inflight>>,
     /// The socket's write half, once connected; taken when the task ends.
@@ -238,6 +242,7 @@ impl Queue {
 
     fn wake(&self) {
         if let Some(waker) = self.waker.take() {
+            self.waiting.set(false);
             waker.wake();
         }
     }
@@ -250,7 +255,11 @@ impl Queue {
         if self.abandoned.get() {
             return Poll::Ready(None);
         }
-        self.waker.set(Some(cx.waker().clone()));
+        // Woken by the reader's work (the task's other branches) instead:
+        // the waker kept from the last wait stays, no clone and no drop.
+        if !self.waiting.replace(true) {
+            self.waker.set(Some(cx.waker().clone()));
+        }
         Poll::Pending
     }
 
