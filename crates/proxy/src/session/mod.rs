@@ -565,6 +565,8 @@ impl<S: Stream> Session<S> {
             let queued = match self.timers.as_mut().and_then(|t| t.held.take()) {
                 // Held by CLIENT PAUSE: its deadline starts now.
                 Some((req, read)) => self.start(w, req, read, false, true),
+                // Everything read is parsed: no call to find nothing.
+                None if w.input.is_empty() => break,
                 None => {
                     // Redis's pre-AUTH limits, read per request: AUTH may
                     // be the request just before this one.
