@@ -77,12 +77,19 @@ pub(super) enum QueuedFrame {
 thread_local! {
     /// The queues holding jobs for the end of this worker's turn.
     static HELD: RefCell<Vec<Rc<Queue>>> = const { RefCell::new(Vec::new()) };
+    /// `HELD` has a queue: most parks find none (a lone client's request
+    /// is written at once), and a plain flag is read without the check
+    /// a thread-local with a destructor costs.
+    static ANY_HELD: Cell<bool> = const { Cell::new(false) };
 }
 
 /// Writes what every connection of this worker held during the turn (the
 /// runtime calls it before it parks, as Redis's `beforeSleep`): one write
 /// a connection for the turn's requests.
 pub fn flush_held() {
+    if !ANY_HELD.replace(false) {
+        return;
+    }
     while let Some(queue) = HELD.with_borrow_mut(Vec::pop) {
         queue.write_held();
     }
@@ -128,6 +135,7 @@ impl Queue {
             self.wake();
         } else if !self.held.replace(true) {
             HELD.with_borrow_mut(|held| held.push(Rc::clone(self)));
+            ANY_HELD.set(true);
         }
         Ok(())
     }
