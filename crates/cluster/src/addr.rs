@@ -7,15 +7,19 @@ use std::sync::Arc;
 /// Where a cluster node listens. The host is kept as the cluster reported it
 /// (a name is not resolved here). One pointer wide (an `Arc` of host and
 /// port): the same address is copied into every routing decision, every
-/// request in flight and every slot-map snapshot. Compared, ordered and
-/// hashed by host, then port.
+/// request in flight and every slot-map snapshot. Compared and ordered by
+/// host, then port; hashed by a digest of both made once, when the address
+/// is (a connection pool looks its node up on every request).
 #[derive(Clone, Eq, PartialEq, Hash, Ord, PartialOrd)]
 pub struct NodeAddr(Arc<Parts>);
 
-#[derive(Eq, PartialEq, Hash, Ord, PartialOrd)]
+/// `digest` last: it follows from host and port, so it never decides an
+/// order or an equality they left open.
+#[derive(Eq, PartialEq, Ord, PartialOrd)]
 struct Parts {
     host: Box<str>,
     port: u16,
+    digest: u64,
 }
 
 /// Why a `host:port` string is not an address.
@@ -40,10 +44,9 @@ pub enum AddrParseError {
 impl NodeAddr {
     /// No validation: use `str::parse` for input from outside.
     pub fn new(host: impl Into<Box<str>>, port: u16) -> Self {
-        NodeAddr(Arc::new(Parts {
-            host: host.into(),
-            port,
-        }))
+        let host = host.into();
+        let digest = digest(&host, port);
+        NodeAddr(Arc::new(Parts { host, port, digest }))
     }
 
     /// The host without brackets (`::1`, not `[::1]`).
@@ -126,6 +129,22 @@ impl FromStr for NodeAddr {
     fn from_str(s: &str) -> Result<NodeAddr, AddrParseError> {
         NodeAddr::parse_bytes(s.as_bytes(), false)
     }
+}
+
+impl std::hash::Hash for Parts {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        state.write_u64(self.digest);
+    }
+}
+
+/// FNV-1a of the host's bytes and the port's: equal addresses, equal
+/// digests (a map's hasher mixes it further).
+fn digest(host: &str, port: u16) -> u64 {
+    host.bytes()
+        .chain(port.to_le_bytes())
+        .fold(0xcbf2_9ce4_8422_2325, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+        })
 }
 
 impl fmt::Debug for NodeAddr {
@@ -260,5 +279,27 @@ mod tests {
                 NodeAddr::new("b", 1)
             ]
         );
+    }
+
+    #[test]
+    fn addresses_made_apart_are_one_key() {
+        use std::collections::HashMap;
+        use std::hash::BuildHasher;
+        let hasher = std::hash::RandomState::new();
+        let a = NodeAddr::new("10.0.0.1", 7000);
+        let b: NodeAddr = "10.0.0.1:7000".parse().unwrap();
+        assert_eq!(a, b);
+        assert_eq!(hasher.hash_one(&a), hasher.hash_one(&b));
+        let mut map = HashMap::new();
+        map.insert(a, 1);
+        for (addr, n) in [
+            (NodeAddr::new("10.0.0.1", 7001), 2),
+            (NodeAddr::new("10.0.0.10", 7000), 3),
+            (NodeAddr::new("10.0.0.1", 7000), 4),
+        ] {
+            map.insert(addr, n);
+        }
+        assert_eq!(map.len(), 3);
+        assert_eq!(map.get(&b), Some(&4));
     }
 }
