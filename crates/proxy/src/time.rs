@@ -53,6 +53,13 @@ impl Tick {
         Duration::from_nanos(self.0.saturating_sub(earlier.0))
     }
 
+    /// `self - earlier` in whole microseconds (zero if `earlier` is
+    /// later): a request's latency, counted as it is in every figure.
+    #[inline]
+    pub fn micros_since(self, earlier: Tick) -> u64 {
+        self.0.saturating_sub(earlier.0) / 1_000
+    }
+
     /// How long ago this was.
     pub fn elapsed(self) -> Duration {
         Tick::now().since(self)

@@ -350,15 +350,11 @@ mod tests {
         let shared = Shared::for_tests(2);
         WorkerStats::bump(&shared.stats[1].commands);
         WorkerStats::bump(&shared.stats[0].commands);
-        let took = Duration::from_micros(100);
         shared
             .latency
             .worker(0)
-            .record(Family::Hash, took, Some(took / 2));
-        shared
-            .latency
-            .worker(1)
-            .record(Family::Hash, took * 2, None);
+            .record(Family::Hash, 100, Some(Duration::from_micros(50)));
+        shared.latency.worker(1).record(Family::Hash, 200, None);
         let text = exposition(&shared);
         let mut typed = std::collections::HashSet::new();
         for line in text.lines() {

@@ -15,11 +15,9 @@
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
-use std::time::Duration;
 
 use rustc_hash::FxHashMap as HashMap;
 
-use crate::observe::latency::micros;
 use crate::observe::stats::worker_index;
 use crate::route::counted::{self, is_container};
 
@@ -78,7 +76,8 @@ pub struct Call<'a> {
     /// The number of its command-table entry, if it has one.
     pub stat: Option<u16>,
     /// Its time through orthrus.
-    pub took: Duration,
+    /// Microseconds from its read to its reply.
+    pub took_us: u64,
     /// False when orthrus refused it before it ran.
     pub ran: bool,
     /// The reply (an error reply counts as failed, or rejected).
@@ -106,7 +105,7 @@ impl CommandStats {
             return;
         };
         let error = error_name(call.reply);
-        let usec = micros(call.took);
+        let usec = call.took_us;
         if let Some(id) = call.stat {
             if let Some(c) = this.numbered(usize::from(id)) {
                 if call.ran {
@@ -396,7 +395,7 @@ mod tests {
         Call {
             frame,
             stat: None,
-            took: Duration::from_micros(10),
+            took_us: 10,
             ran,
             reply,
         }

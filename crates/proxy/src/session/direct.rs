@@ -37,6 +37,7 @@ use crate::node::conn::{Delivered, Reply, delivered_at};
 use crate::node::forward::is_answer;
 use crate::node::slot::Hook;
 use crate::observe::clients::Identity;
+use crate::time::Tick;
 use crate::worker::WorkerCtx;
 
 /// A plain TCP client connection (the session's stream).
@@ -191,10 +192,9 @@ impl Direct {
         let ctx = &owner.ctx;
         remote.count(ctx.pool.env().load(), &done);
         if let Some(stamp) = entry.stamp.take() {
-            let total = match delivered_at() {
-                Some(at) => at.since(stamp.read),
-                None => stamp.read.elapsed(),
-            };
+            let total = delivered_at()
+                .unwrap_or_else(Tick::now)
+                .micros_since(stamp.read);
             let frame = remote.frame();
             account(ctx, &owner.identity, &stamp, frame, total, &done, samples);
         }

@@ -17,6 +17,7 @@ use crate::node::forward;
 use crate::observe::clients::Identity;
 use crate::observe::commands::Call;
 use crate::observe::hotkeys::Sample;
+use crate::observe::latency::micros;
 use crate::observe::slowlog::Finished;
 use crate::route::kind::Family;
 use crate::time::Tick;
@@ -104,7 +105,7 @@ impl<S: Stream> Session<S> {
             if let Some(entry) = w.queue.front()
                 && let Some(stamp) = &entry.stamp
             {
-                let total = now.get_or_insert_with(Tick::now).since(stamp.read);
+                let total = now.get_or_insert_with(Tick::now).micros_since(stamp.read);
                 let none = Bytes::new();
                 let frame = entry.frame(w.frames.front()).unwrap_or(&none);
                 let client = &self.client.identity;
@@ -147,8 +148,8 @@ impl<S: Stream> Session<S> {
     }
 }
 
-/// Counts a request whose reply is ready, `total` after it was read, in
-/// the latency figures and INFO commandstats, in the SLOWLOG if it was
+/// Counts a request whose reply is ready, `total` microseconds after it
+/// was read, in the latency figures and INFO commandstats, in the SLOWLOG if it was
 /// slow, and in the HOTKEYS summaries if it was sampled (its keys the
 /// front of `samples`).
 pub(super) fn account(
@@ -156,7 +157,7 @@ pub(super) fn account(
     client: &Identity,
     stamp: &Stamp,
     frame: &Bytes,
-    total: Duration,
+    total: u64,
     done: &Done,
     samples: &mut VecDeque<Sample>,
 ) {
@@ -170,7 +171,7 @@ pub(super) fn account(
     let call = Call {
         frame,
         stat: stamp.stat,
-        took: total,
+        took_us: total,
         ran: stamp.ran,
         reply: &done.reply,
     };
@@ -181,14 +182,14 @@ pub(super) fn account(
     // A blocked command's wait for data is not slowness: like Redis,
     // judge it by the rest of its time (orthrus's own).
     let judged = match (stamp.family, backend) {
-        (Family::Blocking, Some(backend)) => total.saturating_sub(backend),
+        (Family::Blocking, Some(backend)) => total.saturating_sub(micros(backend)),
         _ => total,
     };
     let slowlog = &ctx.shared.slowlog;
     if slowlog.is_slow(judged) {
         slowlog.push(Finished {
             frame,
-            total,
+            total: Duration::from_micros(total),
             backend,
             peer: &client.peer,
             name: ctx.shared.clients.name(client.id),
