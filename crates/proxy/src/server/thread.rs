@@ -42,11 +42,11 @@ pub fn run(index: usize, listeners: Listeners, shared: Arc<Shared>) -> io::Resul
     // once when woken (a `LocalSet` on a current-thread runtime queues it
     // in the set and wakes the set in the runtime). No time driver: its
     // timers are the timer thread's (`crate::time`), so a park is the IO
-    // driver's alone. Before it parks, the node connections write what
-    // the turn's requests left held for them (`flush_held`).
+    // driver's alone, with no hook: what the turn's requests left held for
+    // the node connections is written by a task of the worker's own
+    // (`node::conn::flusher`), woken only in a turn that held some.
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_io()
-        .on_thread_park(crate::node::conn::flush_held)
         .build_local(tokio::runtime::LocalOptions::default())?;
     let ctx = Rc::new(WorkerCtx::new(shared, index));
     runtime.block_on(async move {
@@ -59,6 +59,7 @@ pub fn run(index: usize, listeners: Listeners, shared: Arc<Shared>) -> io::Resul
         // waits for it, then drains.
         let acceptor = ctx.spawn(accept_loop(plain, tls, ctx.clone()));
         ctx.spawn(forget_departed_nodes(ctx.clone()));
+        ctx.spawn(crate::node::conn::flusher());
         if let Err(e) = acceptor.await {
             if e.is_panic() {
                 std::panic::resume_unwind(e.into_panic());

@@ -31,7 +31,7 @@ use tokio::io::AsyncWrite;
 mod queue;
 mod read;
 
-pub use queue::flush_held;
+pub use queue::flusher;
 use queue::{Queue, QueuedFrame};
 pub use read::delivered_at;
 use read::{Reader, read_loop, side_loop};

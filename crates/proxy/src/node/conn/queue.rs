@@ -6,13 +6,16 @@
 //! writer not in the middle of a batch) that is the last request its
 //! client has sent, while no other session of the worker waits for
 //! replies, is written at once by the caller with one `try_write`. Other
-//! small jobs for a plain-TCP connection are held, and [`flush_held`]
-//! writes each connection's held jobs with one `try_write` when the
-//! worker has nothing left to run and is about to park (tokio's
-//! `on_thread_park`, as Redis's `beforeSleep`): the requests of every
-//! client served in a turn leave together, and the task is not woken. A
-//! large frame, an `ASKING`, TLS, a batch's worth of held bytes or what
-//! the socket did not take is the task's to write.
+//! small jobs for a plain-TCP connection are held, and the worker's
+//! [`flusher`] task writes each connection's held jobs with one
+//! `try_write` once the tasks that were ready when the first job was held
+//! have run (the first held job wakes it, and a woken task runs after
+//! those already waiting; as Redis's `beforeSleep`): the requests of every
+//! client served in a turn leave together, and the connection's task is
+//! not woken. A turn that holds nothing (one client's request written at
+//! once) costs the flusher nothing. A large frame, an `ASKING`, TLS, a
+//! batch's worth of held bytes or what the socket did not take is the
+//! task's to write.
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
@@ -81,12 +84,39 @@ thread_local! {
     /// is written at once), and a plain flag is read without the check
     /// a thread-local with a destructor costs.
     static ANY_HELD: Cell<bool> = const { Cell::new(false) };
+    /// This thread's [`flusher`], while it waits for held jobs.
+    static FLUSHER: Cell<Option<Waker>> = const { Cell::new(None) };
+    /// A [`flusher`] runs on this thread: jobs may be held for it.
+    static HAS_FLUSHER: Cell<bool> = const { Cell::new(false) };
 }
 
-/// Writes what every connection of this worker held during the turn (the
-/// runtime calls it before it parks, as Redis's `beforeSleep`): one write
-/// a connection for the turn's requests.
-pub fn flush_held() {
+/// The worker's task that writes what its connections held: woken by the
+/// first job held in a turn, it runs after the tasks that were waiting to
+/// run then, and writes every held connection's jobs (`flush_held`).
+/// Runs for the worker's life; until it has started, and once it is gone,
+/// nothing is held.
+pub async fn flusher() {
+    /// Nothing is held for a flusher that is gone.
+    struct Gone;
+    impl Drop for Gone {
+        fn drop(&mut self) {
+            HAS_FLUSHER.set(false);
+            drop(FLUSHER.take());
+        }
+    }
+    let _gone = Gone;
+    HAS_FLUSHER.set(true);
+    std::future::poll_fn(|cx| {
+        flush_held();
+        FLUSHER.set(Some(cx.waker().clone()));
+        Poll::<()>::Pending
+    })
+    .await;
+}
+
+/// Writes what every connection of this worker held during the turn: one
+/// write a connection for the turn's requests.
+fn flush_held() {
     if !ANY_HELD.replace(false) {
         return;
     }
@@ -124,7 +154,8 @@ impl Queue {
         let hold = matches!(frame, QueuedFrame::Copied(_))
             && !job.asking
             && (self.held.get() || (!self.busy.get() && self.is_plain()))
-            && self.bytes.borrow().len() - self.head.get() < BATCH_BYTES;
+            && self.bytes.borrow().len() - self.head.get() < BATCH_BYTES
+            && HAS_FLUSHER.get();
         self.jobs.borrow_mut().push_back(Queued {
             frame,
             asking: job.asking,
@@ -135,7 +166,11 @@ impl Queue {
             self.wake();
         } else if !self.held.replace(true) {
             HELD.with_borrow_mut(|held| held.push(Rc::clone(self)));
-            ANY_HELD.set(true);
+            if !ANY_HELD.replace(true)
+                && let Some(flusher) = FLUSHER.take()
+            {
+                flusher.wake();
+            }
         }
         Ok(())
     }
@@ -335,11 +370,13 @@ mod tests {
     }
 
     /// Small jobs pushed during a turn are held (nothing reaches the
-    /// node) until the worker is about to park, then leave in one write,
-    /// each with its place in the in-flight queue; the last request of a
-    /// client for an idle connection is written at once.
+    /// node) until the flusher has run, after the tasks waiting to run
+    /// when the first was held, then leave in one write, each with its
+    /// place in the in-flight queue; the last request of a client for an
+    /// idle connection is written at once. With no flusher on the thread,
+    /// nothing is held.
     #[test]
-    fn a_turns_small_jobs_leave_together_when_the_worker_parks() {
+    fn a_turns_small_jobs_leave_together_when_the_flusher_runs() {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_io()
             .build()
@@ -357,6 +394,15 @@ mod tests {
             let frames: Vec<Bytes> = (0..3)
                 .map(|i| Bytes::from(format!("*2\r\n$3\r\nGET\r\n$1\r\n{i}\r\n")))
                 .collect();
+            // No flusher yet: not held (the connection's task, woken, is
+            // to write it).
+            let (job, _rx) = new_job(&frames[0]);
+            assert!(queue.push(job, false).is_ok());
+            assert!(!queue.held.get());
+            queue.jobs.borrow_mut().clear();
+            queue.bytes.borrow_mut().clear();
+            let flusher = tokio::spawn(flusher());
+            tokio::task::yield_now().await; // the flusher starts and waits
             let mut receivers = Vec::new();
             for frame in &frames {
                 let (job, rx) = new_job(frame);
@@ -366,7 +412,7 @@ mod tests {
             let mut buf = [0u8; 256];
             assert!(node.read(&mut buf).is_err(), "held, not written yet");
             assert_eq!(queue.inflight.borrow().len(), 0);
-            flush_held();
+            tokio::task::yield_now().await; // the flusher, woken, runs first
             assert_eq!(queue.inflight.borrow().len(), 3);
             assert!(queue.jobs.borrow().is_empty());
             let want: Vec<u8> = frames.iter().flat_map(|f| f.iter().copied()).collect();
@@ -385,6 +431,9 @@ mod tests {
             assert!(queue.push(job, true).is_ok());
             assert!(!queue.held.get());
             assert_eq!(queue.inflight.borrow().len(), 1);
+            flusher.abort();
+            let _ = flusher.await;
+            assert!(!HAS_FLUSHER.get(), "nothing held once it is gone");
         });
     }
 }
