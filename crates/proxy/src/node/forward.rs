@@ -173,7 +173,12 @@ impl Remote {
 
     /// The client's reply from a node's answer that [`is_answer`].
     pub fn done(&self, delivered: Delivered) -> Done {
-        Done::from_nodes(delivered.frame, self.backend() + delivered.took)
+        // Most requests made one attempt: no earlier wait to add.
+        let backend = match self.backend_us {
+            0 => delivered.took,
+            _ => self.backend() + delivered.took,
+        };
+        Done::from_nodes(delivered.frame, backend)
     }
 
     /// Time spent waiting for nodes before the last attempt.

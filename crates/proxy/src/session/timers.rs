@@ -80,7 +80,8 @@ impl<S: Stream> Session<S> {
     /// How long this client may stay silent, from now. Subscribers and
     /// clients in a WATCH are never timed out, nor (checked when the time
     /// is up) clients waiting for replies, blocked ones among them: as in
-    /// Redis.
+    /// Redis. (Inlined: every request's poll asks.)
+    #[inline]
     pub(super) fn reset_idle_timer(&mut self) {
         let secs = self
             .ctx
