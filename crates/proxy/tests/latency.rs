@@ -403,14 +403,7 @@ fn slowlog_names_each_request_of_a_pipeline_around_a_redirect() {
     let mut con = proxy.client();
     cmd_ok(&mut con, &["SET", "moving", "v"]);
     // The key's slot moves behind orthrus's back: its GET meets MOVED.
-    let slot = orthrus_cluster::Slot::for_key(b"moving").get();
-    let from = cluster.master_of_slot(slot).unwrap();
-    let to = *cluster
-        .masters()
-        .unwrap()
-        .iter()
-        .find(|&&m| m != from)
-        .unwrap();
+    let (slot, to) = common::slot_and_other_master(&cluster, b"moving");
     cluster.move_slot(slot, to).unwrap();
     let mut s = proxy.stream();
     let pipeline = [

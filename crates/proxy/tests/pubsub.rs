@@ -7,7 +7,6 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{Proxy, cluster, reply_text as reply, send};
-use orthrus_cluster::Slot;
 
 #[test]
 fn publish_subscribe() {
@@ -106,14 +105,7 @@ fn publish_subscribe() {
             channel.len()
         )
     );
-    let slot = Slot::for_key(channel.as_bytes()).get();
-    let from = cluster.master_of_slot(slot).unwrap();
-    let to = *cluster
-        .masters()
-        .unwrap()
-        .iter()
-        .find(|&&m| m != from)
-        .unwrap();
+    let (slot, to) = common::slot_and_other_master(&cluster, channel.as_bytes());
     cluster.move_slot(slot, to).unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {

@@ -84,14 +84,7 @@ fn transactions() {
 
     // The slot moves before EXEC: orthrus resends the transaction to the
     // new owner and the client sees only the result.
-    let slot = Slot::for_key(b"acct").get();
-    let from = cluster.master_of_slot(slot).unwrap();
-    let to = *cluster
-        .masters()
-        .unwrap()
-        .iter()
-        .find(|&&m| m != from)
-        .unwrap();
+    let (slot, to) = common::slot_and_other_master(&cluster, b"acct");
     assert_eq!(send(&mut s, &["MULTI"]), "+OK\r\n");
     assert_eq!(send(&mut s, &["INCR", "{acct}a"]), "+QUEUED\r\n");
     cluster.move_slot(slot, to).unwrap();
@@ -200,10 +193,7 @@ fn a_transaction_during_a_migration_runs_once_it_ends() {
 fn watch_follows_a_slot_that_moved() {
     let cluster = cluster(3, 0);
     let proxy = Proxy::start(&cluster.seeds(), &[]);
-    let slot = Slot::for_key(b"{w}").get();
-    let from = cluster.master_of_slot(slot).unwrap();
-    let masters = cluster.masters().unwrap();
-    let to = *masters.iter().find(|&&m| m != from).unwrap();
+    let (slot, to) = common::slot_and_other_master(&cluster, b"{w}");
     let mut s = proxy.stream();
     assert_eq!(send(&mut s, &["SET", "{w}k", "1"]), "+OK\r\n");
     cluster.move_slot(slot, to).unwrap();

@@ -355,6 +355,19 @@ pub fn tracking_conns(cluster: &Cluster, i: usize) -> usize {
         .count()
 }
 
+/// The slot of `key` and a master other than its owner now: where a test
+/// moves the slot behind orthrus's back, so that orthrus meets MOVED.
+pub fn slot_and_other_master(cluster: &Cluster, key: &[u8]) -> (u16, usize) {
+    let slot = orthrus_cluster::Slot::for_key(key).get();
+    let from = cluster.master_of_slot(slot).expect("owner");
+    let masters = cluster.masters().expect("masters");
+    let to = *masters
+        .iter()
+        .find(|&&m| m != from)
+        .expect("another master");
+    (slot, to)
+}
+
 /// Which node index of `cluster` owns `key` now.
 pub fn owner_of(cluster: &Cluster, key: &[u8]) -> usize {
     let slot = orthrus_cluster::Slot::for_key(key).get();
