@@ -51,7 +51,7 @@ pub(super) struct Queue {
     pub wr: RefCell<Option<NodeWriteHalf>>,
     /// The task holds a batch it has not finished writing.
     pub busy: Cell<bool>,
-    /// Jobs wait in `jobs` for [`flush_held`], before the worker parks.
+    /// Jobs wait in `jobs` for the worker's [`flusher`].
     held: Cell<bool>,
     /// The handle was dropped.
     abandoned: Cell<bool>,
@@ -80,9 +80,9 @@ pub(super) enum QueuedFrame {
 thread_local! {
     /// The queues holding jobs for the end of this worker's turn.
     static HELD: RefCell<Vec<Rc<Queue>>> = const { RefCell::new(Vec::new()) };
-    /// `HELD` has a queue: most parks find none (a lone client's request
-    /// is written at once), and a plain flag is read without the check
-    /// a thread-local with a destructor costs.
+    /// `HELD` has a queue: the first job held in a turn wakes the
+    /// flusher, the others find the flag set (a plain flag, read without
+    /// the check a thread-local with a destructor costs).
     static ANY_HELD: Cell<bool> = const { Cell::new(false) };
     /// This thread's [`flusher`], while it waits for held jobs.
     static FLUSHER: Cell<Option<Waker>> = const { Cell::new(None) };
