@@ -61,8 +61,11 @@ impl<S: Stream> Session<S> {
                             None => self.ctx.clone(),
                         };
                         // Its request is kept for the SLOWLOG and
-                        // commandstats: the entry heads the queue.
-                        if let Some(stamp) = &mut entry.stamp {
+                        // commandstats, unless it is already (a handler's
+                        // `Remote`): the entry heads the queue.
+                        if let Some(stamp) = &mut entry.stamp
+                            && !stamp.kept
+                        {
                             stamp.kept = true;
                             w.frames.push_front(remote.frame().clone());
                         }
