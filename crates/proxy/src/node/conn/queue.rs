@@ -43,8 +43,6 @@ pub(super) struct Queue {
     /// the wake-up. Only the connection's task polls the queue, so a
     /// waker kept from an earlier wait still wakes the right task.
     waker: Cell<Option<Waker>>,
-    /// `waker` holds one.
-    waiting: Cell<bool>,
     /// What was written, oldest first, waiting for its reply.
     pub inflight: RefCell<VecDeque<Inflight>>,
     /// The socket's write half, once connected; taken when the task ends.
@@ -80,10 +78,6 @@ pub(super) enum QueuedFrame {
 thread_local! {
     /// The queues holding jobs for the end of this worker's turn.
     static HELD: RefCell<Vec<Rc<Queue>>> = const { RefCell::new(Vec::new()) };
-    /// `HELD` has a queue: the first job held in a turn wakes the
-    /// flusher, the others find the flag set (a plain flag, read without
-    /// the check a thread-local with a destructor costs).
-    static ANY_HELD: Cell<bool> = const { Cell::new(false) };
     /// This thread's [`flusher`], while it waits for held jobs.
     static FLUSHER: Cell<Option<Waker>> = const { Cell::new(None) };
     /// A [`flusher`] runs on this thread: jobs may be held for it.
@@ -117,9 +111,6 @@ pub async fn flusher() {
 /// Writes what every connection of this worker held during the turn: one
 /// write a connection for the turn's requests.
 fn flush_held() {
-    if !ANY_HELD.replace(false) {
-        return;
-    }
     while let Some(queue) = HELD.with_borrow_mut(Vec::pop) {
         queue.write_held();
     }
@@ -165,10 +156,12 @@ impl Queue {
         if !hold {
             self.wake();
         } else if !self.held.replace(true) {
-            HELD.with_borrow_mut(|held| held.push(Rc::clone(self)));
-            if !ANY_HELD.replace(true)
-                && let Some(flusher) = FLUSHER.take()
-            {
+            // The turn's first held connection wakes the flusher.
+            let first = HELD.with_borrow_mut(|held| {
+                held.push(Rc::clone(self));
+                held.len() == 1
+            });
+            if first && let Some(flusher) = FLUSHER.take() {
                 flusher.wake();
             }
         }
@@ -285,7 +278,6 @@ impl Queue {
 
     fn wake(&self) {
         if let Some(waker) = self.waker.take() {
-            self.waiting.set(false);
             waker.wake();
         }
     }
@@ -300,9 +292,8 @@ impl Queue {
         }
         // Woken by the reader's work (the task's other branches) instead:
         // the waker kept from the last wait stays, no clone and no drop.
-        if !self.waiting.replace(true) {
-            self.waker.set(Some(cx.waker().clone()));
-        }
+        let waker = self.waker.take().unwrap_or_else(|| cx.waker().clone());
+        self.waker.set(Some(waker));
         Poll::Pending
     }
 
