@@ -16,6 +16,7 @@ use bytes::{Bytes, BytesMut};
 use orthrus_resp::{Request, encode};
 
 use super::clients::ClientAddr;
+use super::latency::micros;
 
 /// Arguments kept per entry, and bytes per argument (Redis's limits).
 const MAX_ARGS: usize = 32;
@@ -47,7 +48,8 @@ pub struct SlowLog {
 /// What is known of a finished request.
 pub struct Finished<'a> {
     pub frame: &'a Bytes,
-    pub total: Duration,
+    /// Microseconds from its read to its reply, as every figure counts it.
+    pub total_us: u64,
     pub backend: Option<Duration>,
     pub peer: &'a ClientAddr,
     pub name: Option<Bytes>,
@@ -102,13 +104,12 @@ impl SlowLog {
         if secret || max_len == 0 {
             return;
         }
-        let micros = |d: Duration| u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
         let entry = Entry {
             id: self.next_id.fetch_add(1, Ordering::Relaxed),
             time: SystemTime::now()
                 .duration_since(UNIX_EPOCH)
                 .map_or(0, |d| d.as_secs()),
-            total_us: micros(done.total),
+            total_us: done.total_us,
             backend_us: done.backend.map(micros),
             args,
             client_addr: done.peer.to_string(),
@@ -334,7 +335,7 @@ mod tests {
             assert!(log.is_slow(0));
             log.push(Finished {
                 frame: &f,
-                total: Duration::from_micros(5),
+                total_us: 5,
                 backend: Some(Duration::from_micros(3)),
                 peer: &peer,
                 name: None,

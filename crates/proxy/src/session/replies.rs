@@ -5,7 +5,6 @@
 use std::collections::VecDeque;
 use std::io;
 use std::task::{Context, Poll};
-use std::time::Duration;
 
 use bytes::Bytes;
 
@@ -192,7 +191,7 @@ pub(super) fn account(
     if slowlog.is_slow(judged) {
         slowlog.push(Finished {
             frame,
-            total: Duration::from_micros(total),
+            total_us: total,
             backend,
             peer: &client.peer,
             name: ctx.shared.clients.name(client.id),
