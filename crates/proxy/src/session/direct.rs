@@ -178,7 +178,12 @@ impl Direct {
         let Some(work) = lent.as_mut() else {
             return Some(delivered);
         };
-        let Work { queue, samples, .. } = &mut **work;
+        let Work {
+            queue,
+            samples,
+            frames,
+            ..
+        } = &mut **work;
         let Some(entry) = queue.front_mut() else {
             return Some(delivered);
         };
@@ -195,7 +200,10 @@ impl Direct {
             let total = delivered_at()
                 .unwrap_or_else(Tick::now)
                 .micros_since(stamp.read);
-            let frame = remote.frame();
+            // A request its handler kept (not in the `Remote`) waits at
+            // the front of `frames`: counted, it leaves with its stamp.
+            let kept = if stamp.kept { frames.pop_front() } else { None };
+            let frame = kept.as_ref().unwrap_or_else(|| remote.frame());
             account(ctx, &owner.identity, &stamp, frame, total, &done, samples);
         }
         let written = stream.try_write(&done.reply).unwrap_or(0);

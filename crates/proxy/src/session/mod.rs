@@ -351,12 +351,9 @@ impl<S: Stream> Session<S> {
         let Some(direct) = self.stream.direct() else {
             return Some(work);
         };
-        // Not one whose request waits in `frames` (a handler's `Remote`):
-        // the hook counts from the `Remote`'s own frame and leaves `frames`.
         let lendable = work.queue.len() == 1
             && work.queue.front().is_some_and(|entry| {
-                matches!(entry.pending, Pending::Remote(_))
-                    && entry.stamp.as_ref().is_some_and(|stamp| !stamp.kept)
+                matches!(entry.pending, Pending::Remote(_)) && entry.stamp.is_some()
             })
             && work.output.is_empty()
             && work.input.is_empty()
