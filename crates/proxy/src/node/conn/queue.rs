@@ -12,7 +12,8 @@
 //! have run (the first held job wakes it, and a woken task runs after
 //! those already waiting; as Redis's `beforeSleep`): the requests of every
 //! client served in a turn leave together, and the connection's task is
-//! not woken. A turn that holds nothing (one client's request written at
+//! not woken (polled for its reads meanwhile, it leaves them: one write a
+//! connection a turn, not two). A turn that holds nothing (one client's request written at
 //! once) costs the flusher nothing. A large frame, an `ASKING`, TLS, a
 //! batch's worth of held bytes or what the socket did not take is the
 //! task's to write.
@@ -96,6 +97,11 @@ pub async fn flusher() {
         fn drop(&mut self) {
             HAS_FLUSHER.set(false);
             drop(FLUSHER.take());
+            // What is still held is the tasks' to write.
+            while let Some(queue) = HELD.with_borrow_mut(Vec::pop) {
+                queue.held.set(false);
+                queue.wake();
+            }
         }
     }
     let _gone = Gone;
@@ -283,8 +289,13 @@ impl Queue {
     }
 
     /// The next job; `None` once the handle is gone and nothing is left.
+    /// Held jobs are left to the flusher (the task, polled for its reads
+    /// before it runs, would write them and leave the turn's later ones
+    /// for a second write), unless the handle is gone.
     pub(super) fn poll_next(&self, cx: &mut Context<'_>) -> Poll<Option<Queued>> {
-        if let Some(job) = self.jobs.borrow_mut().pop_front() {
+        if (!self.held.get() || self.abandoned.get())
+            && let Some(job) = self.jobs.borrow_mut().pop_front()
+        {
             return Poll::Ready(Some(job));
         }
         if self.abandoned.get() {
@@ -425,6 +436,52 @@ mod tests {
             flusher.abort();
             let _ = flusher.await;
             assert!(!HAS_FLUSHER.get(), "nothing held once it is gone");
+        });
+    }
+
+    /// The connection's task, polled during the turn (for its reads), does
+    /// not take what is held: the flusher writes a turn's jobs in one
+    /// write, not the task some of them and the flusher the rest. Once
+    /// the flusher is gone, what it held is the task's again.
+    #[test]
+    fn held_jobs_are_the_flushers_not_the_tasks() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_io()
+            .build()
+            .expect("runtime");
+        runtime.block_on(async {
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+            let stream = tokio::net::TcpStream::connect(listener.local_addr().expect("addr"))
+                .await
+                .expect("connect");
+            let (_node, _) = listener.accept().expect("accept");
+            let (_rd, wr) = stream.into_split();
+            let queue = Rc::new(Queue::default());
+            *queue.wr.borrow_mut() = Some(NodeWriteHalf::Plain(wr));
+            let frame = Bytes::from_static(b"*2\r\n$3\r\nGET\r\n$1\r\na\r\n");
+            let mut cx = Context::from_waker(Waker::noop());
+            let flusher = tokio::spawn(flusher());
+            tokio::task::yield_now().await; // the flusher starts and waits
+            let (job, _a) = new_job(&frame);
+            assert!(queue.push(job, false).is_ok());
+            assert!(queue.held.get());
+            assert!(
+                queue.poll_next(&mut cx).is_pending(),
+                "held for the flusher"
+            );
+            let (job, _b) = new_job(&frame);
+            assert!(queue.push(job, false).is_ok());
+            tokio::task::yield_now().await; // the flusher runs
+            assert!(queue.jobs.borrow().is_empty());
+            assert_eq!(queue.inflight.borrow().len(), 2, "both in one write");
+            // Held when the flusher ends: the task takes it.
+            let (job, _c) = new_job(&frame);
+            assert!(queue.push(job, false).is_ok());
+            assert!(queue.held.get());
+            flusher.abort();
+            let _ = flusher.await;
+            assert!(!queue.held.get());
+            assert!(queue.poll_next(&mut cx).is_ready());
         });
     }
 }
