@@ -13,10 +13,10 @@
 //! those already waiting; as Redis's `beforeSleep`): the requests of every
 //! client served in a turn leave together, and the connection's task is
 //! not woken (polled for its reads meanwhile, it leaves them: one write a
-//! connection a turn, not two). A turn that holds nothing (one client's request written at
-//! once) costs the flusher nothing. A large frame, an `ASKING`, TLS, a
-//! batch's worth of held bytes or what the socket did not take is the
-//! task's to write.
+//! connection a turn, not two). A turn that holds nothing (one client's
+//! request written at once) costs the flusher nothing. A large frame, an
+//! `ASKING`, TLS, a batch's worth of held bytes or what the socket did not
+//! take is the task's to write.
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
@@ -473,7 +473,11 @@ mod tests {
             assert!(queue.push(job, false).is_ok());
             tokio::task::yield_now().await; // the flusher runs
             assert!(queue.jobs.borrow().is_empty());
-            assert_eq!(queue.inflight.borrow().len(), 2, "both in one write");
+            assert_eq!(
+                queue.inflight.borrow().len(),
+                2,
+                "both written by the flusher"
+            );
             // Held when the flusher ends: the task takes it.
             let (job, _c) = new_job(&frame);
             assert!(queue.push(job, false).is_ok());
