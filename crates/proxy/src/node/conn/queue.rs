@@ -371,14 +371,9 @@ mod tests {
         (job, rx)
     }
 
-    /// Small jobs pushed during a turn are held (nothing reaches the
-    /// node) until the flusher has run, after the tasks waiting to run
-    /// when the first was held, then leave in one write, each with its
-    /// place in the in-flight queue; the last request of a client for an
-    /// idle connection is written at once. With no flusher on the thread,
-    /// nothing is held.
-    #[test]
-    fn a_turns_small_jobs_leave_together_when_the_flusher_runs() {
+    /// Runs `test` on a one-thread runtime with a queue whose write half
+    /// is connected to a plain socket, the node's side (non-blocking).
+    fn on_a_connection(test: impl AsyncFnOnce(Rc<Queue>, std::net::TcpStream)) {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_io()
             .build()
@@ -388,11 +383,24 @@ mod tests {
             let stream = tokio::net::TcpStream::connect(listener.local_addr().expect("addr"))
                 .await
                 .expect("connect");
-            let (mut node, _) = listener.accept().expect("accept");
+            let (node, _) = listener.accept().expect("accept");
             node.set_nonblocking(true).expect("nonblocking");
             let (_rd, wr) = stream.into_split();
             let queue = Rc::new(Queue::default());
             *queue.wr.borrow_mut() = Some(NodeWriteHalf::Plain(wr));
+            test(queue, node).await;
+        });
+    }
+
+    /// Small jobs pushed during a turn are held (nothing reaches the
+    /// node) until the flusher has run, after the tasks waiting to run
+    /// when the first was held, then leave in one write, each with its
+    /// place in the in-flight queue; the last request of a client for an
+    /// idle connection is written at once. With no flusher on the thread,
+    /// nothing is held.
+    #[test]
+    fn a_turns_small_jobs_leave_together_when_the_flusher_runs() {
+        on_a_connection(async |queue, mut node| {
             let frames: Vec<Bytes> = (0..3)
                 .map(|i| Bytes::from(format!("*2\r\n$3\r\nGET\r\n$1\r\n{i}\r\n")))
                 .collect();
@@ -445,19 +453,7 @@ mod tests {
     /// the flusher is gone, what it held is the task's again.
     #[test]
     fn held_jobs_are_the_flushers_not_the_tasks() {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_io()
-            .build()
-            .expect("runtime");
-        runtime.block_on(async {
-            let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-            let stream = tokio::net::TcpStream::connect(listener.local_addr().expect("addr"))
-                .await
-                .expect("connect");
-            let (_node, _) = listener.accept().expect("accept");
-            let (_rd, wr) = stream.into_split();
-            let queue = Rc::new(Queue::default());
-            *queue.wr.borrow_mut() = Some(NodeWriteHalf::Plain(wr));
+        on_a_connection(async |queue, _node| {
             let frame = Bytes::from_static(b"*2\r\n$3\r\nGET\r\n$1\r\na\r\n");
             let mut cx = Context::from_waker(Waker::noop());
             let flusher = tokio::spawn(flusher());
