@@ -184,7 +184,7 @@ impl Direct {
             frames,
             ..
         } = &mut **work;
-        let Some(entry) = queue.front_mut() else {
+        let Some(entry) = queue.front() else {
             return Some(delivered);
         };
         let (Pending::Remote(remote), Ok(stream)) = (&entry.pending, self.stream.try_borrow())
@@ -196,18 +196,18 @@ impl Direct {
         let done = remote.done(delivered);
         let ctx = &owner.ctx;
         remote.count(ctx.pool.env().load(), &done);
-        if let Some(stamp) = entry.stamp.take() {
+        if let Some(stamp) = &entry.stamp
+            && let Some(frame) = entry.frame(frames.front())
+        {
             let total = delivered_at()
                 .unwrap_or_else(Tick::now)
                 .micros_since(stamp.read);
-            // A request its handler kept (not in the `Remote`) waits at
-            // the front of `frames`: counted, it leaves with its stamp.
-            let kept = if stamp.kept { frames.pop_front() } else { None };
-            let frame = kept.as_ref().unwrap_or_else(|| remote.frame());
-            account(ctx, &owner.identity, &stamp, frame, total, &done, samples);
+            account(ctx, &owner.identity, stamp, frame, total, &done, samples);
         }
         let written = stream.try_write(&done.reply).unwrap_or(0);
         if written < done.reply.len() {
+            // Counted: the session writes the rest without counting it.
+            work.uncount_head();
             return Some(Delivered {
                 frame: done.reply.slice(written..),
                 took,
@@ -216,9 +216,7 @@ impl Direct {
         drop(stream);
         self.last_reply
             .set(Some(u32::try_from(written).unwrap_or(u32::MAX)));
-        if let Some(work) = lent.as_mut() {
-            work.pop_answered();
-        }
+        work.pop_answered();
         if let Some(work) = lent.take_if(|w| w.is_idle()) {
             work.give_back();
         }

@@ -83,6 +83,17 @@ impl Work {
         }
     }
 
+    /// The request at the head of the queue, counted already: its stamp
+    /// goes, and with it the frame kept for it, so that nothing counts it
+    /// again.
+    pub fn uncount_head(&mut self) {
+        if let Some(entry) = self.queue.front_mut()
+            && entry.stamp.take().is_some_and(|stamp| stamp.kept)
+        {
+            self.frames.pop_front();
+        }
+    }
+
     /// Nothing read and unparsed, owed or unwritten.
     pub fn is_idle(&self) -> bool {
         self.parser.is_none()
