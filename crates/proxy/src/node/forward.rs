@@ -256,6 +256,9 @@ pub fn forward_from(
             frame,
         };
     };
+    if let Target::Slot(place) = target {
+        env.load().prefetch(place);
+    }
     let on_replica = replica.is_some();
     if access.reads() && matches!(target, Target::Slot(_)) {
         let stats = env.stats();
