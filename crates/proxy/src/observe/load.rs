@@ -192,6 +192,8 @@ impl SlotCounter {
     }
 }
 
+/// Starts loading the cache line holding `at` into every cache level,
+/// without waiting for it.
 #[cfg(target_arch = "x86_64")]
 #[allow(unsafe_code)]
 #[inline]
@@ -202,6 +204,7 @@ fn prefetch(at: *const i8) {
     unsafe { _mm_prefetch::<_MM_HINT_T0>(at) }
 }
 
+/// Elsewhere no hint: the counters are found by the load itself.
 #[cfg(not(target_arch = "x86_64"))]
 #[inline]
 fn prefetch(_at: *const i8) {}
