@@ -7,8 +7,8 @@ use std::collections::VecDeque;
 use bytes::{Bytes, BytesMut};
 use orthrus_resp::RequestParser;
 
-use super::Entry;
 use super::output::Output;
+use super::{Entry, Stamp};
 use crate::observe::hotkeys::Sample;
 use crate::time::Tick;
 
@@ -78,18 +78,21 @@ impl Work {
             return;
         };
         self.request_bytes = self.request_bytes.saturating_sub(entry.bytes);
-        if entry.stamp.is_some_and(|stamp| stamp.kept) {
-            self.frames.pop_front();
-        }
+        self.drop_stamp(entry.stamp);
     }
 
     /// The request at the head of the queue, counted already: its stamp
     /// goes, and with it the frame kept for it, so that nothing counts it
     /// again.
     pub fn uncount_head(&mut self) {
-        if let Some(entry) = self.queue.front_mut()
-            && entry.stamp.take().is_some_and(|stamp| stamp.kept)
-        {
+        let stamp = self.queue.front_mut().and_then(|e| e.stamp.take());
+        self.drop_stamp(stamp);
+    }
+
+    /// A stamp leaving the head of the queue: the frame kept for its
+    /// request, the front of `frames`, goes with it.
+    fn drop_stamp(&mut self, stamp: Option<Stamp>) {
+        if stamp.is_some_and(|stamp| stamp.kept) {
             self.frames.pop_front();
         }
     }
