@@ -7,7 +7,8 @@
 # every target, p50/p99 latency, and the CPU microseconds per request of
 # every process: the single redis-server, the cluster's redis-servers
 # summed, orthrus, and each other proxy (from /proc/PID/task/*/schedstat,
-# read before and after each run).
+# read before and after each run); with other proxies, in how many rounds
+# orthrus's CPU per request was below each one's.
 #
 # Usage: bench/redis-benchmark.sh [ROUNDS] [options]      (ROUNDS default 3)
 #   --rounds N                  same as ROUNDS
@@ -202,4 +203,19 @@ print(f"{'workload':<12}" + "".join(f"{h:>{cw}}" for h in heads))
 for key in keys:
     cells = [per(key, t, lambda r, p=part: r[p] / 1000 / r["count"]) for t, part in cols]
     print(f"{key[1] + ' ' + key[0]:<12}" + "".join(f"{c:>{cw}.2f}" for c in cells))
+
+# A median hides how often the order flips: count, round by round, where
+# orthrus's CPU per request was below each other proxy's (the two ran one
+# right after the other).
+peers = [t for t in others if t not in ("orthrus", "cluster")]
+if "orthrus" in names and peers:
+    cpu = lambda r: r["front"] / r["count"]
+    print("\nrounds in which orthrus spent less CPU per request than each other proxy")
+    print(f"{'workload':<12}" + "".join(f"{t:>{w}}" for t in peers))
+    for key in keys:
+        cells = []
+        for t in peers:
+            both = [r for r in runs[key].values() if "orthrus" in r and t in r]
+            cells.append(f"{sum(cpu(r['orthrus']) < cpu(r[t]) for r in both)}/{len(both)}")
+        print(f"{key[1] + ' ' + key[0]:<12}" + "".join(f"{c:>{w}}" for c in cells))
 PY
