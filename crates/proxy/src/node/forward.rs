@@ -256,17 +256,17 @@ pub fn forward_from(
             frame,
         };
     };
+    let on_replica = replica.is_some();
     if let Target::Slot(place) = target {
         env.load().prefetch(place);
-    }
-    let on_replica = replica.is_some();
-    if access.reads() && matches!(target, Target::Slot(_)) {
-        let stats = env.stats();
-        WorkerStats::bump(if on_replica {
-            &stats.reads_replica
-        } else {
-            &stats.reads_master
-        });
+        if access.reads() {
+            let stats = env.stats();
+            WorkerStats::bump(if on_replica {
+                &stats.reads_replica
+            } else {
+                &stats.reads_master
+            });
+        }
     }
     let lane = if on_replica {
         Lane::Replica

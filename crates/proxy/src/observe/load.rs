@@ -140,12 +140,13 @@ impl WorkerLoad {
 
     /// Asks the CPU to bring `place`'s counters into its cache, where
     /// [`WorkerLoad::add`] will find them when the reply comes: a request
-    /// to a random slot otherwise stalls there on a cache miss (the table
-    /// is 384 KiB). Both ends, as an entry may straddle two cache lines.
+    /// to a random slot otherwise stalls there on a cache miss (a table is
+    /// 384 KiB). Both ends, as an entry may straddle two cache lines.
     #[inline]
     pub fn prefetch(&self, place: Place) {
-        if place.upstream == DEFAULT_UPSTREAM
-            && let Some(c) = self.slots.get(place.slot.index())
+        if let Some(c) = self
+            .table(usize::from(place.upstream))
+            .and_then(|t| t.get(place.slot.index()))
         {
             let start = std::ptr::from_ref(c).cast::<i8>();
             prefetch(start);
