@@ -200,8 +200,9 @@ for t in others:
 heads = [t if part == "front" else t + " nodes" for t, part in cols]
 cw = max(w, *(len(h) + 1 for h in heads))
 print(f"{'workload':<12}" + "".join(f"{h:>{cw}}" for h in heads))
+us_per_request = lambda r, part="front": r[part] / 1000 / r["count"]
 for key in keys:
-    cells = [per(key, t, lambda r, p=part: r[p] / 1000 / r["count"]) for t, part in cols]
+    cells = [per(key, t, lambda r, p=part: us_per_request(r, p)) for t, part in cols]
     print(f"{key[1] + ' ' + key[0]:<12}" + "".join(f"{c:>{cw}.2f}" for c in cells))
 
 # A median hides how often the order flips: count, round by round, where
@@ -209,13 +210,12 @@ for key in keys:
 # right after the other).
 peers = [t for t in others if t not in ("orthrus", "cluster")]
 if "orthrus" in names and peers:
-    cpu = lambda r: r["front"] / r["count"]
     print("\nrounds in which orthrus spent less CPU per request than each other proxy")
     print(f"{'workload':<12}" + "".join(f"{t:>{w}}" for t in peers))
     for key in keys:
         cells = []
         for t in peers:
             both = [r for r in runs[key].values() if "orthrus" in r and t in r]
-            cells.append(f"{sum(cpu(r['orthrus']) < cpu(r[t]) for r in both)}/{len(both)}")
+            cells.append(f"{sum(us_per_request(r['orthrus']) < us_per_request(r[t]) for r in both)}/{len(both)}")
         print(f"{key[1] + ' ' + key[0]:<12}" + "".join(f"{c:>{w}}" for c in cells))
 PY
