@@ -19,7 +19,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result, bail};
 
-use crate::results::{Report, SetName};
+use crate::results::{LevelResult, Report, SetName, TargetResult, ratio_percent};
 use crate::table::{self, percent, seconds};
 
 /// The files one comparison writes.
@@ -156,11 +156,87 @@ pub fn markdown(report: &Report) -> String {
             }
             out.push('\n');
         }
+        per_repeat(&mut out, report, level);
     }
     out.push_str("\n## As printed\n\n```text\n");
     out.push_str(&text(report));
     out.push_str("```\n");
     out
+}
+
+/// A level's proc Ratio in each repeat, against the baseline's run of the
+/// same repeat (the targets of a repeat run one right after the other), and
+/// with two measured targets or more, in how many repeats each had the
+/// highest: a steady lead told from an average that one repeat decides.
+fn per_repeat(out: &mut String, report: &Report, level: &LevelResult) {
+    let Some(base) = report
+        .targets
+        .iter()
+        .find(|t| t.baseline)
+        .and_then(|b| level.targets.iter().find(|r| r.target == b.name))
+    else {
+        return;
+    };
+    let measured: Vec<&TargetResult> = report
+        .targets
+        .iter()
+        .filter(|t| !t.baseline)
+        .filter_map(|t| level.targets.iter().find(|r| r.target == t.name))
+        .collect();
+    if level.repeats < 2 || measured.is_empty() {
+        return;
+    }
+    let base = base.proc_avg_per_repeat();
+    // ratios[target][repeat]
+    let ratios: Vec<Vec<Option<f64>>> = measured
+        .iter()
+        .map(|t| {
+            t.proc_avg_per_repeat()
+                .iter()
+                .zip(&base)
+                .map(|(t, b)| Some(ratio_percent((*b)?, (*t)?)))
+                .collect()
+        })
+        .collect();
+    out.push_str("\nProc Ratio in each repeat (the baseline's proc avg in that repeat / the target's):\n\n| repeat |");
+    let mut rule = String::from("|---:|");
+    for t in &measured {
+        let _ = write!(out, " {} |", t.target);
+        rule.push_str("---:|");
+    }
+    let _ = write!(out, "\n{rule}\n");
+    let mut highest = vec![0usize; measured.len()];
+    for repeat in 0..base.len() {
+        let _ = write!(out, "| {} |", repeat + 1);
+        let row: Vec<Option<f64>> = ratios
+            .iter()
+            .map(|r| r.get(repeat).copied().flatten())
+            .collect();
+        for ratio in &row {
+            match ratio {
+                Some(r) => {
+                    let _ = write!(out, " {} |", percent(*r));
+                }
+                None => out.push_str(" - |"),
+            }
+        }
+        out.push('\n');
+        let top = row
+            .iter()
+            .flatten()
+            .copied()
+            .fold(f64::NEG_INFINITY, f64::max);
+        for (count, ratio) in highest.iter_mut().zip(&row) {
+            *count += usize::from(*ratio == Some(top));
+        }
+    }
+    if measured.len() > 1 {
+        out.push_str("| highest in |");
+        for count in highest {
+            let _ = write!(out, " {count} of {} |", base.len());
+        }
+        out.push('\n');
+    }
 }
 
 /// Writes `results.json`, `report.md` and `ratio.svg` into `dir`, which
@@ -313,6 +389,45 @@ mod tests {
                 .unwrap()
                 .starts_with("<?xml")
         );
+    }
+
+    /// Three repeats: `cluster3` faster than the other target in the first
+    /// two and slower in the third, each against that repeat's baseline.
+    #[test]
+    fn a_levels_ratio_in_each_repeat_and_who_had_the_highest() {
+        let mut report = crate::results::sample_report();
+        let proc = |p: f64| crate::results::PerSet {
+            keys: 1.0,
+            hash: 1.0,
+            list: 1.0,
+            proc: p,
+        };
+        // runs[repeat][process]; proc avgs per repeat: single 2, 4, 2.
+        let runs = |procs: [[f64; 2]; 3]| -> Vec<Vec<_>> {
+            procs
+                .iter()
+                .map(|r| r.iter().map(|&p| proc(p)).collect())
+                .collect()
+        };
+        let single = runs([[1.0, 3.0], [4.0, 4.0], [2.0, 2.0]]);
+        let fast = runs([[4.0, 4.0], [5.0, 5.0], [8.0, 8.0]]);
+        let slow = runs([[8.0, 8.0], [10.0, 6.0], [4.0, 4.0]]);
+        let level = &mut report.levels[1];
+        level.repeats = 3;
+        level.targets = [("single", single), ("cluster3", fast), ("a<b>&\"c", slow)]
+            .into_iter()
+            .map(|(name, runs)| TargetResult::from_runs(name.into(), runs).unwrap())
+            .collect();
+        let md = markdown(&report);
+        let table = md.split("## 5 concurrency").nth(1).unwrap();
+        assert!(table.contains("| repeat | cluster3 | a<b>&\"c |\n"), "{md}");
+        assert!(table.contains("| 1 | 50.00% | 25.00% |\n"), "{md}");
+        assert!(table.contains("| 2 | 80.00% | 50.00% |\n"), "{md}");
+        assert!(table.contains("| 3 | 25.00% | 50.00% |\n"), "{md}");
+        assert!(table.contains("| highest in | 2 of 3 | 1 of 3 |\n"), "{md}");
+        // One repeat: no such table.
+        let level_one = md.split("## 5 concurrency").next().unwrap();
+        assert!(!level_one.contains("in each repeat"), "{md}");
     }
 
     #[test]

@@ -278,6 +278,18 @@ impl TargetResult {
         })
     }
 
+    /// The proc time averaged over the processes of each repeat, in run
+    /// order (`None` for a repeat with no process).
+    pub fn proc_avg_per_repeat(&self) -> Vec<Option<f64>> {
+        self.runs
+            .iter()
+            .map(|run| {
+                let procs: Vec<f64> = run.iter().map(|t| t.proc).collect();
+                Stats::from_samples(&procs).map(|s| s.avg)
+            })
+            .collect()
+    }
+
     /// Sets [`TargetResult::ratio_percent`] against the baseline's stats:
     /// baseline avg / this avg, as the original defined Ratio.
     pub fn set_ratio(&mut self, baseline: &PerSet<Stats>) {
