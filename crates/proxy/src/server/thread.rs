@@ -44,7 +44,9 @@ pub fn run(index: usize, listeners: Listeners, shared: Arc<Shared>) -> io::Resul
     // timers are the timer thread's (`crate::time`), so a park is the IO
     // driver's alone, with no hook: what the turn's requests left held for
     // the node connections is written by a task of the worker's own
-    // (`node::conn::flusher`), woken only in a turn that held some.
+    // (`node::conn::flusher`), woken only in a turn that held some (and,
+    // with more than one client waiting, writing after one more look at
+    // the reactor).
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_io()
         .build_local(tokio::runtime::LocalOptions::default())?;
@@ -59,7 +61,10 @@ pub fn run(index: usize, listeners: Listeners, shared: Arc<Shared>) -> io::Resul
         // waits for it, then drains.
         let acceptor = ctx.spawn(accept_loop(plain, tls, ctx.clone()));
         ctx.spawn(forget_departed_nodes(ctx.clone()));
-        ctx.spawn(crate::node::conn::flusher());
+        let env = ctx.pool.env().clone();
+        ctx.spawn(crate::node::conn::flusher(move || {
+            env.sessions_waiting() > 1
+        }));
         if let Err(e) = acceptor.await {
             if e.is_panic() {
                 std::panic::resume_unwind(e.into_panic());

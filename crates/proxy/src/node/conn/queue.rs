@@ -13,7 +13,9 @@
 //! those already waiting; as Redis's `beforeSleep`): the requests of every
 //! client served in a turn leave together, and the connection's task is
 //! not woken (polled for its reads meanwhile, it leaves them: one write a
-//! connection a turn, not two). A turn that holds nothing (one client's
+//! connection a turn, not two). With more than one client waiting, the
+//! flusher first looks at the reactor once more, so that the requests
+//! that came in meanwhile join those writes. A turn that holds nothing (one client's
 //! request written at once) costs the flusher nothing. A large frame, an
 //! `ASKING`, TLS, a batch's worth of held bytes or what the socket did not
 //! take is the task's to write.
@@ -88,9 +90,14 @@ thread_local! {
 /// The worker's task that writes what its connections held: woken by the
 /// first job held in a turn, it runs after the tasks that were waiting to
 /// run then, and writes every held connection's jobs (`flush_held`).
-/// Runs for the worker's life; until it has started, and once it is gone,
-/// nothing is held.
-pub async fn flusher() {
+/// While `look` says that more than one client waits for replies, it
+/// first takes one more look at the reactor: it yields, so that tokio
+/// polls its driver without blocking and runs the tasks that made ready
+/// before the flusher again, and the requests that came in during the turn
+/// leave in the same writes to the nodes (with many clients, fewer and
+/// larger writes, and fewer reads for the nodes). Runs for the worker's
+/// life; until it has started, and once it is gone, nothing is held.
+pub async fn flusher(look: impl Fn() -> bool) {
     /// Nothing is held for a flusher that is gone.
     struct Gone;
     impl Drop for Gone {
@@ -106,12 +113,21 @@ pub async fn flusher() {
     }
     let _gone = Gone;
     HAS_FLUSHER.set(true);
-    std::future::poll_fn(|cx| {
+    loop {
+        std::future::poll_fn(|cx| {
+            if HELD.with_borrow(Vec::is_empty) {
+                FLUSHER.set(Some(cx.waker().clone()));
+                Poll::Pending
+            } else {
+                Poll::Ready(())
+            }
+        })
+        .await;
+        if look() {
+            tokio::task::yield_now().await;
+        }
         flush_held();
-        FLUSHER.set(Some(cx.waker().clone()));
-        Poll::<()>::Pending
-    })
-    .await;
+    }
 }
 
 /// Writes what every connection of this worker held during the turn: one
@@ -376,7 +392,7 @@ mod tests {
     fn on_a_connection(test: impl AsyncFnOnce(Rc<Queue>, std::net::TcpStream)) {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_io()
-            .build()
+            .build_local(tokio::runtime::LocalOptions::default())
             .expect("runtime");
         runtime.block_on(async {
             let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
@@ -411,7 +427,7 @@ mod tests {
             assert!(!queue.held.get());
             queue.jobs.borrow_mut().clear();
             queue.bytes.borrow_mut().clear();
-            let flusher = tokio::spawn(flusher());
+            let flusher = tokio::spawn(flusher(|| false));
             tokio::task::yield_now().await; // the flusher starts and waits
             let mut receivers = Vec::new();
             for frame in &frames {
@@ -447,6 +463,56 @@ mod tests {
         });
     }
 
+    /// A flusher told to look (more than one client waits) yields before
+    /// it writes: a task made ready after it was woken, as by the reactor's
+    /// events of that look, runs first, and its job leaves in the same
+    /// write as the turn's. Told not to, it writes before that task runs.
+    #[test]
+    fn a_looking_flusher_writes_the_jobs_of_tasks_woken_meanwhile_too() {
+        for look in [true, false] {
+            on_a_connection(async |queue, mut node| {
+                let frames = [
+                    Bytes::from_static(b"*2\r\n$3\r\nGET\r\n$1\r\na\r\n"),
+                    Bytes::from_static(b"*2\r\n$3\r\nGET\r\n$1\r\nb\r\n"),
+                ];
+                let flusher = tokio::task::spawn_local(flusher(move || look));
+                tokio::task::yield_now().await; // the flusher starts and waits
+                let (job, _a) = new_job(&frames[0]);
+                assert!(queue.push(job, false).is_ok(), "held, the flusher woken");
+                // Made ready after the flusher: runs after its first poll.
+                let later = tokio::task::spawn_local({
+                    let queue = queue.clone();
+                    let frame = frames[1].clone();
+                    async move {
+                        let written_before = queue.inflight.borrow().len();
+                        let (job, _b) = new_job(&frame);
+                        assert!(queue.push(job, false).is_ok());
+                        written_before
+                    }
+                });
+                let written_before = later.await.expect("task");
+                let mut buf = [0u8; 256];
+                let mut got = Vec::new();
+                let want = [&frames[0][..], &frames[1][..]].concat();
+                while got.len() < want.len() {
+                    match node.read(&mut buf) {
+                        Ok(n) => got.extend_from_slice(&buf[..n]),
+                        Err(_) => tokio::task::yield_now().await,
+                    }
+                }
+                assert_eq!(got, want);
+                assert_eq!(queue.inflight.borrow().len(), 2);
+                if look {
+                    assert_eq!(written_before, 0, "the first job waited for the look");
+                } else {
+                    assert_eq!(written_before, 1, "the first job left before");
+                }
+                flusher.abort();
+                let _ = flusher.await;
+            });
+        }
+    }
+
     /// The connection's task, polled during the turn (for its reads), does
     /// not take what is held: the flusher writes a turn's jobs in one
     /// write, not the task some of them and the flusher the rest. Once
@@ -456,7 +522,7 @@ mod tests {
         on_a_connection(async |queue, _node| {
             let frame = Bytes::from_static(b"*2\r\n$3\r\nGET\r\n$1\r\na\r\n");
             let mut cx = Context::from_waker(Waker::noop());
-            let flusher = tokio::spawn(flusher());
+            let flusher = tokio::spawn(flusher(|| false));
             tokio::task::yield_now().await; // the flusher starts and waits
             let (job, _a) = new_job(&frame);
             assert!(queue.push(job, false).is_ok());
