@@ -14,11 +14,11 @@
 //! client served in a turn leave together, and the connection's task is
 //! not woken (polled for its reads meanwhile, it leaves them: one write a
 //! connection a turn, not two). With more than one client waiting, the
-//! flusher first looks at the reactor once more, so that the requests
-//! that came in meanwhile join those writes. A turn that holds nothing (one client's
-//! request written at once) costs the flusher nothing. A large frame, an
-//! `ASKING`, TLS, a batch's worth of held bytes or what the socket did not
-//! take is the task's to write.
+//! flusher first looks at the reactor once more, so that the requests that
+//! came in meanwhile join those writes. A turn that holds nothing (one
+//! client's request written at once) costs the flusher nothing. A large
+//! frame, an `ASKING`, TLS, a batch's worth of held bytes or what the
+//! socket did not take is the task's to write.
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
@@ -92,11 +92,12 @@ thread_local! {
 /// run then, and writes every held connection's jobs (`flush_held`).
 /// While `look` says that more than one client waits for replies, it
 /// first takes one more look at the reactor: it yields, so that tokio
-/// polls its driver without blocking and runs the tasks that made ready
-/// before the flusher again, and the requests that came in during the turn
-/// leave in the same writes to the nodes (with many clients, fewer and
-/// larger writes, and fewer reads for the nodes). Runs for the worker's
-/// life; until it has started, and once it is gone, nothing is held.
+/// polls its driver without blocking and runs the tasks that this made
+/// ready before it polls the flusher again, and the requests that came in
+/// during the turn leave in the same writes to the nodes (with many
+/// clients, fewer and larger writes, and fewer reads for the nodes). Runs
+/// for the worker's life; until it has started, and once it is gone,
+/// nothing is held.
 pub async fn flusher(look: impl Fn() -> bool) {
     /// Nothing is held for a flusher that is gone.
     struct Gone;
