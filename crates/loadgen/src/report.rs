@@ -139,7 +139,7 @@ pub fn markdown(report: &Report) -> String {
         for set in SetName::ALL {
             let _ = write!(out, "| {} |", set.as_str());
             for t in &report.targets {
-                let Some(r) = level.targets.iter().find(|r| r.target == t.name) else {
+                let Some(r) = level.target(&t.name) else {
                     continue;
                 };
                 let s = r.stats.get(set);
@@ -173,7 +173,7 @@ fn per_repeat(out: &mut String, report: &Report, level: &LevelResult) {
         .targets
         .iter()
         .find(|t| t.baseline)
-        .and_then(|b| level.targets.iter().find(|r| r.target == b.name))
+        .and_then(|b| level.target(&b.name))
     else {
         return;
     };
@@ -181,7 +181,7 @@ fn per_repeat(out: &mut String, report: &Report, level: &LevelResult) {
         .targets
         .iter()
         .filter(|t| !t.baseline)
-        .filter_map(|t| level.targets.iter().find(|r| r.target == t.name))
+        .filter_map(|t| level.target(&t.name))
         .collect();
     if level.repeats < 2 || measured.is_empty() {
         return;

@@ -299,6 +299,15 @@ impl TargetResult {
     }
 }
 
+// === impl LevelResult ===
+
+impl LevelResult {
+    /// This level's result for the target named `name`.
+    pub fn target(&self, name: &str) -> Option<&TargetResult> {
+        self.targets.iter().find(|r| r.target == name)
+    }
+}
+
 /// `baseline / target` in percent; 0 when the target took no time at all
 /// (which only a broken clock produces, and which must not print `inf`).
 pub fn ratio_percent(baseline_avg: f64, target_avg: f64) -> f64 {

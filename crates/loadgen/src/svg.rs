@@ -38,7 +38,7 @@ pub fn ratio_chart(report: &Report) -> String {
             .levels
             .iter()
             .map(|l| {
-                let r = l.targets.iter().find(|r| r.target == target)?;
+                let r = l.target(target)?;
                 r.ratio_percent.as_ref().map(|p| *p.get(set))
             })
             .collect()

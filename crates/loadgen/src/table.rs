@@ -48,7 +48,7 @@ pub fn render_level(level: &LevelResult, targets: &[TargetInfo]) -> String {
     let mut groups = Vec::new();
     let mut ratios = Vec::new();
     for info in targets {
-        let Some(result) = level.targets.iter().find(|r| r.target == info.name) else {
+        let Some(result) = level.target(&info.name) else {
             continue;
         };
         groups.push(Group::new(info.label.clone(), &result.stats));
