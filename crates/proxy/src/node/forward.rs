@@ -313,7 +313,7 @@ pub async fn resolve(pool: &Pool, mut remote: Remote) -> Done {
         remote.count(pool.env().load(), &done);
         return done;
     }
-    let reply = follow(pool, &mut remote).await;
+    let reply = Box::pin(follow(pool, &mut remote)).await;
     let done = Done::from_nodes(reply, remote.backend());
     remote.count(pool.env().load(), &done);
     done
