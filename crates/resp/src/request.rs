@@ -163,7 +163,21 @@ impl fmt::Debug for Request {
 }
 
 /// Writes `*n\r\n` or `$n\r\n`.
+#[inline]
 pub(crate) fn write_header(out: &mut BytesMut, kind: u8, n: usize) {
+    // Most counts and lengths have one or two digits: one copy of the
+    // whole header, no formatting.
+    if let Ok(small) = u8::try_from(n)
+        && small < 100
+    {
+        let (tens, ones) = (b'0' + small / 10, b'0' + small % 10);
+        if small < 10 {
+            out.put_slice(&[kind, ones, b'\r', b'\n']);
+        } else {
+            out.put_slice(&[kind, tens, ones, b'\r', b'\n']);
+        }
+        return;
+    }
     let mut digits = itoa::Buffer::new();
     let digits = digits.format(n).as_bytes();
     out.reserve(digits.len() + 3);
@@ -185,6 +199,12 @@ pub(crate) fn command_len<A: AsRef<[u8]>>(args: impl IntoIterator<Item = A>) -> 
 
 /// Length of a `$n\r\n` / `*n\r\n` header.
 fn header_len(n: usize) -> usize {
+    if n < 10 {
+        return 4;
+    }
+    if n < 100 {
+        return 5;
+    }
     let mut digits = itoa::Buffer::new();
     digits.format(n).len() + 3
 }
@@ -326,10 +346,11 @@ mod tests {
 
     #[test]
     fn header_len_counts_digits() {
-        for n in [0, 9, 10, 99, 100, 123_456, usize::MAX] {
+        for n in [0, 1, 9, 10, 42, 99, 100, 255, 256, 123_456, usize::MAX] {
             let mut out = BytesMut::new();
             write_header(&mut out, b'$', n);
             assert_eq!(header_len(n), out.len());
+            assert_eq!(out, format!("${n}\r\n").as_bytes(), "{n}");
         }
     }
 }
