@@ -160,8 +160,8 @@ async fn merge_replies(
         Merge::Array => {
             // Where each key's element is: which sub-reply, which bytes of
             // it (`MISSING` until found); nothing copied before the reply
-            // is written, once, at its size.
-            // A few keys' spans stay in the future, no allocation.
+            // is written, once, at its size. A few keys' spans stay in
+            // the future: no allocation.
             const MISSING: (usize, usize, usize) = (usize::MAX, 0, 0);
             let mut inline = [MISSING; INLINE_SPANS];
             let mut heap;
@@ -485,8 +485,8 @@ mod tests {
 
     /// A split command's future is boxed once per command: up to 1,032
     /// bytes glibc's allocator serves it from its per-thread cache, past
-    /// that through its slower bins (about 1,300 instructions more per
-    /// command for a three-key MGET).
+    /// that through its slower bins (at 1,080 bytes a three-key MGET cost
+    /// about 700 instructions more).
     #[test]
     fn a_split_commands_future_stays_small() {
         fn output_size<A, B, C, D, F>(_: fn(A, B, C, D) -> F) -> usize {
