@@ -275,11 +275,6 @@ impl Env {
         });
     }
 
-    /// How many sessions wait for replies.
-    pub fn sessions_waiting(&self) -> usize {
-        self.waiting.get()
-    }
-
     /// Whether a session other than the caller (counted as waiting or
     /// not, `me`) waits for replies.
     pub fn others_waiting(&self, me: bool) -> bool {

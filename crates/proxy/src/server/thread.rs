@@ -62,9 +62,8 @@ pub fn run(index: usize, listeners: Listeners, shared: Arc<Shared>) -> io::Resul
         let acceptor = ctx.spawn(accept_loop(plain, tls, ctx.clone()));
         ctx.spawn(forget_departed_nodes(ctx.clone()));
         let env = ctx.pool.env().clone();
-        ctx.spawn(crate::node::conn::flusher(move || {
-            env.sessions_waiting() > 1
-        }));
+        // More than one client waits: one besides any one of them.
+        ctx.spawn(crate::node::conn::flusher(move || env.others_waiting(true)));
         if let Err(e) = acceptor.await {
             if e.is_panic() {
                 std::panic::resume_unwind(e.into_panic());
