@@ -38,8 +38,7 @@ pub fn verbatim(text: &str, proto: Protocol) -> Bytes {
 
 /// `:n\r\n` as a number.
 pub fn parse_integer(frame: &[u8]) -> Option<i64> {
-    let body = frame.strip_prefix(b":")?.strip_suffix(b"\r\n")?;
-    std::str::from_utf8(body).ok()?.parse().ok()
+    orthrus_resp::parse_i64(frame.strip_prefix(b":")?.strip_suffix(b"\r\n")?)
 }
 
 /// The element frames of an array (or set) reply, as zero-copy slices.
@@ -59,11 +58,8 @@ pub fn array_element_ranges(
     if !matches!(frame.first(), Some(b'*' | b'~')) {
         return None;
     }
-    let line_end = memchr_crlf(frame)?;
-    let count: usize = std::str::from_utf8(frame.get(1..line_end)?)
-        .ok()?
-        .parse()
-        .ok()?;
+    let line_end = line_end(frame)?;
+    let count = usize::try_from(orthrus_resp::parse_i64(frame.get(1..line_end)?)?).ok()?;
     let limits = orthrus_resp::Limits::for_replies();
     let mut at = line_end.checked_add(2)?;
     let mut left = count;
@@ -77,7 +73,43 @@ pub fn array_element_ranges(
     Some((count, ranges))
 }
 
-/// Where the first line ends.
-fn memchr_crlf(frame: &[u8]) -> Option<usize> {
-    frame.windows(2).position(|w| w == b"\r\n")
+/// Where the first line ends: its CR, which a LF must follow.
+fn line_end(frame: &[u8]) -> Option<usize> {
+    let cr = frame.iter().position(|&b| b == b'\r')?;
+    (frame.get(cr.checked_add(1)?) == Some(&b'\n')).then_some(cr)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn integers_are_read_as_redis_writes_them() {
+        assert_eq!(parse_integer(b":5\r\n"), Some(5));
+        assert_eq!(parse_integer(b":-3\r\n"), Some(-3));
+        assert_eq!(parse_integer(b":0\r\n"), Some(0));
+        for bad in [
+            &b":\r\n"[..],
+            b":5",
+            b":5x\r\n",
+            b"+5\r\n",
+            b":99999999999999999999\r\n",
+        ] {
+            assert_eq!(parse_integer(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn array_elements_are_found_in_place() {
+        let frame = b"*3\r\n$1\r\na\r\n$-1\r\n:7\r\n";
+        let (count, ranges) = array_element_ranges(frame).unwrap();
+        assert_eq!(count, 3);
+        assert_eq!(ranges.collect::<Vec<_>>(), [(4, 11), (11, 16), (16, 20)]);
+        // A damaged array gives the elements that are whole.
+        let (count, ranges) = array_element_ranges(b"*2\r\n$1\r\na\r\n$3\r\nb").unwrap();
+        assert_eq!((count, ranges.count()), (2, 1));
+        for other in [&b"*-1\r\n"[..], b"*2\r", b"*x\r\n", b":1\r\n", b"*"] {
+            assert!(array_element_ranges(other).is_none(), "{other:?}");
+        }
+    }
 }
