@@ -22,6 +22,7 @@ use crate::node::forward::{self, Access, Sent, Target, error_reply};
 use crate::process::Shared;
 use crate::route::kind::Merge;
 use crate::route::prefix::{Place, Prefixes};
+use crate::route::table::CrossSlot;
 use crate::worker::WorkerCtx;
 
 /// Keys (or merged elements) handled in one go. A request with more is
@@ -65,6 +66,8 @@ struct Parts {
     /// `u * 16384 + s`), 1 + the index of its part in `parts` (0: none
     /// yet); empty for requests of at most [`UNINDEXED_KEYS`] keys.
     by_slot: Vec<u16>,
+    /// The slots routing found, which spare hashing its keys again.
+    cross: CrossSlot,
 }
 
 /// Yields to the worker's other tasks after every [`KEYS_PER_TURN`] units
@@ -73,11 +76,12 @@ struct Turns {
     done: usize,
 }
 
-/// Splits `req` (whose keys are every `step`-th argument from 1) per slot.
+/// Splits `req` (whose keys are every `step`-th argument from 1) per slot,
+/// starting from where routing found them to `cross` slots.
 pub fn dispatch(
     ctx: &Rc<WorkerCtx>,
     req: &Request,
-    merge: Merge,
+    (merge, cross): (Merge, CrossSlot),
     proto: Protocol,
     access: Access,
 ) -> Pending {
@@ -95,7 +99,7 @@ pub fn dispatch(
     let upstreams = upstreams(&prefixes, &ctx.shared);
     if key_count <= KEYS_PER_TURN {
         // Sent now, while the request is read, like any other.
-        let mut parts = Parts::new(key_count, upstreams);
+        let mut parts = Parts::new(key_count, upstreams, cross);
         parts.add(req, (step, &prefixes), 0..key_count);
         for part in &mut parts.parts {
             part.send(&ctx, (req, step, &prefixes), (proto, access));
@@ -108,7 +112,7 @@ pub fn dispatch(
     let req = req.clone();
     Pending::deferred(Box::pin(async move {
         let mut turns = Turns { done: 0 };
-        let mut parts = Parts::new(key_count, upstreams);
+        let mut parts = Parts::new(key_count, upstreams, cross);
         let mut at = 0;
         while at < key_count {
             let end = key_count.min(at.saturating_add(KEYS_PER_TURN));
@@ -228,8 +232,9 @@ fn sum(replies: &[Bytes]) -> Bytes {
 // === impl Parts ===
 
 impl Parts {
-    /// For `key_count` keys routed to at most `upstreams` upstreams.
-    fn new(key_count: usize, upstreams: usize) -> Parts {
+    /// For `key_count` keys routed to at most `upstreams` upstreams, found
+    /// by routing to `cross` slots.
+    fn new(key_count: usize, upstreams: usize, cross: CrossSlot) -> Parts {
         let by_slot = if key_count > UNINDEXED_KEYS {
             vec![0; usize::from(SLOT_COUNT).saturating_mul(upstreams)]
         } else {
@@ -238,7 +243,11 @@ impl Parts {
         let parts = STOCK
             .with(|stock| stock.try_borrow_mut().ok()?.pop())
             .unwrap_or_default();
-        Parts { parts, by_slot }
+        Parts {
+            parts,
+            by_slot,
+            cross,
+        }
     }
 
     /// Gives the emptied part list back to the worker's stock.
@@ -268,10 +277,14 @@ impl Parts {
             let Some(key) = arg_of_key(req, k, step, 0) else {
                 continue;
             };
-            let place = if prefixes.is_empty() {
-                Place::for_key(key)
-            } else {
+            let place = if !prefixes.is_empty() {
                 prefixes.place_of(key)
+            } else if k < self.cross.at {
+                Place::of(self.cross.first)
+            } else if k == self.cross.at {
+                Place::of(self.cross.then)
+            } else {
+                Place::for_key(key)
             };
             match self.part_of(place) {
                 Some(part) => part.more.push(k),
@@ -413,6 +426,7 @@ fn arg_of_key(req: &Request, k: usize, step: usize, j: usize) -> Option<&[u8]> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use orthrus_cluster::Slot;
 
     fn b(s: &str) -> Bytes {
         Bytes::copy_from_slice(s.as_bytes())
@@ -440,6 +454,22 @@ mod tests {
         ))
     }
 
+    /// Where routing found `req`'s keys to span slots, as a split is given
+    /// it.
+    fn cross_of(req: &Request) -> CrossSlot {
+        match crate::route::table::CommandTable::builtin().route(req) {
+            crate::route::table::Route::Split(_, cross) => cross,
+            other => panic!("not split: {other:?}"),
+        }
+    }
+
+    /// The keys of `req` (an MGET) grouped by part.
+    fn grouped(req: &Request, count: usize) -> Vec<Vec<usize>> {
+        let mut parts = Parts::new(count, 1, cross_of(req));
+        parts.add(req, (1, &Prefixes::default()), 0..count);
+        parts.parts.iter().map(|p| p.keys().collect()).collect()
+    }
+
     #[test]
     fn keys_are_grouped_by_slot_with_and_without_the_index() {
         for count in [3, UNINDEXED_KEYS + 5] {
@@ -447,12 +477,26 @@ mod tests {
             let mut args = vec!["MGET"];
             args.extend(keys.iter().map(String::as_str));
             let req = Request::from_args(&args);
-            let mut parts = Parts::new(count, 1);
-            parts.add(&req, (1, &Prefixes::default()), 0..count);
-            let grouped: Vec<Vec<usize>> = parts.parts.iter().map(|p| p.keys().collect()).collect();
             let want: Vec<Vec<usize>> = (0..3).map(|r| (r..count).step_by(3).collect()).collect();
-            assert_eq!(grouped, want, "{count} keys");
+            assert_eq!(grouped(&req, count), want, "{count} keys");
         }
+    }
+
+    /// The keys routing hashed before it met another slot are put in the
+    /// first part unhashed, the one it met in its own, the rest hashed.
+    #[test]
+    fn the_split_starts_where_routing_met_another_slot() {
+        let req = Request::from_args(&["MGET", "{a}1", "{a}2", "{b}3", "{a}4", "{c}5", "{b}6"]);
+        let cross = cross_of(&req);
+        assert_eq!(
+            (cross.first, cross.at, cross.then),
+            (Slot::for_key(b"a"), 2, Slot::for_key(b"b"))
+        );
+        assert_eq!(grouped(&req, 6), vec![vec![0, 1, 3], vec![2, 5], vec![4]]);
+        let mut parts = Parts::new(6, 1, cross);
+        parts.add(&req, (1, &Prefixes::default()), 0..6);
+        let slots: Vec<Slot> = parts.parts.iter().map(|p| p.place.slot).collect();
+        assert_eq!(slots, [b"a", b"b", b"c"].map(|t| Slot::for_key(t)));
     }
 
     #[test]
@@ -466,7 +510,14 @@ mod tests {
             let mut args = vec!["MGET"];
             args.extend(keys.iter().map(String::as_str));
             let req = Request::from_args(&args);
-            let mut parts = Parts::new(count, 3);
+            // Routes by prefix place every key themselves: slots from
+            // routing that would be wrong here are not used.
+            let unused = CrossSlot {
+                first: Slot::for_key(b"x"),
+                at: 1,
+                then: Slot::for_key(b"y"),
+            };
+            let mut parts = Parts::new(count, 3, unused);
             parts.add(&req, (1, &prefixes), 0..count);
             let grouped: Vec<(u8, Vec<usize>)> = parts
                 .parts
@@ -478,7 +529,7 @@ mod tests {
             };
             let want = vec![(1, of(&[0, 3])), (2, of(&[1])), (0, of(&[2]))];
             assert_eq!(grouped, want, "{count} keys");
-            let slot = orthrus_cluster::Slot::for_key(b"t");
+            let slot = Slot::for_key(b"t");
             assert!(parts.parts.iter().all(|p| p.place.slot == slot));
         }
     }

@@ -180,7 +180,7 @@ fn queue(
     let slot = match route {
         Route::Slot(place) | Route::Blocking(place) => Some(place),
         Route::AnyNode | Route::SubscriptionNode | Route::Local(Local::Ping | Local::Echo) => None,
-        Route::Split(_) => {
+        Route::Split(..) => {
             return abort(
                 multi,
                 "CROSSSLOT Keys in request don't hash to the same slot",

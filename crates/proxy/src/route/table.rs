@@ -77,8 +77,9 @@ pub enum Route {
     AnyNode,
     /// Key-less, to the master that holds orthrus's subscriptions.
     SubscriptionNode,
-    /// Keys in several slots, split per slot and merged.
-    Split(kind::Merge),
+    /// Keys in several slots, split per slot and merged; where the keys
+    /// were found to leave their first slot.
+    Split(kind::Merge, CrossSlot),
     /// To every master, merged.
     FanOut(kind::FanOut),
     /// SCAN across the masters.
@@ -93,6 +94,16 @@ pub enum Route {
     Admin(Arc<CommandInfo>),
     /// A RESP error for the client, connection stays usable.
     Reject(Rejection),
+}
+
+/// Where a request's keys were found to span slots: every key before key
+/// `at` (0 is the first) hashes to `first`, key `at` to `then`, another
+/// slot. A split starts from it instead of hashing those keys again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CrossSlot {
+    pub first: Slot,
+    pub at: usize,
+    pub then: Slot,
 }
 
 // === impl CommandTable ===
@@ -287,20 +298,20 @@ fn route_command(info: &Arc<CommandInfo>, req: &Request) -> Route {
             // No key (`BZMPOP 1 0 ...`, a numkeys that is not a number):
             // the node refuses it at once with its own error, never blocks.
             Ok(None) => Route::AnyNode,
-            Err(()) => Route::Reject(Rejection::CrossSlot),
+            Err(_) => Route::Reject(Rejection::CrossSlot),
         },
         Kind::Keyed if info.blocks_with_block_option && has_block_option(req) => {
             match info.slot(req) {
                 Ok(Some(slot)) => Route::Blocking(Place::of(slot)),
                 Ok(None) => Route::AnyNode,
-                Err(()) => Route::Reject(Rejection::CrossSlot),
+                Err(_) => Route::Reject(Rejection::CrossSlot),
             }
         }
         Kind::Keyed => match info.slot(req) {
             Ok(Some(slot)) => Route::Slot(Place::of(slot)),
             Ok(None) => Route::AnyNode,
-            Err(()) => match info.split {
-                Some(merge) => Route::Split(merge),
+            Err(cross) => match info.split {
+                Some(merge) => Route::Split(merge, cross),
                 None => Route::Reject(Rejection::CrossSlot),
             },
         },
@@ -497,26 +508,32 @@ impl CommandInfo {
     }
 
     /// The slot all of the request's keys hash to: `Ok(None)` if it has no
-    /// keys, `Err(())` if they span slots.
-    pub fn slot(&self, req: &Request) -> Result<Option<Slot>, ()> {
+    /// keys, `Err` with where they left it if they span slots.
+    pub fn slot(&self, req: &Request) -> Result<Option<Slot>, CrossSlot> {
         if let Some((key, _)) = self.fixed_key(req) {
             return Ok(key.map(Slot::for_key));
         }
         let mut slot = None;
-        // Stops at the first key of another slot: a million-key MGET that
-        // orthrus splits anyway is not hashed twice.
-        let cross = self.for_each_key(req, |key, _| {
+        let mut at = 0usize;
+        let mut cross = None;
+        // Stops at the first key of another slot, which a split starts
+        // from: no key is hashed twice.
+        let _ = self.for_each_key(req, |key, _| {
             let s = Slot::for_key(key);
             match slot {
                 None => slot = Some(s),
-                Some(prev) if prev != s => return ControlFlow::Break(()),
+                Some(first) if first != s => {
+                    cross = Some(CrossSlot { first, at, then: s });
+                    return ControlFlow::Break(());
+                }
                 Some(_) => {}
             }
+            at = at.saturating_add(1);
             ControlFlow::Continue(())
         });
         match cross {
-            ControlFlow::Break(()) => Err(()),
-            ControlFlow::Continue(()) => Ok(slot),
+            Some(cross) => Err(cross),
+            None => Ok(slot),
         }
     }
 

@@ -209,7 +209,10 @@ fn sample(
     if client.multi.is_some() {
         return None; // queued: its reply is +QUEUED
     }
-    if !matches!(route, Route::Slot(_) | Route::Blocking(_) | Route::Split(_)) {
+    if !matches!(
+        route,
+        Route::Slot(_) | Route::Blocking(_) | Route::Split(..)
+    ) {
         return None;
     }
     let info = info?;
@@ -356,8 +359,9 @@ fn run(
             Access::ReplicaRead | Access::UpstreamRead => (publish_target(), Access::Read),
             access => (publish_target(), access),
         },
-        Route::Split(merge) => {
-            return ran(split::dispatch(ctx, req, merge, proto, access), family);
+        Route::Split(merge, cross) => {
+            let pending = split::dispatch(ctx, req, (merge, cross), proto, access);
+            return ran(pending, family);
         }
         Route::FanOut(how) => {
             return ran(fanout::dispatch(ctx, req, how, proto, readonly), family);

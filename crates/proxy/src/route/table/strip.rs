@@ -121,6 +121,6 @@ pub fn strip(
             Stripped::Rewritten(cut, route)
         }
         Ok(None) => Stripped::Unchanged,
-        Err(()) => Stripped::Refused(Rejection::CrossSlot),
+        Err(_) => Stripped::Refused(Rejection::CrossSlot),
     }
 }

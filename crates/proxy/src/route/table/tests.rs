@@ -31,17 +31,27 @@ fn multi_key_commands_need_one_slot() {
     assert!(
         matches!(t.route(&req(&["MGET", "{a}1", "{a}2"])), Route::Slot(s) if s.slot == slot_of("a"))
     );
+    // Where the keys left their first slot: the key after the first.
+    let a_then_b = CrossSlot {
+        first: slot_of("a"),
+        at: 1,
+        then: slot_of("b"),
+    };
     assert!(matches!(
         t.route(&req(&["MGET", "a", "b"])),
-        Route::Split(Merge::Array)
+        Route::Split(Merge::Array, c) if c == a_then_b
     ));
     assert!(matches!(
         t.route(&req(&["MSET", "a", "1", "b", "2"])),
-        Route::Split(Merge::Ok)
+        Route::Split(Merge::Ok, c) if c == a_then_b
     ));
     assert!(matches!(
         t.route(&req(&["DEL", "a", "b", "c"])),
-        Route::Split(Merge::Sum)
+        Route::Split(Merge::Sum, c) if c == a_then_b
+    ));
+    assert!(matches!(
+        t.route(&req(&["DEL", "{a}1", "{a}2", "b"])),
+        Route::Split(Merge::Sum, c) if c == CrossSlot { at: 2, ..a_then_b }
     ));
     assert!(matches!(
         t.route(&req(&["MSETNX", "a", "1", "b", "2"])),
