@@ -98,7 +98,10 @@ pub enum Route {
 
 /// Where a request's keys were found to span slots: every key before key
 /// `at` (0 is the first) hashes to `first`, key `at` to `then`, another
-/// slot. A split starts from it instead of hashing those keys again.
+/// slot. A split starts from it instead of hashing those keys again; it
+/// numbers keys as the command's key specs visit them, every argument from
+/// the first (every second, MSET), as the built-in table and Redis's
+/// COMMAND both say.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CrossSlot {
     pub first: Slot,

@@ -25,6 +25,33 @@ fn single_key_commands_route_by_slot() {
     }
 }
 
+/// A split numbers keys as every argument from the first (every second,
+/// for MSET), and takes `CrossSlot::at` in that numbering: the command's
+/// key specs must visit those arguments, in order, and no others.
+#[test]
+fn split_commands_keys_are_numbered_as_the_split_numbers_them() {
+    let t = CommandTable::builtin();
+    for name in ["mget", "mset", "del", "unlink", "exists", "touch"] {
+        let info = t.get(name.as_bytes()).expect(name);
+        let step = match info.split {
+            Some(Merge::Ok) => 2,
+            Some(_) => 1,
+            None => panic!("{name} is not split"),
+        };
+        let args: Vec<String> = std::iter::once(name.to_owned())
+            .chain((0..5 * step).map(|i| format!("a{i}")))
+            .collect();
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let mut seen = Vec::new();
+        let _ = info.for_each_key(&req(&args), |key, _| {
+            seen.push(String::from_utf8_lossy(key).into_owned());
+            ControlFlow::Continue(())
+        });
+        let want: Vec<&str> = args.iter().skip(1).step_by(step).copied().collect();
+        assert_eq!(seen, want, "{name}");
+    }
+}
+
 #[test]
 fn multi_key_commands_need_one_slot() {
     let t = CommandTable::builtin();
