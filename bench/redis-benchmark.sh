@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # redis-benchmark against a single redis-server, orthrus in front of a
 # 3-master cluster, the cluster directly (redis-benchmark --cluster), and any
-# other proxies in front of the same cluster, in interleaved rounds. Prints,
+# other proxies in front of the same cluster, in interleaved rounds (each
+# round starting one target later than the one before). Prints,
 # per workload (GET and SET with 50 clients, 50 clients pipelining 16, and
 # 1 client), the median of the per-round ratios to the single server for
 # every target, p50/p99 latency, and the CPU microseconds per request of
@@ -138,11 +139,16 @@ for t in "${targets[@]}"; do
 done
 results="$tmp/results.csv"
 for round in $(seq 1 "$rounds"); do
+  # Each round starts one target later than the one before, so that no
+  # target always runs right after the same other one (which moves CPU
+  # per request by a few per cent on a shared machine).
+  shift_by=$(( (round - 1) % ${#targets[@]} ))
+  order=("${targets[@]:shift_by}" "${targets[@]:0:shift_by}")
   for mode in "c50:-c 50 -P 1" "c50p16:-c 50 -P 16" "c1:-c 1"; do
     label="${mode%%:*}"; args="${mode#*:}"
     count=$n; [ "$label" = c1 ] && count=$((n / 4))
     for test in set get; do
-      for t in "${targets[@]}"; do
+      for t in "${order[@]}"; do
         read -r name host port pid <<< "$t"
         extra=(); [ "$name" = cluster ] && extra=(--cluster)
         front_before=0; [ "$pid" = - ] || front_before=$(cpu_ns "$pid")
