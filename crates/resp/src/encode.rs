@@ -75,6 +75,11 @@ pub fn array_header(out: &mut BytesMut, n: usize) {
     header(out, b'*', n);
 }
 
+/// How many bytes [`array_header`] writes for `n`.
+pub fn array_header_len(n: usize) -> usize {
+    crate::request::header_len(n)
+}
+
 /// `%n\r\n` in RESP3; in RESP2 a flat array of keys and values, `*2n\r\n`.
 /// The `n` key/value pairs follow.
 pub fn map_header(out: &mut BytesMut, n_pairs: usize, proto: Protocol) {

@@ -91,6 +91,29 @@ fn scan_stepwise(buf: &[u8], limits: &Limits) -> Result<Option<usize>, ProtocolE
     }
 }
 
+/// The element count of an array (`*n`) or set (`~n`) reply at the start
+/// of `frame` and the offset of its first element; `None` for any other
+/// reply (a null array too) or a header that is not whole and well-formed
+/// (its count read as the token reader reads it).
+pub fn array_header(frame: &[u8]) -> Option<(usize, usize)> {
+    if !matches!(frame.first(), Some(b'*' | b'~')) {
+        return None;
+    }
+    let cr = crate::line::find_cr(frame)?;
+    let next = cr.checked_add(2)?;
+    if frame.get(cr..next) != Some(b"\r\n".as_slice()) {
+        return None;
+    }
+    let count = crate::number::parse_i64(frame.get(1..cr)?)?;
+    Some((usize::try_from(count).ok()?, next))
+}
+
+/// The number of an integer reply (`:n`) that is the whole of `frame`,
+/// read as the token reader reads it; `None` for anything else.
+pub fn integer_reply(frame: &[u8]) -> Option<i64> {
+    crate::number::parse_i64(frame.strip_prefix(b":")?.strip_suffix(b"\r\n")?)
+}
+
 /// Classifies a complete frame by its first bytes, without decoding it.
 /// `-` and `!` (blob) errors are errors; `MOVED`, `ASK`, `TRYAGAIN` and
 /// `CLUSTERDOWN` ones are told apart.

@@ -359,3 +359,27 @@ fn one_pass_reads_the_common_replies() {
         );
     }
 }
+
+#[test]
+fn array_headers_and_integers_are_read_as_the_token_reader_reads_them() {
+    assert_eq!(array_header(b"*3\r\n$1\r\na\r\n"), Some((3, 4)));
+    assert_eq!(array_header(b"~0\r\n"), Some((0, 4)));
+    assert_eq!(array_header(b"*12\r\n"), Some((12, 5)));
+    for other in [
+        &b"*-1\r\n"[..],
+        b"*2\r",
+        b"*2\rx",
+        b"*x\r\n",
+        b"*01\r\n",
+        b":1\r\n",
+        b"*",
+        b"",
+    ] {
+        assert_eq!(array_header(other), None, "{other:?}");
+    }
+    assert_eq!(integer_reply(b":42\r\n"), Some(42));
+    assert_eq!(integer_reply(b":-7\r\n"), Some(-7));
+    for other in [&b":\r\n"[..], b":5", b":5\r\n:6\r\n", b":-0\r\n", b"+5\r\n"] {
+        assert_eq!(integer_reply(other), None, "{other:?}");
+    }
+}

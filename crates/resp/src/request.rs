@@ -198,7 +198,7 @@ pub(crate) fn command_len<A: AsRef<[u8]>>(args: impl IntoIterator<Item = A>) -> 
 }
 
 /// Length of a `$n\r\n` / `*n\r\n` header.
-fn header_len(n: usize) -> usize {
+pub(crate) fn header_len(n: usize) -> usize {
     if n < 10 {
         return 4;
     }

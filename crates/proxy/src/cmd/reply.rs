@@ -38,7 +38,7 @@ pub fn verbatim(text: &str, proto: Protocol) -> Bytes {
 
 /// `:n\r\n` as a number.
 pub fn parse_integer(frame: &[u8]) -> Option<i64> {
-    orthrus_resp::parse_i64(frame.strip_prefix(b":")?.strip_suffix(b"\r\n")?)
+    orthrus_resp::integer_reply(frame)
 }
 
 /// The element frames of an array (or set) reply, as zero-copy slices.
@@ -55,13 +55,8 @@ pub fn array_elements(frame: &Bytes) -> Option<Vec<Bytes>> {
 pub fn array_element_ranges(
     frame: &[u8],
 ) -> Option<(usize, impl Iterator<Item = (usize, usize)> + '_)> {
-    if !matches!(frame.first(), Some(b'*' | b'~')) {
-        return None;
-    }
-    let line_end = line_end(frame)?;
-    let count = usize::try_from(orthrus_resp::parse_i64(frame.get(1..line_end)?)?).ok()?;
+    let (count, mut at) = orthrus_resp::array_header(frame)?;
     let limits = orthrus_resp::Limits::for_replies();
-    let mut at = line_end.checked_add(2)?;
     let mut left = count;
     let ranges = std::iter::from_fn(move || {
         left = left.checked_sub(1)?;
@@ -71,12 +66,6 @@ pub fn array_element_ranges(
         Some((start, at))
     });
     Some((count, ranges))
-}
-
-/// Where the first line ends: its CR, which a LF must follow.
-fn line_end(frame: &[u8]) -> Option<usize> {
-    let cr = frame.iter().position(|&b| b == b'\r')?;
-    (frame.get(cr.checked_add(1)?) == Some(&b'\n')).then_some(cr)
 }
 
 #[cfg(test)]

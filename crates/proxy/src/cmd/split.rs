@@ -177,10 +177,7 @@ async fn merge_replies(
             };
             // The reply's exact size: its buffer becomes the reply's bytes
             // without a shared header to allocate.
-            let digits = key_count
-                .checked_ilog10()
-                .map_or(1, |d| (d as usize).saturating_add(1));
-            let mut size = digits.saturating_add(3);
+            let mut size = encode::array_header_len(key_count);
             for (i, (reply, part)) in replies.iter().zip(parts).enumerate() {
                 let Some((count, elements)) = array_element_ranges(reply) else {
                     return unexpected(reply);
