@@ -22,7 +22,9 @@
 #                               same cluster; repeatable
 # Env: N (requests per test and run, default 200000; a quarter with 1
 # client), THREADS (orthrus --threads when started here, default 1),
-# KEEP_RESULTS (copy the raw CSV there).
+# ORTHRUS_BIN (the orthrus binary started here, default
+# target/release/orthrus; scripts/build-pgo prints the profile-guided
+# one's path), KEEP_RESULTS (copy the raw CSV there).
 #
 # Nothing given on the command line is stopped or flushed; what the script
 # starts (a redis-server, a cluster, orthrus) is stopped on exit.
@@ -48,6 +50,7 @@ while [ $# -gt 0 ]; do
 done
 n="${N:-200000}"
 threads="${THREADS:-1}"
+orthrus_bin="${ORTHRUS_BIN:-target/release/orthrus}"
 [[ "$rounds" =~ ^[1-9][0-9]*$ ]] || die "ROUNDS must be a positive number"
 [[ "$n" =~ ^[1-9][0-9]*$ ]] && [ "$n" -ge 4 ] || die "N must be a number of at least 4"
 command -v redis-benchmark >/dev/null || { echo "redis-benchmark is needed: apt-get install redis-tools" >&2; exit 1; }
@@ -102,7 +105,8 @@ if [ -n "$orthrus_addr" ]; then
 else
   host=127.0.0.1
   port="$(free_port)"
-  RUST_LOG=warn target/release/orthrus --listen "127.0.0.1:$port" --seeds "$seeds" --threads "$threads" & pids+=($!)
+  [ -x "$orthrus_bin" ] || die "ORTHRUS_BIN: no executable at $orthrus_bin"
+  RUST_LOG=warn "$orthrus_bin" --listen "127.0.0.1:$port" --seeds "$seeds" --threads "$threads" & pids+=($!)
   pid=$!
   for _ in $(seq 1 100); do redis-cli -p "$port" get x 2>/dev/null | grep -qv CLUSTERDOWN && break; sleep 0.1; done
 fi
