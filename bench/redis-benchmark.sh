@@ -22,9 +22,9 @@
 #                               same cluster; repeatable
 # Env: N (requests per test and run, default 200000; a quarter with 1
 # client), THREADS (orthrus --threads when started here, default 1),
-# ORTHRUS_BIN (the orthrus binary started here, default
-# target/release/orthrus; scripts/build-pgo prints the profile-guided
-# one's path), KEEP_RESULTS (copy the raw CSV there).
+# ORTHRUS_BIN (the orthrus binary started here, absolute or relative to
+# the checkout, default target/release/orthrus; scripts/build-pgo prints
+# the profile-guided one's full path), KEEP_RESULTS (copy the raw CSV there).
 #
 # Nothing given on the command line is stopped or flushed; what the script
 # starts (a redis-server, a cluster, orthrus) is stopped on exit.
