@@ -117,11 +117,23 @@ impl User {
                 CommandRule::Category(bits, allow) => *allow || *bits == 0,
                 CommandRule::Command(_, allow) => *allow,
             })
-            && self
-                .keys
-                .iter()
-                .any(|k| &*k.pattern == b"*" && k.access == Access::READ_WRITE)
-            && self.channels.iter().any(|c| &**c == b"*")
+            && self.has_all_keys_and_channels()
+    }
+
+    /// Whether every key may be read and written and every channel used
+    /// (`~* &*`): what a script run for the user may touch is then within
+    /// the rules whatever it names.
+    pub fn has_all_keys_and_channels(&self) -> bool {
+        self.has_all_keys(Access::READ_WRITE) && self.channels.iter().any(|c| &**c == b"*")
+    }
+
+    /// Whether every key may be accessed as `access` (`~*`, or `%R~*` for
+    /// reading): SORT's BY and GET patterns, which name keys a pattern
+    /// builds, need it to read, as in Redis.
+    pub fn has_all_keys(&self, access: Access) -> bool {
+        self.keys
+            .iter()
+            .any(|k| &*k.pattern == b"*" && k.access.covers(access))
     }
 
     /// Whether the command `full_name` (`get`, `client|kill`) with
@@ -228,6 +240,9 @@ impl Access {
     pub const READ: Access = Access(1);
     pub const WRITE: Access = Access(2);
     pub const READ_WRITE: Access = Access(3);
+    /// Not a key: a channel in a key's place (SSUBSCRIBE, SPUBLISH; Redis's
+    /// `NOT_KEY` flag), routed as a key and checked as a channel.
+    pub const CHANNEL: Access = Access(4);
 
     /// What a key specification's flags ask for, as Redis decides it:
     /// `ACCESS` (the value is read or returned) asks to read, `INSERT`,
@@ -240,10 +255,19 @@ impl Access {
             let bits = match flag.to_ascii_uppercase().as_str() {
                 "ACCESS" => Access::READ.0,
                 "INSERT" | "DELETE" | "UPDATE" => Access::WRITE.0,
+                "NOT_KEY" => return Access::CHANNEL,
                 _ => 0,
             };
-            Access(acc.0 | bits)
+            match acc {
+                Access::CHANNEL => acc,
+                _ => Access(acc.0 | bits),
+            }
         })
+    }
+
+    /// Whether this is a channel in a key's place ([`Access::CHANNEL`]).
+    pub fn is_channel(self) -> bool {
+        self == Access::CHANNEL
     }
 
     /// What a command asks for when its key specifications are not known

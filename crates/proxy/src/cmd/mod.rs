@@ -11,7 +11,9 @@
 //!   `admin.passthrough` is on.
 //! - [`split`] — cross-slot multi-key commands split per slot and merged.
 //! - [`fanout`] — keyspace-wide commands sent to every master and merged.
-//! - [`mirror`] — copies of a route's requests for its mirror upstreams.
+//! - [`outbound`] — a request as forwarded: route prefixes cut, copies for
+//!   the mirrors made; reached only by requests that passed every check.
+//! - [`mirror`] — sending those copies to a route's mirror upstreams.
 //! - [`scan`] — SCAN across the masters, the cursor naming the master.
 //! - [`script`] — EVALSHA that loads a script orthrus has seen on a master
 //!   answering `NOSCRIPT`, and SCRIPT EXISTS/FLUSH knowing those scripts.
@@ -31,6 +33,7 @@ pub mod hotkeys;
 pub mod info;
 pub mod local;
 pub mod mirror;
+pub mod outbound;
 pub mod pubsub;
 pub mod reply;
 pub mod scan;

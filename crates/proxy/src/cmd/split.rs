@@ -15,7 +15,7 @@ use orthrus_cluster::SLOT_COUNT;
 use orthrus_resp::{Protocol, Request, encode};
 
 use crate::client::Pending;
-use crate::cmd::mirror;
+use crate::cmd::outbound::{self, arg_of_key, step_of};
 use crate::cmd::reply::{array_element_ranges, parse_integer};
 use crate::node::Done;
 use crate::node::forward::{self, Access, Sent, Target, error_reply};
@@ -85,7 +85,7 @@ pub fn dispatch(
     proto: Protocol,
     access: Access,
 ) -> Pending {
-    let step = if merge == Merge::Ok { 2 } else { 1 };
+    let step = step_of(merge);
     let args = req.arg_count().saturating_sub(1);
     if args.checked_rem(step) != Some(0) {
         let name = String::from_utf8_lossy(req.arg(0).unwrap_or_default()).to_ascii_lowercase();
@@ -274,14 +274,12 @@ impl Parts {
             let Some(key) = arg_of_key(req, k, step, 0) else {
                 continue;
             };
-            let place = if !prefixes.is_empty() {
-                prefixes.place_of(key)
-            } else if k < self.cross.at {
-                Place::of(self.cross.first)
+            let place = if k < self.cross.at {
+                self.cross.first
             } else if k == self.cross.at {
-                Place::of(self.cross.then)
+                self.cross.then
             } else {
-                Place::for_key(key)
+                prefixes.place_of(key)
             };
             match self.part_of(place) {
                 Some(part) => part.more.push(k),
@@ -352,44 +350,21 @@ impl Part {
         })
     }
 
-    /// Builds this part's sub-command and sends it.
+    /// Builds this part's sub-command (as forwarded: [`outbound::part`])
+    /// and sends it.
     fn send(
         &mut self,
         ctx: &Rc<WorkerCtx>,
         (req, step, prefixes): (&Request, usize, &Prefixes),
         (proto, access): (Protocol, Access),
     ) {
-        let name = req.arg(0).unwrap_or_default();
-        // remove_prefix: each key as its upstream knows it.
-        let strips = prefixes.strips();
-        let arg = |k: usize, j: usize| {
-            let arg = arg_of_key(req, k, step, j).unwrap_or_default();
-            if strips && j == 0 {
-                prefixes.stripped(arg)
-            } else {
-                arg
-            }
-        };
-        let frame = if self.more.is_empty() {
-            // One key (with its value, for MSET): its arguments in place,
-            // which encode in a fraction of what the general chain costs.
-            let value = if step > 1 { arg(self.first, 1) } else { &[] };
-            let args = [name, arg(self.first, 0), value];
-            encode::command(args.get(..=step.min(2)).unwrap_or_default())
-        } else {
-            encode::command(
-                std::iter::once(name).chain(
-                    self.keys()
-                        .flat_map(move |k| (0..step).map(move |j| arg(k, j))),
-                ),
-            )
-        };
-        if prefixes.mirrors() {
-            let key = arg_of_key(req, self.first, step, 0).unwrap_or_default();
-            if let Some(mirror) = prefixes.mirror_of(key) {
-                mirror::copy(ctx, mirror, self.place, &frame, access.reads());
-            }
-        }
+        let frame = outbound::part(
+            ctx,
+            (req, step, prefixes),
+            self.keys(),
+            self.place,
+            access.reads(),
+        );
         self.sent = Some(forward::forward(
             &ctx.pool,
             frame,
@@ -420,13 +395,6 @@ fn is_error(frame: &[u8]) -> bool {
 fn unexpected(reply: &[u8]) -> Bytes {
     let shown: String = String::from_utf8_lossy(reply).chars().take(60).collect();
     error_reply(&format!("ERR orthrus: unexpected sub-reply {shown:?}"))
-}
-
-/// Argument `j` of key number `k` (0 is the first key) of a command whose
-/// keys come every `step` arguments after the name; `None` past the end.
-fn arg_of_key(req: &Request, k: usize, step: usize, j: usize) -> Option<&[u8]> {
-    let i = k.checked_mul(step)?.checked_add(j)?.checked_add(1)?;
-    req.arg(i)
 }
 
 #[cfg(test)]
@@ -463,7 +431,15 @@ mod tests {
     /// Where routing found `req`'s keys to span slots, as a split is given
     /// it.
     fn cross_of(req: &Request) -> CrossSlot {
-        match crate::route::table::CommandTable::builtin().route(req) {
+        cross_by(req, &Prefixes::default())
+    }
+
+    /// [`cross_of`] with routes by prefix.
+    fn cross_by(req: &Request, prefixes: &Prefixes) -> CrossSlot {
+        match crate::route::table::CommandTable::builtin()
+            .route_info(req, prefixes)
+            .0
+        {
             crate::route::table::Route::Split(_, cross) => cross,
             other => panic!("not split: {other:?}"),
         }
@@ -496,7 +472,7 @@ mod tests {
         let cross = cross_of(&req);
         assert_eq!(
             (cross.first, cross.at, cross.then),
-            (Slot::for_key(b"a"), 2, Slot::for_key(b"b"))
+            (Place::for_key(b"{a}"), 2, Place::for_key(b"{b}"))
         );
         assert_eq!(grouped(&req, 6), vec![vec![0, 1, 3], vec![2, 5], vec![4]]);
         let mut parts = Parts::new(6, 1, cross);
@@ -516,14 +492,13 @@ mod tests {
             let mut args = vec!["MGET"];
             args.extend(keys.iter().map(String::as_str));
             let req = Request::from_args(&args);
-            // Routes by prefix place every key themselves: slots from
-            // routing that would be wrong here are not used.
-            let unused = CrossSlot {
-                first: Slot::for_key(b"x"),
-                at: 1,
-                then: Slot::for_key(b"y"),
-            };
-            let mut parts = Parts::new(count, 3, unused);
+            // Routing placed the first two keys, by their routes.
+            let cross = cross_by(&req, &prefixes);
+            assert_eq!(
+                (cross.first.upstream, cross.at, cross.then.upstream),
+                (1, 1, 2)
+            );
+            let mut parts = Parts::new(count, 3, cross);
             parts.add(&req, (1, &prefixes), 0..count);
             let grouped: Vec<(u8, Vec<usize>)> = parts
                 .parts

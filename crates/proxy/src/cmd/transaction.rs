@@ -33,8 +33,8 @@ use crate::node::forward::{
 use crate::node::frames;
 use crate::node::retry::{Next, Retry};
 use crate::route::kind::Local;
-use crate::route::prefix::{DEFAULT_UPSTREAM, Place, Prefixes};
-use crate::route::table::strip::cuts_any;
+use crate::route::prefix::{Place, Prefixes};
+use crate::route::table::cut::cuts_any;
 use crate::route::table::{CommandTable, Rejection, Route};
 use crate::worker::WorkerCtx;
 
@@ -170,7 +170,7 @@ fn queue(
         // Before orthrus's own rules, as Redis checks it before running.
         return abort(multi, "ERR Command not allowed inside a transaction");
     }
-    let (route, info) = table.route_info_by(req, prefixes);
+    let (route, info) = table.route_info(req, prefixes);
     if prefixes.strips() && cuts_any(req, info, prefixes) {
         return abort(
             multi,
@@ -238,15 +238,11 @@ fn unwatch(client: &mut Client) {
 fn watch(client: &mut Client, req: &Request, table: &CommandTable, ctx: &Rc<WorkerCtx>) -> Pending {
     let info = table.get(req.arg(0).unwrap_or_default());
     let prefixes = ctx.prefixes();
-    let upstream = info.map(|info| info.upstream_of_keys(req, &prefixes));
-    let slot = match (info.map(|info| info.slot(req)), upstream) {
-        (_, Some(Err(()))) => {
+    let slot = match info.map(|info| info.place(req, &prefixes)) {
+        Some(Err(cross)) if cross.first.upstream != cross.then.upstream => {
             return Pending::Ready(error_reply(&Rejection::CrossRoute.message(req)));
         }
-        (Some(Ok(Some(slot))), Some(Ok(upstream))) => Place {
-            upstream: upstream.unwrap_or(DEFAULT_UPSTREAM),
-            slot,
-        },
+        Some(Ok(Some(place))) => place,
         _ => {
             return Pending::Ready(error_reply(
                 "CROSSSLOT Keys in request don't hash to the same slot",
@@ -494,7 +490,7 @@ fn exec_mixed(multi: Multi, watch: Option<Watch>, proto: Protocol, ctx: &Rc<Work
 /// One of orthrus's own commands queued in a MULTI, run at EXEC.
 async fn run_side(ctx: &Rc<WorkerCtx>, req: Request, proto: Protocol) -> Bytes {
     let table = ctx.commands();
-    let (route, info) = table.route_info(&req);
+    let (route, info) = table.route_info(&req, &ctx.prefixes());
     let readonly = info.is_some_and(|i| i.readonly);
     script::note(&ctx.shared.scripts, &req);
     let script_exists = req

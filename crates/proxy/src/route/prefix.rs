@@ -195,9 +195,12 @@ impl Prefixes {
     }
 
     /// The place of `key`: its upstream, and its slot there (of the key
-    /// as the upstream knows it).
+    /// as the upstream knows it). Every key's place is given here.
     #[inline]
     pub fn place_of(&self, key: &[u8]) -> Place {
+        if self.routes.is_empty() {
+            return Place::for_key(key);
+        }
         match self.route_of(key) {
             Some(p) => Place {
                 upstream: p.upstream,

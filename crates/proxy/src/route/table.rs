@@ -8,16 +8,15 @@
 //! locally, sent to any node, refused) is orthrus's own decision and always
 //! comes from the built-in rules in [`crate::route::kind`].
 
-use std::ops::ControlFlow;
+use std::borrow::Cow;
 use std::sync::Arc;
 
-use orthrus_cluster::Slot;
 use orthrus_resp::{Request, Value};
 
 use crate::acl::{Access, category};
 use crate::route::counted;
 use crate::route::kind::{self, Family, Kind};
-use crate::route::prefix::{Place, Prefixes, Upstream};
+use crate::route::prefix::{Place, Prefixes};
 use keyspec::{Begin, Find, KeySpec};
 use names::Names;
 pub use rejection::Rejection;
@@ -52,6 +51,13 @@ pub struct CommandInfo {
     pub acl_categories: u32,
     /// XREAD and XREADGROUP block only when given `BLOCK`.
     blocks_with_block_option: bool,
+    /// SORT: its `STORE` key is found by Redis's own rule, which its key
+    /// specs leave out ([`CommandInfo::for_each_key`] follows it).
+    sort_store: bool,
+    /// A key spec of the cluster's `COMMAND` reply that orthrus cannot
+    /// follow (begin search `unknown`, other than SORT's): not every key
+    /// is known, so a user with key rules may not run it.
+    pub keys_incomplete: bool,
     /// A container (SCRIPT, CLUSTER, ...) whose subcommands this table does
     /// not list: the subcommand's rule is looked up per request.
     rules_by_subcommand: bool,
@@ -96,17 +102,17 @@ pub enum Route {
     Reject(Rejection),
 }
 
-/// Where a request's keys were found to span slots: every key before key
-/// `at` (0 is the first) hashes to `first`, key `at` to `then`, another
-/// slot. A split starts from it instead of hashing those keys again; it
-/// numbers keys as the command's key specs visit them, every argument from
-/// the first (every second, MSET), as the built-in table and Redis's
-/// COMMAND both say.
+/// Where a request's keys were found to span places (slots, or
+/// upstreams): every key before key `at` (0 is the first) goes to `first`,
+/// key `at` to `then`, another place. A split starts from it instead of
+/// placing those keys again; it numbers keys as the command's key specs
+/// visit them, every argument from the first (every second, MSET), as the
+/// built-in table and Redis's COMMAND both say.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CrossSlot {
-    pub first: Slot,
+    pub first: Place,
     pub at: usize,
-    pub then: Slot,
+    pub then: Place,
 }
 
 // === impl CommandTable ===
@@ -180,32 +186,25 @@ impl CommandTable {
         self.commands.get(name)
     }
 
-    /// Decides where `req` goes.
+    /// Decides where `req` goes (with no routes by prefix).
     #[cfg(test)]
     pub fn route(&self, req: &Request) -> Route {
-        self.route_info(req).0
+        self.route_info(req, &Prefixes::default()).0
     }
 
-    /// [`CommandTable::route_info`] with routes by key prefix: a keyed
-    /// request goes to the upstream its keys are routed to, and is refused
-    /// when they are routed to several (a split command is split per key,
-    /// each to its own upstream, where it is sent).
+    /// Decides where `req` goes, and gives the entry of the command (or
+    /// subcommand) it names, if the table has one. Its keys are placed by
+    /// [`CommandInfo::place`]: with routes by prefix, each key at its
+    /// route's upstream, in the slot of the key as that upstream will see
+    /// it; keys of several places are split when the command splits, and
+    /// refused otherwise (`-CROSSROUTE` when the places are of several
+    /// upstreams).
     #[inline]
-    pub fn route_info_by(
+    pub fn route_info(
         &self,
         req: &Request,
         prefixes: &Prefixes,
     ) -> (Route, Option<&Arc<CommandInfo>>) {
-        let (route, info) = self.route_info(req);
-        if prefixes.is_empty() {
-            return (route, info);
-        }
-        (routed(route, req, info, prefixes), info)
-    }
-
-    /// Decides where `req` goes, and gives the entry of the command (or
-    /// subcommand) it names, if the table has one.
-    pub fn route_info(&self, req: &Request) -> (Route, Option<&Arc<CommandInfo>>) {
         let Some(name) = req.arg(0) else {
             return (Route::Reject(Rejection::UnknownCommand), None);
         };
@@ -224,7 +223,11 @@ impl CommandTable {
                 None => return (Route::Reject(Rejection::UnknownSubcommand), Some(info)),
             }
         }
-        (route_command(info, req), Some(info))
+        let route = route_command(info, req, prefixes);
+        if prefixes.is_empty() {
+            return (route, Some(info));
+        }
+        (routed(route, req, info, prefixes), Some(info))
     }
 }
 
@@ -232,42 +235,26 @@ impl CommandTable {
 /// them), which its COMMAND reply leaves out.
 const MAY_REPLICATE: &[&str] = &["eval", "evalsha", "fcall", "pfcount", "publish", "spublish"];
 
-/// `route`, its place's upstream the one every key of `req` is routed to.
+/// `route` with routes by prefix: keys that span slots of several
+/// upstreams are the upstreams the client must change, and commands that
+/// would lose a prefix the way they cannot are refused.
 #[cold]
-fn routed(
-    route: Route,
-    req: &Request,
-    info: Option<&Arc<CommandInfo>>,
-    prefixes: &Prefixes,
-) -> Route {
-    let Some(info) = info else {
-        return route;
-    };
-    // Keys in several slots of several upstreams: the upstreams are what
-    // the client must change.
+fn routed(route: Route, req: &Request, info: &Arc<CommandInfo>, prefixes: &Prefixes) -> Route {
     if matches!(route, Route::Reject(Rejection::CrossSlot))
         && info.upstream_of_keys(req, prefixes).is_err()
     {
         return Route::Reject(Rejection::CrossRoute);
     }
-    let (Route::Slot(place) | Route::Blocking(place)) = &route else {
-        return route;
-    };
-    let Ok(upstream) = info.upstream_of_keys(req, prefixes) else {
-        return Route::Reject(Rejection::CrossRoute);
-    };
-    let place = Place {
-        upstream: upstream.unwrap_or(place.upstream),
-        slot: place.slot,
-    };
-    match route {
-        Route::Blocking(_) => Route::Blocking(place),
-        _ => Route::Slot(place),
+    if prefixes.strips() {
+        if let Some(rejection) = cut::refusal(&route, req, info, prefixes) {
+            return Route::Reject(rejection);
+        }
     }
+    route
 }
 
 /// Where a request for the command `info` goes.
-fn route_command(info: &Arc<CommandInfo>, req: &Request) -> Route {
+fn route_command(info: &Arc<CommandInfo>, req: &Request, prefixes: &Prefixes) -> Route {
     // Transaction and subscription commands check their arity where they run.
     let checked_later = || matches!(info.kind, Kind::Transaction | Kind::Subscription);
     if !info.arity_ok(req.arg_count()) && !checked_later() {
@@ -296,22 +283,22 @@ fn route_command(info: &Arc<CommandInfo>, req: &Request) -> Route {
         Kind::Subscription => Route::Subscription(Arc::clone(info)),
         Kind::FanOut(how) => Route::FanOut(how),
         Kind::Scan => Route::Scan,
-        Kind::Blocking => match info.slot(req) {
-            Ok(Some(slot)) => Route::Blocking(Place::of(slot)),
+        Kind::Blocking => match info.place(req, prefixes) {
+            Ok(Some(place)) => Route::Blocking(place),
             // No key (`BZMPOP 1 0 ...`, a numkeys that is not a number):
             // the node refuses it at once with its own error, never blocks.
             Ok(None) => Route::AnyNode,
             Err(_) => Route::Reject(Rejection::CrossSlot),
         },
         Kind::Keyed if info.blocks_with_block_option && has_block_option(req) => {
-            match info.slot(req) {
-                Ok(Some(slot)) => Route::Blocking(Place::of(slot)),
+            match info.place(req, prefixes) {
+                Ok(Some(place)) => Route::Blocking(place),
                 Ok(None) => Route::AnyNode,
                 Err(_) => Route::Reject(Rejection::CrossSlot),
             }
         }
-        Kind::Keyed => match info.slot(req) {
-            Ok(Some(slot)) => Route::Slot(Place::of(slot)),
+        Kind::Keyed => match info.place(req, prefixes) {
+            Ok(Some(place)) => Route::Slot(place),
             Ok(None) => Route::AnyNode,
             Err(cross) => match info.split {
                 Some(merge) => Route::Split(merge, cross),
@@ -325,7 +312,10 @@ fn route_command(info: &Arc<CommandInfo>, req: &Request) -> Route {
 
 impl CommandInfo {
     fn from_builtin(entry: &kind::Builtin, family: Family) -> CommandInfo {
-        let access = Access::of_command(entry.flags.contains('r'));
+        let access = match entry.name {
+            "ssubscribe" | "sunsubscribe" | "spublish" => Access::CHANNEL,
+            _ => Access::of_command(entry.flags.contains('r')),
+        };
         let key_specs = match entry.keys {
             kind::Keys::None => Vec::new(),
             kind::Keys::Range(first, last, step) => vec![KeySpec {
@@ -374,13 +364,15 @@ impl CommandInfo {
             readonly: entry.flags.contains('r'),
             no_multi: false,
             may_write: !entry.flags.contains('r'),
-            acl_categories: builtin_categories(entry.flags),
+            acl_categories: builtin_categories(entry.name, entry.flags),
             family,
             arity: entry.arity,
             name,
             split: kind::split_merge(entry.name),
             stat: counted::id(entry.name),
             blocks_with_block_option: is_xread(entry.name),
+            sort_store: entry.name == "sort",
+            keys_incomplete: false,
             rules_by_subcommand: kind::CONTAINERS.contains(&entry.name),
             key_specs,
             subcommands: Names::default(),
@@ -418,11 +410,9 @@ impl CommandInfo {
         let step = usize::try_from(fields.get(5)?.as_int()?)
             .unwrap_or(1)
             .max(1);
-        let mut key_specs: Vec<KeySpec> = fields
-            .get(8)
-            .and_then(Value::as_array)
-            .map(|specs| specs.iter().filter_map(KeySpec::from_reply).collect())
-            .unwrap_or_default();
+        let specs = fields.get(8).and_then(Value::as_array).unwrap_or_default();
+        let mut key_specs: Vec<KeySpec> = specs.iter().filter_map(KeySpec::from_reply).collect();
+        let unknown = specs.iter().any(KeySpec::is_unknown);
         if key_specs.is_empty() && first > 0 {
             key_specs.push(KeySpec {
                 begin: Begin::Index(first),
@@ -459,6 +449,8 @@ impl CommandInfo {
             split: kind::split_merge(&name),
             stat: counted::id(&name),
             blocks_with_block_option: is_xread(&name),
+            sort_store: name == "sort",
+            keys_incomplete: unknown && name != "sort",
             rules_by_subcommand: subcommands.is_empty()
                 && kind::CONTAINERS.contains(&name.as_str()),
             name: name.into(),
@@ -484,120 +476,27 @@ impl CommandInfo {
         }
     }
 
-    /// The key of a command with one key at a fixed place (GET, SET, ...), found without
-    /// the walk over key specs; `Some((None, _))` if the request lacks it, `None` otherwise.
-    #[inline]
-    pub fn fixed_key<'r>(&self, req: &'r Request) -> Option<(Option<&'r [u8]>, Access)> {
-        let (at, access) = self.fixed_key_at()?;
-        Some((at.and_then(|at| req.arg(at)), access))
-    }
-
-    /// Which argument is the one key of a command with one key at a fixed
-    /// place (`Some((None, _))` for a place beyond `usize`), and what the
-    /// command does to it; `None` for any other command.
-    #[inline]
-    pub fn fixed_key_at(&self) -> Option<(Option<usize>, Access)> {
-        if let [
-            KeySpec {
-                begin: Begin::Index(at),
-                find: Find::Range { last_key: 0, .. },
-                access,
-            },
-        ] = self.key_specs.as_slice()
-        {
-            return Some((usize::try_from(*at).ok(), *access));
-        }
-        None
-    }
-
-    /// The slot all of the request's keys hash to: `Ok(None)` if it has no
-    /// keys, `Err` with where they left it if they span slots.
-    pub fn slot(&self, req: &Request) -> Result<Option<Slot>, CrossSlot> {
-        if let Some((key, _)) = self.fixed_key(req) {
-            return Ok(key.map(Slot::for_key));
-        }
-        let mut slot = None;
-        let mut at = 0usize;
-        let mut cross = None;
-        // Stops at the first key of another slot, which a split starts
-        // from: no key is hashed twice.
-        let _ = self.for_each_key(req, |key, _| {
-            let s = Slot::for_key(key);
-            match slot {
-                None => slot = Some(s),
-                Some(first) if first != s => {
-                    cross = Some(CrossSlot { first, at, then: s });
-                    return ControlFlow::Break(());
-                }
-                Some(_) => {}
-            }
-            at = at.saturating_add(1);
-            ControlFlow::Continue(())
-        });
-        match cross {
-            Some(cross) => Err(cross),
-            None => Ok(slot),
-        }
-    }
-
-    /// The upstream every key of `req` is routed to (`None` without a
-    /// key); `Err` when they are routed to several.
-    pub fn upstream_of_keys(
-        &self,
-        req: &Request,
-        prefixes: &Prefixes,
-    ) -> Result<Option<Upstream>, ()> {
-        let mut upstream = None;
-        let mut several = false;
-        let _ = self.for_each_key(req, |key, _| {
-            let this = prefixes.upstream_of(key);
-            match upstream {
-                Some(first) if first != this => {
-                    several = true;
-                    return ControlFlow::Break(());
-                }
-                _ => upstream = Some(this),
-            }
-            ControlFlow::Continue(())
-        });
-        if several { Err(()) } else { Ok(upstream) }
-    }
-
-    /// Calls `f` with every key of `req`, in order, and what the command
-    /// does to it, until it breaks.
-    pub fn for_each_key(
-        &self,
-        req: &Request,
-        mut f: impl FnMut(&[u8], Access) -> ControlFlow<()>,
-    ) -> ControlFlow<()> {
-        if let Some((key, access)) = self.fixed_key(req) {
-            return match key {
-                Some(key) => f(key, access),
-                None => ControlFlow::Continue(()),
-            };
-        }
-        let argc = req.arg_count();
-        for spec in &self.key_specs {
-            if let Some((first, last, step)) = spec.positions(req, argc) {
-                let mut i = first;
-                while i <= last {
-                    if let Some(key) = req.arg(i) {
-                        f(key, spec.access)?;
-                    }
-                    let Some(next) = i.checked_add(step) else {
-                        break;
-                    };
-                    i = next;
-                }
-            }
-        }
-        ControlFlow::Continue(())
-    }
-
     /// The entry of `req`'s subcommand, when this is a container the
     /// table lists subcommands for (`client|kill` for CLIENT KILL).
     pub fn subcommand(&self, req: &Request) -> Option<&Arc<CommandInfo>> {
         req.arg(1).and_then(|sub| self.subcommands.get(sub))
+    }
+
+    /// What a user's rules see of `req`: the full name of its command
+    /// (`client|list` for CLIENT LIST) and that command's categories. A
+    /// container whose subcommands the table does not list (the built-in
+    /// table's CLIENT, SLOWLOG, ...) gives its subcommand's name with
+    /// Redis 7.0's categories for it.
+    pub fn acl_view(&self, req: &Request) -> (Cow<'_, str>, u32) {
+        if let Some(sub) = self.subcommand(req) {
+            return (Cow::Borrowed(sub.full_name()), sub.acl_categories);
+        }
+        if let (true, Some(sub)) = (self.subcommands.is_empty(), req.arg(1)) {
+            if let Some((full, names)) = categories::of_subcommand(&self.name, sub) {
+                return (Cow::Owned(full), category::from_names(names.split(' ')));
+            }
+        }
+        (Cow::Borrowed(self.full_name()), self.acl_categories)
     }
 
     /// Lower-case name used in error texts (`get`, `client|setname`).
@@ -606,8 +505,13 @@ impl CommandInfo {
     }
 }
 
-/// A built-in entry's categories, from its flags (`a` admin, `r` read).
-fn builtin_categories(flags: &str) -> u32 {
+/// A built-in entry's categories: Redis 7.0's for the command, else (a
+/// command Redis 7.0 does not know) guessed from its flags (`a` admin, `r`
+/// read).
+fn builtin_categories(name: &str, flags: &str) -> u32 {
+    if let Some(names) = categories::of(name) {
+        return category::from_names(names.split(' '));
+    }
     let bit = |name| category::bits(name).unwrap_or(0);
     if flags.contains('a') {
         bit("admin") | bit("dangerous")
@@ -626,10 +530,12 @@ fn has_block_option(req: &Request) -> bool {
     req.args().skip(1).any(|a| a.eq_ignore_ascii_case(b"block"))
 }
 
+mod categories;
+pub mod cut;
+mod keys;
 mod keyspec;
 mod names;
 mod rejection;
-pub mod strip;
 
 #[cfg(test)]
 mod tests;

@@ -1,33 +1,30 @@
-//! Starting one request: the checks every request passes (authentication,
-//! the memory limit, CLIENT REPLY), then one lookup in the command table
-//! and the handler for its route. Pub/sub and transaction commands, and
-//! whatever a subscriber or a client inside MULTI sends, go to their
-//! handlers first.
+//! Starting one request: one lookup in the command table, which places its
+//! keys; its two stages, the checks on it as sent ([`admit`]) and, for
+//! what goes to an upstream, the request as forwarded ([`outbound`]); and
+//! the handler for its route in between. Pub/sub and transaction commands,
+//! and whatever a client inside MULTI sends, go to their handlers first.
 
 use std::collections::VecDeque;
 use std::ops::ControlFlow;
 use std::rc::Rc;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
 use orthrus_resp::{Protocol, Request};
 
-use crate::acl;
+use super::admit::admit;
 use crate::client::subscriptions::publish_target;
 use crate::client::{Client, Pending, PushSink, ReplyMode};
 use crate::cmd::{
-    admin, blocking, fanout, local, mirror, pubsub, scan, script, split, tracking, transaction,
+    admin, blocking, fanout, local, outbound, pubsub, scan, script, split, tracking, transaction,
 };
 use crate::config::ReadFrom;
 use crate::node::Done;
 use crate::node::forward::{self, Access, Sent, Target, error_reply};
-use crate::observe::acl_log::Reason;
 use crate::observe::clients::Closer;
 use crate::observe::hotkeys::Sample;
 use crate::observe::stats::WorkerStats;
 use crate::route::kind::{Family, Local};
-use crate::route::table::strip::{Stripped, strip};
 use crate::route::table::{CommandInfo, CommandTable, Rejection, Route};
 use crate::time::Tick;
 use crate::worker::WorkerCtx;
@@ -57,6 +54,8 @@ enum Next {
         access: Access,
         proto: Protocol,
         family: Family,
+        /// The request as forwarded, when it is not the one sent.
+        sent: Option<Request>,
     },
 }
 
@@ -86,10 +85,12 @@ impl Started {
 
 /// Decides what to do with one request and starts doing it (its deadline
 /// counts from `start`); `samples` gets its keys when a HOTKEYS session
-/// samples it.
+/// samples it. The request passes its two stages: every check on it as
+/// sent ([`admit`]), then, for those forwarded, the rewrite and copies of
+/// it as forwarded ([`outbound`]).
 pub fn dispatch(
     client: &mut Client,
-    mut req: Request,
+    req: Request,
     start: Tick,
     sink: impl FnMut(Closer) -> PushSink,
     ctx: &Rc<WorkerCtx>,
@@ -106,14 +107,25 @@ pub fn dispatch(
     let own = client.tracking.as_ref().map(|t| t.ctx.clone());
     let ctx = own.as_ref().unwrap_or(ctx);
     let table = ctx.commands();
-    let ((mut route, info), mirrors, strips) = ctx
+    // Where each key goes, from the keys as they will be sent.
+    let ((route, info), rewrites) = ctx
         .pool
         .env()
-        .with_prefixes(|p| (table.route_info_by(&req, p), p.mirrors(), p.strips()));
-    // remove_prefix and mirrors: the request as its upstream is to see
-    // it, and its copies.
-    if (strips || mirrors) && client.multi.is_none() {
-        strip_and_copy(ctx, &mut req, &mut route, info);
+        .with_prefixes(|p| (table.route_info(&req, p), p.mirrors() || p.strips()));
+    WorkerStats::bump(&ctx.stats().commands);
+    let family = info.map_or(Family::Other, |info| info.family);
+    // The first stage: the request as sent.
+    if let Some(answer) = admit(client, &req, (&route, info), ctx) {
+        let started = Started {
+            frame: Some(req.into_frame()),
+            stat: info.and_then(|info| info.stat),
+            ..Started::refused(answer, family)
+        };
+        return if silent {
+            silenced(started, ctx)
+        } else {
+            started
+        };
     }
     let mut hot = false;
     if let Some(generation) = ctx.shared.hotkeys.sampled() {
@@ -122,7 +134,8 @@ pub fn dispatch(
             hot = true;
         }
     }
-    let mut started = match run(client, &req, (route, info), &table, sink, ctx) {
+    let rewrites = rewrites && client.multi.is_none();
+    let mut started = match run(client, &req, (route, info, rewrites), &table, sink, ctx) {
         Next::Started(started) => Started {
             frame: Some(req.into_frame()),
             ..started
@@ -132,8 +145,10 @@ pub fn dispatch(
             access,
             proto,
             family,
+            sent,
         } => {
-            match forward::forward_from(&ctx.pool, req.into_frame(), target, proto, access, start) {
+            let frame = sent.unwrap_or(req).into_frame();
+            match forward::forward_from(&ctx.pool, frame, target, proto, access, start) {
                 Sent::Remote(remote) => Started::ran(Pending::Remote(remote), family),
                 Sent::Refused { reply, frame } => Started {
                     frame: Some(frame),
@@ -145,45 +160,18 @@ pub fn dispatch(
     started.stat = info.and_then(|info| info.stat);
     started.hot = hot;
     if silent {
-        keep_frame(&mut started.frame, &started.pending);
-        Started {
-            pending: silence(started.pending, ctx),
-            ..started
-        }
+        silenced(started, ctx)
     } else {
         started
     }
 }
 
-/// With routes that remove their prefix or mirror (and outside MULTI,
-/// whose queue refuses keys that lose a prefix): `req` and `route` become
-/// what the upstream is to get, and the route of the first key as sent
-/// gets its copies.
-#[cold]
-fn strip_and_copy(
-    ctx: &Rc<WorkerCtx>,
-    req: &mut Request,
-    route: &mut Route,
-    info: Option<&Arc<CommandInfo>>,
-) {
-    let prefixes = ctx.prefixes();
-    let mut mirror = None;
-    if let (true, Route::Slot(_), Some(info)) = (prefixes.mirrors(), &*route, info) {
-        let _ = info.for_each_key(req, |key, _| {
-            mirror = prefixes.mirror_of(key).cloned();
-            ControlFlow::Break(())
-        });
-    }
-    if prefixes.strips() {
-        match strip(req, route, info, &prefixes) {
-            Stripped::Unchanged => {}
-            Stripped::Rewritten(cut, cut_route) => (*req, *route) = (cut, cut_route),
-            Stripped::Refused(why) => *route = Route::Reject(why),
-        }
-    }
-    if let (Some(mirror), Route::Slot(place)) = (mirror, &*route) {
-        let readonly = info.is_some_and(|i| i.readonly);
-        mirror::copy(ctx, &mirror, *place, req.frame(), readonly);
+/// A started request whose reply is not to be sent (CLIENT REPLY OFF/SKIP).
+fn silenced(mut started: Started, ctx: &Rc<WorkerCtx>) -> Started {
+    keep_frame(&mut started.frame, &started.pending);
+    Started {
+        pending: silence(started.pending, ctx),
+        ..started
     }
 }
 
@@ -276,38 +264,19 @@ fn silence(pending: Pending, ctx: &Rc<WorkerCtx>) -> Pending {
     }
 }
 
-/// Routes one request and starts it.
+/// Starts one request that passed its checks: the handlers of the
+/// client's own state first (pub/sub, transactions), then the route's.
+/// What goes to an upstream goes as forwarded: with `rewrites` (routes
+/// that cut their prefix or mirror, outside MULTI), through [`outbound`].
 fn run(
     client: &mut Client,
     req: &Request,
-    (route, info): (Route, Option<&Arc<CommandInfo>>),
+    (route, info, rewrites): (Route, Option<&Arc<CommandInfo>>, bool),
     table: &CommandTable,
     mut sink: impl FnMut(Closer) -> PushSink,
     ctx: &Rc<WorkerCtx>,
 ) -> Next {
-    let stats = ctx.stats();
-    WorkerStats::bump(&stats.commands);
     let family = info.map_or(Family::Other, |info| info.family);
-    if !client.authenticated && !allowed_before_auth(req) {
-        WorkerStats::bump(&stats.rejected_commands);
-        let reply = error_reply("NOAUTH Authentication required.");
-        return Next::Started(Started::refused(Pending::Ready(reply), family));
-    }
-    let limits = client.names.as_ref().and_then(|n| n.acl.as_ref());
-    if let (Some(user), Some(info)) = (limits, info) {
-        if let Some((reason, object, text)) = refusal(user, req, info) {
-            WorkerStats::bump(&stats.rejected_commands);
-            let who = local::client_info(client);
-            ctx.shared.acl_log.record(reason, &object, &user.name, who);
-            let reply = error_reply(&text);
-            return Next::Started(Started::refused(Pending::Ready(reply), family));
-        }
-    }
-    if ctx.shared.over_memory.load(Ordering::Relaxed) && !allowed_over_memory(req) {
-        WorkerStats::bump(&stats.rejected_commands);
-        let reply = error_reply("OOM orthrus: memory use is over memory_limit_mb; request refused");
-        return Next::Started(Started::refused(Pending::Ready(reply), family));
-    }
     if let Some(tracking) = &client.tracking {
         tracking.before(req, &route);
     }
@@ -320,25 +289,11 @@ fn run(
         (true, None) => Access::Read,
     };
     let proto = client.proto;
-    // Scripts are noted on their way (SCRIPT LOAD's body) or run by orthrus
-    // (SCRIPT KILL, EVALSHA of a held body), unless RESP2's subscriber mode
-    // or MULTI, guards in the match below, take the request.
-    if family == Family::Scripting
-        && !pubsub::restricts(client, req)
-        && !transaction::queues(client, req)
-    {
-        if let Some(pending) = script::intercept(ctx, req, &route, proto, access) {
-            return Next::Started(Started::ran(pending, family));
-        }
-    }
     let ran = |pending, family| Next::Started(Started::ran(pending, family));
-    let (target, access) = match route {
+    match &route {
         Route::Subscription(info) => {
             let pending = pubsub::command(client, req, &info.name, &mut sink, ctx);
             return ran(pending, Family::PubSub);
-        }
-        _ if client.pubsub.is_some() && pubsub::restricts(client, req) => {
-            return ran(pubsub::in_subscriber_mode(client, req), Family::PubSub);
         }
         Route::Transaction => {
             let pending = transaction::command(client, req, table, ctx);
@@ -347,6 +302,30 @@ fn run(
         _ if transaction::queues(client, req) => {
             let pending = transaction::queue_in_multi(client, req, table, ctx);
             return ran(pending, Family::Transaction);
+        }
+        _ => {}
+    }
+    // The second stage: a keyed request for one place as its upstream is
+    // to get it (blocking commands are cut, never copied: a copy would
+    // block a mirror's shared connection).
+    let sent = match (&route, rewrites) {
+        (Route::Slot(place), true) => outbound::request(ctx, req, *place, info, true),
+        (Route::Blocking(place), true) => outbound::request(ctx, req, *place, info, false),
+        _ => None,
+    };
+    let req = sent.as_ref().unwrap_or(req);
+    // Scripts are noted on their way (SCRIPT LOAD's body) or run by orthrus
+    // (SCRIPT KILL, EVALSHA of a held body).
+    if family == Family::Scripting {
+        if let Some(pending) = script::intercept(ctx, req, &route, proto, access) {
+            return ran(pending, family);
+        }
+    }
+    let (target, access) = match route {
+        // Taken by their handlers above.
+        Route::Subscription(_) | Route::Transaction => {
+            let reply = error_reply("ERR orthrus: unexpected route");
+            return ran(Pending::Ready(reply), family);
         }
         Route::Local(Local::Client) if tracking::handles(req) => {
             return ran(tracking::command(client, req, &mut sink, ctx), family);
@@ -388,6 +367,7 @@ fn run(
         access,
         proto,
         family,
+        sent,
     }
 }
 
@@ -396,77 +376,4 @@ fn refuse(rejection: &Rejection, req: &Request, family: Family, ctx: &WorkerCtx)
     WorkerStats::bump(&ctx.stats().rejected_commands);
     let reply = error_reply(&rejection.message(req));
     Next::Started(Started::refused(Pending::Ready(reply), family))
-}
-
-/// What still runs while orthrus is over its memory limit: commands that
-/// hold nothing (so that clients and operators can look, and leave).
-fn allowed_over_memory(req: &Request) -> bool {
-    let name = req.arg(0).unwrap_or_default();
-    [
-        &b"ping"[..],
-        b"echo",
-        b"quit",
-        b"reset",
-        b"auth",
-        b"hello",
-        b"info",
-        b"client",
-        b"select",
-    ]
-    .iter()
-    .any(|n| name.eq_ignore_ascii_case(n))
-}
-
-/// A user's rules against one request: the `-NOPERM` text if it is
-/// refused. The command by name and category, every key its key specs
-/// find (read, written or neither, as its key specifications say), and the
-/// channels of the pub/sub commands that name some.
-/// Returns what ACL LOG records (reason, object) and the reply's text.
-fn refusal(
-    user: &acl::User,
-    req: &Request,
-    info: &CommandInfo,
-) -> Option<(Reason, String, String)> {
-    // Containers orthrus answers itself (CLIENT, SLOWLOG) are routed as a
-    // whole; their subcommands have categories of their own.
-    let info: &CommandInfo = info.subcommand(req).map_or(info, |sub| sub);
-    let name = info.full_name();
-    if !user.may_run(name, info.acl_categories) {
-        let text = acl::Denied::Command.message(&user.name, name);
-        return Some((Reason::Command, name.to_owned(), text));
-    }
-    let mut refused_key = None;
-    let _ = info.for_each_key(req, |key, access| {
-        if user.may_access_key(key, access) {
-            return ControlFlow::Continue(());
-        }
-        refused_key = Some(String::from_utf8_lossy(key).into_owned());
-        ControlFlow::Break(())
-    });
-    if let Some(key) = refused_key {
-        return Some((Reason::Key, key, acl::Denied::Key.message(&user.name, name)));
-    }
-    let (channels, patterns) = match name {
-        "publish" | "spublish" => (1..2.min(req.arg_count()), false),
-        "subscribe" | "ssubscribe" => (1..req.arg_count(), false),
-        "psubscribe" => (1..req.arg_count(), true),
-        _ => return None,
-    };
-    let refused = channels
-        .filter_map(|i| req.arg(i))
-        .find(|channel| !user.may_use_channel(channel, patterns))?;
-    let text = acl::Denied::Channel.message(&user.name, name);
-    Some((
-        Reason::Channel,
-        String::from_utf8_lossy(refused).into_owned(),
-        text,
-    ))
-}
-
-/// What Redis lets a client run before it has authenticated.
-fn allowed_before_auth(req: &Request) -> bool {
-    let name = req.arg(0).unwrap_or_default();
-    [&b"auth"[..], b"hello", b"quit"]
-        .iter()
-        .any(|n| name.eq_ignore_ascii_case(n))
 }

@@ -38,6 +38,7 @@ use crate::route::kind::Family;
 use crate::time::Tick;
 use crate::worker::WorkerCtx;
 
+mod admit;
 mod direct;
 mod dispatch;
 mod output;

@@ -79,6 +79,16 @@ impl KeySpec {
         })
     }
 
+    /// Whether a key specification of a `COMMAND` reply begins its search
+    /// in a way only the command's own code knows (`unknown`: SORT's
+    /// `STORE`, MIGRATE's keys).
+    pub fn is_unknown(spec: &Value) -> bool {
+        spec.field("begin_search")
+            .and_then(|b| b.field("type"))
+            .and_then(Value::as_str)
+            .is_some_and(|t| t == "unknown")
+    }
+
     /// First and last argument index of this spec's keys, and the step.
     pub fn positions(&self, req: &Request, argc: usize) -> Option<(usize, usize, usize)> {
         let argc_i = i64::try_from(argc).ok()?;

@@ -1,3 +1,7 @@
+use std::ops::ControlFlow;
+
+use orthrus_cluster::Slot;
+
 use super::*;
 use crate::route::kind::{Family, FanOut, Local, Merge};
 
@@ -60,9 +64,9 @@ fn multi_key_commands_need_one_slot() {
     );
     // Where the keys left their first slot: the key after the first.
     let a_then_b = CrossSlot {
-        first: slot_of("a"),
+        first: Place::of(slot_of("a")),
         at: 1,
-        then: slot_of("b"),
+        then: Place::of(slot_of("b")),
     };
     assert!(matches!(
         t.route(&req(&["MGET", "a", "b"])),
@@ -360,7 +364,7 @@ fn families_come_from_acl_categories_or_the_builtin_table() {
     assert_eq!(family("zadd"), Some(Family::SortedSet));
     assert_eq!(family("pfcount"), Some(Family::HyperLogLog));
     assert_eq!(family("ping"), Some(Family::Connection));
-    let (route, info) = builtin.route_info(&req(&["HGET", "h", "f"]));
+    let (route, info) = builtin.route_info(&req(&["HGET", "h", "f"]), &Prefixes::default());
     assert!(matches!(route, Route::Slot(_)));
     assert!(info.is_some_and(|i| i.family == Family::Hash && i.readonly));
 }

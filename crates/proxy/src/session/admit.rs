@@ -1,0 +1,247 @@
+//! The first of a request's two stages: every check, on the request
+//! exactly as the client sent it (keys with their route prefixes, before
+//! anything is cut or copied). Authentication, the user's command, key and
+//! channel rules, the memory limit and RESP2's subscriber mode; a refusal
+//! inside MULTI marks the transaction failed, as Redis's queue-time
+//! refusals do (EXEC then answers `-EXECABORT`). What is refused here is
+//! answered at once and reaches no upstream, mirror or HOTKEYS session.
+
+use std::ops::ControlFlow;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use orthrus_resp::Request;
+
+use crate::acl::{self, Access};
+use crate::client::{Client, Pending};
+use crate::cmd::{local, pubsub, transaction};
+use crate::node::forward::error_reply;
+use crate::observe::acl_log::Reason;
+use crate::observe::stats::WorkerStats;
+use crate::route::table::{CommandInfo, Route};
+use crate::worker::WorkerCtx;
+
+/// Commands that run code which may name any key or channel.
+const SCRIPT_RUNNERS: &[&str] = &[
+    "eval",
+    "evalsha",
+    "eval_ro",
+    "evalsha_ro",
+    "fcall",
+    "fcall_ro",
+];
+
+/// Why a user may not run a request: the reply's text and, for ACL LOG,
+/// the reason and the object refused (none for the errors Redis gives
+/// without logging, SORT's options).
+struct Refused {
+    log: Option<(Reason, String)>,
+    text: String,
+}
+
+/// Checks `req` as sent: `None` when it may go on, else its answer (a
+/// refusal, or RESP2 subscriber mode's PING).
+pub fn admit(
+    client: &mut Client,
+    req: &Request,
+    (route, info): (&Route, Option<&Arc<CommandInfo>>),
+    ctx: &WorkerCtx,
+) -> Option<Pending> {
+    let refusal = refusal(client, req, info, ctx);
+    if let Some(text) = refusal {
+        WorkerStats::bump(&ctx.stats().rejected_commands);
+        if transaction::queues(client, req) {
+            if let Some(multi) = client.multi.as_mut() {
+                multi.aborted = true;
+            }
+        }
+        return Some(Pending::Ready(error_reply(&text)));
+    }
+    if client.pubsub.is_some()
+        && !matches!(route, Route::Subscription(_))
+        && pubsub::restricts(client, req)
+    {
+        return Some(pubsub::in_subscriber_mode(client, req));
+    }
+    None
+}
+
+/// The error text of a refused request, if it is refused.
+#[inline]
+fn refusal(
+    client: &Client,
+    req: &Request,
+    info: Option<&Arc<CommandInfo>>,
+    ctx: &WorkerCtx,
+) -> Option<String> {
+    if !client.authenticated && !allowed_before_auth(req) {
+        return Some("NOAUTH Authentication required.".to_owned());
+    }
+    let limits = client.names.as_ref().and_then(|n| n.acl.as_ref());
+    if let (Some(user), Some(info)) = (limits, info) {
+        if let Some(Refused { log, text }) = by_rules(user, req, info) {
+            if let Some((reason, object)) = log {
+                let who = local::client_info(client);
+                ctx.shared.acl_log.record(reason, &object, &user.name, who);
+            }
+            return Some(text);
+        }
+    }
+    if ctx.shared.over_memory.load(Ordering::Relaxed) && !allowed_over_memory(req) {
+        return Some("OOM orthrus: memory use is over memory_limit_mb; request refused".to_owned());
+    }
+    None
+}
+
+/// A user's rules against one request, as Redis checks them: the command
+/// by name and category, every key (read, written or neither, as its key
+/// specifications say; SORT's `STORE` too), the channels of the pub/sub
+/// commands that name some (SSUBSCRIBE's and SPUBLISH's included, which
+/// stand where keys do). Then what a key pattern cannot bound: scripts and
+/// functions, which may name any key, are refused to a user with key or
+/// channel rules; SORT's BY and GET patterns need every key, as in Redis;
+/// a command whose keys orthrus cannot find needs every key.
+fn by_rules(user: &acl::User, req: &Request, info: &CommandInfo) -> Option<Refused> {
+    let (name, categories) = info.acl_view(req);
+    if !user.may_run(&name, categories) {
+        let text = acl::Denied::Command.message(&user.name, &name);
+        return Some(Refused {
+            log: Some((Reason::Command, name.into_owned())),
+            text,
+        });
+    }
+    let mut refused_key = None;
+    let _ = info.for_each_key(req, |key, access| {
+        if access.is_channel() || user.may_access_key(key, access) {
+            return ControlFlow::Continue(());
+        }
+        refused_key = Some(String::from_utf8_lossy(key).into_owned());
+        ControlFlow::Break(())
+    });
+    if let Some(key) = refused_key {
+        let text = acl::Denied::Key.message(&user.name, &name);
+        return Some(Refused {
+            log: Some((Reason::Key, key)),
+            text,
+        });
+    }
+    if let Some(refused) = channel_refusal(user, req, &name) {
+        return Some(refused);
+    }
+    unbounded_keys(user, req, info, &name)
+}
+
+/// The channels of PUBLISH, SPUBLISH and the subscribe commands.
+fn channel_refusal(user: &acl::User, req: &Request, name: &str) -> Option<Refused> {
+    let (channels, patterns) = match name {
+        "publish" | "spublish" => (1..2.min(req.arg_count()), false),
+        "subscribe" | "ssubscribe" => (1..req.arg_count(), false),
+        "psubscribe" => (1..req.arg_count(), true),
+        _ => return None,
+    };
+    let refused = channels
+        .filter_map(|i| req.arg(i))
+        .find(|channel| !user.may_use_channel(channel, patterns))?;
+    Some(Refused {
+        log: Some((
+            Reason::Channel,
+            String::from_utf8_lossy(refused).into_owned(),
+        )),
+        text: acl::Denied::Channel.message(&user.name, name),
+    })
+}
+
+/// Requests whose keys no pattern check can bound, for a user whose
+/// patterns do not cover every key.
+fn unbounded_keys(
+    user: &acl::User,
+    req: &Request,
+    info: &CommandInfo,
+    name: &str,
+) -> Option<Refused> {
+    if SCRIPT_RUNNERS.contains(&name) && !user.has_all_keys_and_channels() {
+        return Some(Refused {
+            log: Some((Reason::Command, name.to_owned())),
+            text: format!(
+                "NOPERM orthrus: user {} has key or channel rules, and a script or function may touch any key or channel: '{name}' is refused",
+                user.name
+            ),
+        });
+    }
+    if info.keys_incomplete && !user.has_all_keys(Access::READ_WRITE) {
+        return Some(Refused {
+            log: Some((Reason::Command, name.to_owned())),
+            text: format!(
+                "NOPERM orthrus: '{name}' names keys orthrus cannot find, which user {}'s key rules could not check",
+                user.name
+            ),
+        });
+    }
+    if (name == "sort" || name == "sort_ro") && !user.has_all_keys(Access::READ) {
+        return sort_refusal(req);
+    }
+    None
+}
+
+/// SORT's BY with a pattern, or any GET, for a user who may not read
+/// every key: Redis's own errors.
+fn sort_refusal(req: &Request) -> Option<Refused> {
+    let mut i = 2usize;
+    while let Some(arg) = req.arg(i) {
+        let next = req.arg(i.saturating_add(1));
+        let option = if arg.eq_ignore_ascii_case(b"by") {
+            next.is_some_and(|p| p.contains(&b'*')).then_some("BY")
+        } else if arg.eq_ignore_ascii_case(b"get") && next.is_some() {
+            Some("GET")
+        } else {
+            None
+        };
+        if let Some(option) = option {
+            return Some(Refused {
+                log: None,
+                text: format!(
+                    "ERR {option} option of SORT denied due to insufficient ACL permissions."
+                ),
+            });
+        }
+        let skip = if arg.eq_ignore_ascii_case(b"limit") {
+            2
+        } else if arg.eq_ignore_ascii_case(b"by")
+            || arg.eq_ignore_ascii_case(b"get")
+            || arg.eq_ignore_ascii_case(b"store")
+        {
+            1
+        } else {
+            0
+        };
+        i = i.saturating_add(skip).saturating_add(1);
+    }
+    None
+}
+
+/// What still runs while orthrus is over its memory limit: commands that
+/// hold nothing (so that clients and operators can look, and leave).
+fn allowed_over_memory(req: &Request) -> bool {
+    let name = req.arg(0).unwrap_or_default();
+    [
+        &b"ping"[..],
+        b"echo",
+        b"quit",
+        b"reset",
+        b"auth",
+        b"hello",
+        b"info",
+        b"client",
+        b"select",
+    ]
+    .iter()
+    .any(|n| name.eq_ignore_ascii_case(n))
+}
+
+/// What Redis lets a client run before it has authenticated.
+fn allowed_before_auth(req: &Request) -> bool {
+    let name = req.arg(0).unwrap_or_default();
+    [&b"auth"[..], b"hello", b"quit"]
+        .iter()
+        .any(|n| name.eq_ignore_ascii_case(n))
+}
