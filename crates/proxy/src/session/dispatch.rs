@@ -147,11 +147,19 @@ pub fn dispatch(
             family,
             sent,
         } => {
-            let frame = sent.unwrap_or(req).into_frame();
+            // A rewritten request keeps the one sent for the SLOWLOG,
+            // commandstats and HOTKEYS, which name keys as sent.
+            let (frame, as_sent) = match sent {
+                Some(sent) => (sent.into_frame(), Some(req.into_frame())),
+                None => (req.into_frame(), None),
+            };
             match forward::forward_from(&ctx.pool, frame, target, proto, access, start) {
-                Sent::Remote(remote) => Started::ran(Pending::Remote(remote), family),
+                Sent::Remote(remote) => Started {
+                    frame: as_sent,
+                    ..Started::ran(Pending::Remote(remote), family)
+                },
                 Sent::Refused { reply, frame } => Started {
-                    frame: Some(frame),
+                    frame: Some(as_sent.unwrap_or(frame)),
                     ..Started::ran(Pending::Ready(reply), family)
                 },
             }
