@@ -112,7 +112,11 @@ fn a_stalled_mirror_costs_the_primary_neither_writes_nor_memory() {
     }
     orthrus_devcluster::wait_until(Duration::from_secs(5), "log: mirrored", || {
         let n = dbsize(&c);
-        if n >= logged_before + 20 { Ok(()) } else { Err(format!("{n} keys")) }
+        if n >= logged_before + 20 {
+            Ok(())
+        } else {
+            Err(format!("{n} keys"))
+        }
     })
     .unwrap();
     watching.store(false, Ordering::Relaxed);
@@ -132,7 +136,10 @@ fn a_stalled_mirror_costs_the_primary_neither_writes_nor_memory() {
         started.elapsed(),
         baseline / 1024
     );
-    assert!(dropped > 0, "the stalled mirror's copies are dropped and counted");
+    assert!(
+        dropped > 0,
+        "the stalled mirror's copies are dropped and counted"
+    );
     assert!(
         down >= 0.9 * up,
         "{down:.0} SET/s with the mirror stalled against {up:.0}"
