@@ -50,6 +50,9 @@ rules = "on >alice-pw ~alice:* &alice:* +@all -@dangerous +sort"
 [client.users.tuser]
 rules = "on >t-pw ~t:tuser:* +@all -@dangerous"
 
+[client.users.noexec]
+rules = "on >noexec-pw ~* &* +@all -exec"
+
 [client.users.chan]
 rules = "on >chan-pw &alice:* +@all -@dangerous"
 
@@ -371,6 +374,20 @@ fn rules_and_places_see_each_key_as_the_client_sent_it() {
     assert_eq!(send(&mut alice, &["SET", "alice:1", "m2"]), "+QUEUED\r\n");
     assert!(send(&mut alice, &["EXEC"]).starts_with("-EXECABORT"));
     assert_eq!(send(&mut alice, &["GET", "alice:1"]), "$-1\r\n");
+    // A refused EXEC discards the transaction, as Redis's execCommandAbort.
+    let mut nomulti = login(&s.proxy, &["noexec", "noexec-pw"]);
+    assert_eq!(send(&mut nomulti, &["MULTI"]), "+OK\r\n");
+    assert_eq!(send(&mut nomulti, &["SET", "alice:2", "x"]), "+QUEUED\r\n");
+    let refused = send(&mut nomulti, &["EXEC"]);
+    assert!(
+        refused.starts_with("-EXECABORT Transaction discarded because of: NOPERM"),
+        "{refused}"
+    );
+    assert_eq!(send(&mut nomulti, &["GET", "alice:2"]), "$-1\r\n");
+    assert_eq!(
+        send(&mut nomulti, &["DISCARD"]),
+        "-ERR DISCARD without MULTI\r\n"
+    );
     // 7: placed as sent on: `{t1}:` cut from keys of one slot as sent,
     // two as forwarded, is split; one slot on two upstreams too.
     assert_eq!(

@@ -216,6 +216,17 @@ fn queue(
     simple("QUEUED")
 }
 
+/// EXEC refused before it ran (a user's rules, the memory limit): as
+/// Redis's `execCommandAbort`, the transaction is discarded (its WATCH
+/// too) and the error comes as the reason of an `-EXECABORT`.
+pub fn abort_exec(client: &mut Client, error: &str) -> Bytes {
+    client.multi = None;
+    unwatch(client);
+    error_reply(&format!(
+        "EXECABORT Transaction discarded because of: {error}"
+    ))
+}
+
 fn side(multi: &mut Multi, req: &Request) -> Bytes {
     multi.side.push((multi.queued.len(), req.clone()));
     simple("QUEUED")

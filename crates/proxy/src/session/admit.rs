@@ -3,7 +3,8 @@
 //! anything is cut or copied). Authentication, the user's command, key and
 //! channel rules, the memory limit and RESP2's subscriber mode; a refusal
 //! inside MULTI marks the transaction failed, as Redis's queue-time
-//! refusals do (EXEC then answers `-EXECABORT`). What is refused here is
+//! refusals do (EXEC then answers `-EXECABORT`), and a refused EXEC
+//! discards it with the refusal as its reason. What is refused here is
 //! answered at once and reaches no upstream, mirror or HOTKEYS session.
 
 use std::ops::ControlFlow;
@@ -50,6 +51,10 @@ pub fn admit(
     let refusal = refusal(client, req, info, ctx);
     if let Some(text) = refusal {
         WorkerStats::bump(&ctx.stats().rejected_commands);
+        let exec = req.arg(0).is_some_and(|n| n.eq_ignore_ascii_case(b"exec"));
+        if exec && client.multi.is_some() {
+            return Some(Pending::Ready(transaction::abort_exec(client, &text)));
+        }
         if transaction::queues(client, req) {
             if let Some(multi) = client.multi.as_mut() {
                 multi.aborted = true;
