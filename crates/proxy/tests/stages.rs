@@ -200,6 +200,12 @@ fn refused_requests_reach_no_mirror_and_no_hotkeys_session() {
     assert!(send(&mut sub, &["SUBSCRIBE", "ch"]).starts_with("*3"));
     let refused = send(&mut sub, &["SET", "order:sub", "v"]);
     assert!(refused.starts_with("-ERR Can't execute 'set'"), "{refused}");
+    // A subcommand is named in full, as Redis names it.
+    let refused = send(&mut sub, &["CLIENT", "LIST"]);
+    assert!(
+        refused.starts_with("-ERR Can't execute 'client|list'"),
+        "{refused}"
+    );
     // Allowed: mirrored, each key by its own route.
     assert_eq!(send(&mut root, &["SET", "order:ok", "v"]), "+OK\r\n");
     assert_eq!(

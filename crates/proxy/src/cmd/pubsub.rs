@@ -53,16 +53,14 @@ pub fn restricts(client: &Client, req: &Request) -> bool {
 }
 
 /// What RESP2's subscriber mode allows besides the pub/sub commands
-/// (PING), and the error for everything else.
-pub fn in_subscriber_mode(client: &Client, req: &Request) -> Pending {
+/// (PING), and the error for everything else, naming the command by its
+/// full name (`client|list`) as Redis does.
+pub fn in_subscriber_mode(client: &Client, req: &Request, shown: &str) -> Pending {
     let name = req.arg(0).unwrap_or_default();
     match &client.pubsub {
         Some(pubsub) if name.eq_ignore_ascii_case(b"ping") => pubsub.ping(req),
-        _ => {
-            let shown = String::from_utf8_lossy(name).to_ascii_lowercase();
-            Pending::Ready(error_reply(&format!(
-                "ERR Can't execute '{shown}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context"
-            )))
-        }
+        _ => Pending::Ready(error_reply(&format!(
+            "ERR Can't execute '{shown}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context"
+        ))),
     }
 }

@@ -7,6 +7,7 @@
 //! discards it with the refusal as its reason. What is refused here is
 //! answered at once and reaches no upstream, mirror or HOTKEYS session.
 
+use std::borrow::Cow;
 use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -62,11 +63,14 @@ pub fn admit(
         }
         return Some(Pending::Ready(error_reply(&text)));
     }
+    // After the command's own errors (unknown, arity, CROSSSLOT), as in
+    // Redis.
     if client.pubsub.is_some()
-        && !matches!(route, Route::Subscription(_))
+        && !matches!(route, Route::Subscription(_) | Route::Reject(_))
         && pubsub::restricts(client, req)
     {
-        return Some(pubsub::in_subscriber_mode(client, req));
+        let name = info.map_or(Cow::Borrowed(""), |info| info.acl_view(req).0);
+        return Some(pubsub::in_subscriber_mode(client, req, &name));
     }
     None
 }
