@@ -30,6 +30,9 @@ pub struct Prefixes {
     mirrors: bool,
     /// Whether any route removes its prefix.
     strips: bool,
+    /// Whether any route mirrors or removes its prefix: requests may be
+    /// rewritten or copied on their way.
+    rewrites: bool,
 }
 
 /// Where a route's requests are copied to, fire and forget.
@@ -143,6 +146,7 @@ impl Prefixes {
             routes,
             mirrors,
             strips,
+            rewrites: mirrors || strips,
         }
     }
 
@@ -168,6 +172,12 @@ impl Prefixes {
     #[inline]
     pub fn strips(&self) -> bool {
         self.strips
+    }
+
+    /// Whether any route mirrors or removes its prefix.
+    #[inline]
+    pub fn rewrites(&self) -> bool {
+        self.rewrites
     }
 
     /// `key` as its upstream knows it: without its route's prefix when

@@ -42,8 +42,29 @@ struct Refused {
 }
 
 /// Checks `req` as sent: `None` when it may go on, else its answer (a
-/// refusal, or RESP2 subscriber mode's PING).
+/// refusal, or RESP2 subscriber mode's PING). A client with no check to
+/// pass (authenticated, no user rules, no subscription, the memory limit
+/// not reached) pays four loads.
+#[inline]
 pub fn admit(
+    client: &mut Client,
+    req: &Request,
+    (route, info): (&Route, Option<&Arc<CommandInfo>>),
+    ctx: &WorkerCtx,
+) -> Option<Pending> {
+    let checked = !client.authenticated
+        || client.names.as_ref().is_some_and(|n| n.acl.is_some())
+        || client.pubsub.is_some()
+        || ctx.shared.over_memory.load(Ordering::Relaxed);
+    if !checked {
+        return None;
+    }
+    checks(client, req, (route, info), ctx)
+}
+
+/// [`admit`] for a client with something to check.
+#[inline(never)]
+fn checks(
     client: &mut Client,
     req: &Request,
     (route, info): (&Route, Option<&Arc<CommandInfo>>),

@@ -54,8 +54,8 @@ enum Next {
         access: Access,
         proto: Protocol,
         family: Family,
-        /// The request as forwarded, when it is not the one sent.
-        sent: Option<Request>,
+        /// The frame as forwarded, when it is not the one sent.
+        sent: Option<Bytes>,
     },
 }
 
@@ -111,7 +111,7 @@ pub fn dispatch(
     let ((route, info), rewrites) = ctx
         .pool
         .env()
-        .with_prefixes(|p| (table.route_info(&req, p), p.mirrors() || p.strips()));
+        .with_prefixes(|p| (table.route_info(&req, p), p.rewrites()));
     WorkerStats::bump(&ctx.stats().commands);
     let family = info.map_or(Family::Other, |info| info.family);
     // The first stage: the request as sent.
@@ -134,7 +134,6 @@ pub fn dispatch(
             hot = true;
         }
     }
-    let rewrites = rewrites && client.multi.is_none();
     let mut started = match run(client, &req, (route, info, rewrites), &table, sink, ctx) {
         Next::Started(started) => Started {
             frame: Some(req.into_frame()),
@@ -150,7 +149,7 @@ pub fn dispatch(
             // A rewritten request keeps the one sent for the SLOWLOG,
             // commandstats and HOTKEYS, which name keys as sent.
             let (frame, as_sent) = match sent {
-                Some(sent) => (sent.into_frame(), Some(req.into_frame())),
+                Some(sent) => (sent, Some(req.into_frame())),
                 None => (req.into_frame(), None),
             };
             match forward::forward_from(&ctx.pool, frame, target, proto, access, start) {
@@ -275,7 +274,8 @@ fn silence(pending: Pending, ctx: &Rc<WorkerCtx>) -> Pending {
 /// Starts one request that passed its checks: the handlers of the
 /// client's own state first (pub/sub, transactions), then the route's.
 /// What goes to an upstream goes as forwarded: with `rewrites` (routes
-/// that cut their prefix or mirror, outside MULTI), through [`outbound`].
+/// that cut their prefix or mirror), through [`outbound`]; inside MULTI
+/// nothing gets that far (queued, it goes at EXEC as queued).
 fn run(
     client: &mut Client,
     req: &Request,
@@ -375,7 +375,7 @@ fn run(
         access,
         proto,
         family,
-        sent,
+        sent: sent.map(Request::into_frame),
     }
 }
 
