@@ -11,6 +11,7 @@ use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use common::{Proxy, encode, owner_of, reply_text, send};
+use orthrus_devcluster::Value;
 use orthrus_devcluster::{Cluster, ClusterSpec, NodeOptions};
 
 /// What a node says when it refuses a connection at `maxclients`.
@@ -48,6 +49,91 @@ fn two_hundred_blocked_clients_leave_room_for_watch_and_blpop() {
         s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
         assert!(reply_text(s).starts_with("*2\r\n$1\r\nq\r\n"));
     }
+}
+
+/// 520 clients in `BLPOP q 0` on one worker: more than the 512 dedicated
+/// connections it may keep to q's node (the default), so they fill the
+/// share blocking commands may take and some wait for a turn. Another
+/// client's WATCH/MULTI/EXEC on that node is not kept waiting behind them
+/// (answered within 100 ms), and its `BLPOP v 1` waits for a connection
+/// but gets its nil at about its own timeout (within 1,200 ms), as from
+/// Redis; the waiting clients get theirs as others finish.
+#[test]
+fn blocked_clients_past_the_bound_leave_watch_its_reserve_and_blpop_its_timeout() {
+    const BLOCKED: usize = 520;
+    let cluster = common::cluster(3, 0);
+    let proxy = Proxy::start(&cluster.seeds(), &["--threads", "1"]);
+    proxy.wait_ready(Duration::from_secs(20));
+    let q_node = owner_of(&cluster, b"q");
+    let mut blocked: Vec<TcpStream> = (0..BLOCKED).map(|_| proxy.stream()).collect();
+    for s in &mut blocked {
+        s.write_all(&encode(&["BLPOP", "q", "0"])).unwrap();
+    }
+    // Every connection blocking commands may take is blocked on the node.
+    let mut node = cluster.nodes()[q_node].connect().expect("node");
+    let started = Instant::now();
+    let filled = loop {
+        let info = match node.cmd(&["INFO", "clients"]).expect("INFO") {
+            Value::Bulk(b) => String::from_utf8_lossy(&b).into_owned(),
+            other => panic!("INFO: {other:?}"),
+        };
+        let n: usize = info
+            .lines()
+            .find_map(|l| l.strip_prefix("blocked_clients:"))
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or(0);
+        if n >= 448 || started.elapsed() > Duration::from_secs(10) {
+            break n;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(filled >= 448, "only {filled} clients blocked on the node");
+    std::thread::sleep(Duration::from_millis(200));
+
+    let mut other = proxy.stream();
+    other
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let w = slot_sibling(&cluster, "q");
+    let timed = |s: &mut TcpStream, args: &[&str]| {
+        let at = Instant::now();
+        let reply = send(s, args);
+        (reply, at.elapsed())
+    };
+    let mut transaction = Duration::ZERO;
+    for (args, want) in [
+        (vec!["WATCH", w.as_str()], "+OK\r\n"),
+        (vec!["MULTI"], "+OK\r\n"),
+        (vec!["SET", w.as_str(), "1"], "+QUEUED\r\n"),
+        (vec!["EXEC"], "*1\r\n+OK\r\n"),
+    ] {
+        let (reply, took) = timed(&mut other, &args);
+        assert_eq!(reply, want, "{args:?}");
+        assert!(took < Duration::from_millis(100), "{args:?} took {took:?}");
+        transaction += took;
+    }
+    let v = slot_sibling(&cluster, &w);
+    let (reply, took) = timed(&mut other, &["BLPOP", &v, "1"]);
+    assert_eq!(reply, "*-1\r\n", "after {took:?}");
+    assert!(
+        took >= Duration::from_millis(900) && took < Duration::from_millis(1200),
+        "BLPOP v 1 answered after {took:?}"
+    );
+    eprintln!("WATCH/MULTI/SET/EXEC {transaction:?}, BLPOP v 1 {took:?}, {filled} blocked");
+
+    // The waiting clients get a connection in turn as the others finish.
+    let values: Vec<String> = (0..BLOCKED).map(|i| i.to_string()).collect();
+    let mut push = vec!["RPUSH", "q"];
+    push.extend(values.iter().map(String::as_str));
+    assert_eq!(send(&mut other, &push), format!(":{BLOCKED}\r\n"));
+    let mut served = 0;
+    for s in &mut blocked {
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        if reply_text(s).starts_with("*2\r\n$1\r\nq\r\n") {
+            served += 1;
+        }
+    }
+    assert!(served >= filled, "{served} of {BLOCKED} served");
 }
 
 /// Another key on the master of `key`.
