@@ -186,9 +186,12 @@ pub struct BackendConfig {
     /// is deemed dead. Default 5000.
     pub request_timeout_ms: u64,
     /// Dedicated connections (blocking commands, WATCH) per worker thread
-    /// and per node; when all are in use, such a command waits for one to
-    /// be given back within what is left of its `request_timeout_ms`
-    /// deadline, then gets an error. Default 512.
+    /// and per node. Blocking commands take at most seven eighths of them
+    /// (448 of 512); the rest is kept for WATCH, transactions and scripts.
+    /// When none is free, such a command waits in turn (first come, first
+    /// served) for one to be given back, within what is left of its
+    /// `request_timeout_ms` deadline (a blocking command with a timeout:
+    /// within that timeout, then its nil), then gets an error. Default 512.
     pub dedicated_per_node: usize,
     /// Connections orthrus opens to one node at most, counted across every
     /// worker and kind (shared, dedicated, subscriptions, tracking,

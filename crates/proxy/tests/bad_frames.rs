@@ -42,6 +42,9 @@ impl FakeNode {
 fn serve(conn: TcpStream, port: u16, subscribes: &AtomicUsize) {
     let mut out = conn.try_clone().expect("clone");
     let mut rd = BufReader::new(conn);
+    // After HELLO 3 (what subscription links send), confirmations are
+    // pushes, as from Redis.
+    let mut resp3 = false;
     while let Some(args) = read_command(&mut rd) {
         let name = args
             .first()
@@ -58,11 +61,16 @@ fn serve(conn: TcpStream, port: u16, subscribes: &AtomicUsize) {
             )
             .into_bytes(),
             (b"PING", _) => b"+PONG\r\n".to_vec(),
+            (b"HELLO", b"3") => {
+                resp3 = true;
+                b"%1\r\n$5\r\nproto\r\n:3\r\n".to_vec()
+            }
             (b"GET", _) => b"$-1\r\n".to_vec(),
             (b"MONITOR", _) => b"+OK\r\n".to_vec(),
             (b"SUBSCRIBE", _) => {
                 subscribes.fetch_add(1, Ordering::SeqCst);
-                b"*3\r\n$9\r\nsubscribe\r\n$2\r\nch\r\n:1\r\n".to_vec()
+                let head = if resp3 { ">3" } else { "*3" };
+                format!("{head}\r\n$9\r\nsubscribe\r\n$2\r\nch\r\n:1\r\n").into_bytes()
             }
             _ => b"-ERR not in this fake\r\n".to_vec(),
         };

@@ -142,6 +142,10 @@ fn blocking_commands() {
     .unwrap();
 }
 
+/// Two dedicated connections per node: one for blocking commands, one
+/// kept for WATCH. A blocking command without a timeout that finds no
+/// connection free waits its turn within the request timeout, then gets
+/// an error, not a hang; one with a timeout gets its nil at that timeout.
 #[test]
 fn exhausted_pool_gives_an_error_not_a_hang() {
     let cluster = cluster(3, 0);
@@ -159,11 +163,13 @@ fn exhausted_pool_gives_an_error_not_a_hang() {
             let url = proxy.url();
             std::thread::spawn(move || {
                 let mut con = redis::Client::open(url).unwrap().get_connection().unwrap();
+                let started = Instant::now();
                 let _: Option<(String, String)> = redis::cmd("BLPOP")
                     .arg("pool-q")
                     .arg(3)
                     .query(&mut con)
                     .unwrap();
+                started.elapsed()
             })
         })
         .collect();
@@ -180,7 +186,7 @@ fn exhausted_pool_gives_an_error_not_a_hang() {
     let started = Instant::now();
     let err = redis::cmd("BLPOP")
         .arg("pool-q")
-        .arg(3)
+        .arg(0)
         .query::<redis::Value>(&mut con)
         .unwrap_err();
     // It waited for a connection to be given back, for the request
@@ -193,8 +199,14 @@ fn exhausted_pool_gives_an_error_not_a_hang() {
     assert!(err.to_string().contains("in use"), "{err}");
     let pong: String = redis::cmd("PING").query(&mut con).unwrap();
     assert_eq!(pong, "PONG");
+    // The holder that found no connection got its nil at its 3 s, as the
+    // one that had one.
     for h in holders {
-        h.join().unwrap();
+        let took = h.join().unwrap();
+        assert!(
+            took >= Duration::from_millis(2800) && took < Duration::from_millis(4000),
+            "a holder's nil came after {took:?}"
+        );
     }
 }
 
@@ -220,22 +232,40 @@ fn a_blocking_command_waits_for_a_dedicated_connection_within_its_deadline() {
         &[("ORTHRUS_BACKEND__DEDICATED_PER_NODE", "4")],
     );
     proxy.wait_ready(Duration::from_secs(20));
-    // Every dedicated connection to the node of `{dq}` taken by a
-    // 2-second BLPOP.
+    // Every dedicated connection blocking commands may take to the node
+    // of `{dq}` (three of four) taken by a 2-second BLPOP; the fourth
+    // waits its turn.
     let mut holders: Vec<_> = (0..4).map(|_| proxy.stream()).collect();
     for s in &mut holders {
         s.write_all(&encode(&["BLPOP", "{dq}held", "2"])).unwrap();
     }
     std::thread::sleep(Duration::from_millis(300));
-    // Another client's BLPOP, then its WATCH, wait for one and run.
+    // Another client's BLPOP waits for one, gets it when the holders'
+    // 2 s are over, and runs with what is left of its 3 s: the value
+    // pushed meanwhile reaches it.
     let started = Instant::now();
     let mut other = proxy.stream();
-    assert_eq!(send(&mut other, &["BLPOP", "{dq}other", "1"]), "*-1\r\n");
+    other
+        .write_all(&encode(&["BLPOP", "{dq}other", "3"]))
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(700));
+    let node = &cluster.nodes()[owner_of(&cluster, b"{dq}")];
+    assert_eq!(info_field(node, "blocked_clients"), 3, "not waiting");
+    std::thread::sleep(Duration::from_millis(1700));
+    assert_eq!(
+        send(&mut proxy.stream(), &["RPUSH", "{dq}other", "x"]),
+        ":1\r\n"
+    );
+    assert_eq!(
+        reply_text(&mut other),
+        "*2\r\n$9\r\n{dq}other\r\n$1\r\nx\r\n"
+    );
     let took = started.elapsed();
     assert!(
-        took >= Duration::from_millis(1500),
+        took >= Duration::from_millis(1500) && took < Duration::from_millis(3000),
         "it did not wait: {took:?}"
     );
+    // A WATCH does not wait: it has its reserve.
     assert_eq!(send(&mut other, &["WATCH", "{dq}w"]), "+OK\r\n");
     assert_eq!(send(&mut other, &["MULTI"]), "+OK\r\n");
     assert_eq!(send(&mut other, &["SET", "{dq}w", "1"]), "+QUEUED\r\n");

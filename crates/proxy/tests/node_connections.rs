@@ -11,6 +11,7 @@ use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use common::{Proxy, encode, owner_of, reply_text, send};
+use orthrus_devcluster::Value;
 use orthrus_devcluster::{Cluster, ClusterSpec, NodeOptions};
 
 /// What a node says when it refuses a connection at `maxclients`.
@@ -48,6 +49,91 @@ fn two_hundred_blocked_clients_leave_room_for_watch_and_blpop() {
         s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
         assert!(reply_text(s).starts_with("*2\r\n$1\r\nq\r\n"));
     }
+}
+
+/// 520 clients in `BLPOP q 0` on one worker: more than the 512 dedicated
+/// connections it may keep to q's node (the default), so they fill the
+/// share blocking commands may take and some wait for a turn. Another
+/// client's WATCH/MULTI/EXEC on that node is not kept waiting behind them
+/// (answered within 100 ms), and its `BLPOP v 1` waits for a connection
+/// but gets its nil at about its own timeout (within 1,200 ms), as from
+/// Redis; the waiting clients get theirs as others finish.
+#[test]
+fn blocked_clients_past_the_bound_leave_watch_its_reserve_and_blpop_its_timeout() {
+    const BLOCKED: usize = 520;
+    let cluster = common::cluster(3, 0);
+    let proxy = Proxy::start(&cluster.seeds(), &["--threads", "1"]);
+    proxy.wait_ready(Duration::from_secs(20));
+    let q_node = owner_of(&cluster, b"q");
+    let mut blocked: Vec<TcpStream> = (0..BLOCKED).map(|_| proxy.stream()).collect();
+    for s in &mut blocked {
+        s.write_all(&encode(&["BLPOP", "q", "0"])).unwrap();
+    }
+    // Every connection blocking commands may take is blocked on the node.
+    let mut node = cluster.nodes()[q_node].connect().expect("node");
+    let started = Instant::now();
+    let filled = loop {
+        let info = match node.cmd(&["INFO", "clients"]).expect("INFO") {
+            Value::Bulk(b) => String::from_utf8_lossy(&b).into_owned(),
+            other => panic!("INFO: {other:?}"),
+        };
+        let n: usize = info
+            .lines()
+            .find_map(|l| l.strip_prefix("blocked_clients:"))
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or(0);
+        if n >= 448 || started.elapsed() > Duration::from_secs(10) {
+            break n;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(filled >= 448, "only {filled} clients blocked on the node");
+    std::thread::sleep(Duration::from_millis(200));
+
+    let mut other = proxy.stream();
+    other
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let w = slot_sibling(&cluster, "q");
+    let timed = |s: &mut TcpStream, args: &[&str]| {
+        let at = Instant::now();
+        let reply = send(s, args);
+        (reply, at.elapsed())
+    };
+    let mut transaction = Duration::ZERO;
+    for (args, want) in [
+        (vec!["WATCH", w.as_str()], "+OK\r\n"),
+        (vec!["MULTI"], "+OK\r\n"),
+        (vec!["SET", w.as_str(), "1"], "+QUEUED\r\n"),
+        (vec!["EXEC"], "*1\r\n+OK\r\n"),
+    ] {
+        let (reply, took) = timed(&mut other, &args);
+        assert_eq!(reply, want, "{args:?}");
+        assert!(took < Duration::from_millis(100), "{args:?} took {took:?}");
+        transaction += took;
+    }
+    let v = slot_sibling(&cluster, &w);
+    let (reply, took) = timed(&mut other, &["BLPOP", &v, "1"]);
+    assert_eq!(reply, "*-1\r\n", "after {took:?}");
+    assert!(
+        took >= Duration::from_millis(900) && took < Duration::from_millis(1200),
+        "BLPOP v 1 answered after {took:?}"
+    );
+    eprintln!("WATCH/MULTI/SET/EXEC {transaction:?}, BLPOP v 1 {took:?}, {filled} blocked");
+
+    // The waiting clients get a connection in turn as the others finish.
+    let values: Vec<String> = (0..BLOCKED).map(|i| i.to_string()).collect();
+    let mut push = vec!["RPUSH", "q"];
+    push.extend(values.iter().map(String::as_str));
+    assert_eq!(send(&mut other, &push), format!(":{BLOCKED}\r\n"));
+    let mut served = 0;
+    for s in &mut blocked {
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        if reply_text(s).starts_with("*2\r\n$1\r\nq\r\n") {
+            served += 1;
+        }
+    }
+    assert!(served >= filled, "{served} of {BLOCKED} served");
 }
 
 /// Another key on the master of `key`.
@@ -90,6 +176,134 @@ fn greedy(proxy: &Proxy, channels: &[String]) -> (TcpStream, String) {
     (s, heard)
 }
 
+/// orthrus's connections to each master, as the nodes count them (CLIENT
+/// LIST, less the one asking) and as orthrus's INFO does; waits until both
+/// agree (a topology refresh's short-lived connection may be passing).
+fn node_connections(cluster: &Cluster, proxy: &Proxy) -> usize {
+    let masters = cluster.masters().expect("masters");
+    let mut last = (0, 0);
+    for _ in 0..50 {
+        let listed: usize = masters
+            .iter()
+            .map(|&m| {
+                let mut node = cluster.nodes()[m].connect().expect("node");
+                match node.cmd(&["CLIENT", "LIST"]).expect("CLIENT LIST") {
+                    Value::Bulk(b) => String::from_utf8_lossy(&b).lines().count() - 1,
+                    other => panic!("CLIENT LIST: {other:?}"),
+                }
+            })
+            .sum();
+        let info = send(&mut proxy.stream(), &["INFO", "cluster"]);
+        let counted: usize = info
+            .lines()
+            .filter_map(|l| l.split_once(",connections="))
+            .map(|(_, n)| n.trim().parse::<usize>().expect("a count"))
+            .sum();
+        if listed == counted {
+            return listed;
+        }
+        last = (listed, counted);
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("CLIENT LIST and INFO disagree: {last:?}");
+}
+
+/// One client tracking keys in BCAST mode, subscribed to the pattern `*`
+/// (which may match every master's keyspace notifications) and to a shard
+/// channel on each of three masters holds at most 4 node connections in
+/// all, over RESP2 and RESP3 alike: one per master carries all of it. The
+/// tracking is on (every master has a tracking connection) and every kind
+/// of message reaches the client.
+#[test]
+fn a_client_tracking_and_subscribed_everywhere_holds_one_connection_per_master() {
+    let cluster = common::cluster(3, 0);
+    let proxy = Proxy::start(&cluster.seeds(), &["--threads", "1"]);
+    proxy.wait_ready(Duration::from_secs(20));
+    let masters = cluster.masters().expect("masters");
+    let channels = channel_per_master(&cluster);
+    for hello in [None, Some("3")] {
+        // Every master's shared connections of the protocol are open.
+        let mut warm = proxy.stream();
+        if let Some(v) = hello {
+            assert!(send(&mut warm, &["HELLO", v]).starts_with('%'));
+        }
+        for c in &channels {
+            send(&mut warm, &["GET", c]);
+        }
+        let before = node_connections(&cluster, &proxy);
+        let mut s = proxy.stream();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        if let Some(v) = hello {
+            assert!(send(&mut s, &["HELLO", v]).starts_with('%'));
+        }
+        let resp3 = hello.is_some();
+        assert_eq!(
+            send(&mut s, &["CLIENT", "TRACKING", "ON", "BCAST"]),
+            "+OK\r\n"
+        );
+        let head = if resp3 { ">3\r\n" } else { "*3\r\n" };
+        assert_eq!(
+            send(&mut s, &["PSUBSCRIBE", "*"]),
+            format!("{head}$10\r\npsubscribe\r\n$1\r\n*\r\n:1\r\n")
+        );
+        for (i, c) in channels.iter().enumerate() {
+            let reply = send(&mut s, &["SSUBSCRIBE", c]);
+            assert_eq!(
+                reply,
+                format!(
+                    "{head}$10\r\nssubscribe\r\n${}\r\n{c}\r\n:{}\r\n",
+                    c.len(),
+                    i + 1
+                )
+            );
+        }
+        let held = node_connections(&cluster, &proxy) - before;
+        eprintln!("RESP{}: {held} node connections", if resp3 { 3 } else { 2 });
+        assert!(held <= 4, "the client holds {held} node connections");
+        for &m in &masters {
+            assert!(
+                common::tracking_conns(&cluster, m) >= 1,
+                "no tracking on {m}"
+            );
+        }
+        // Messages of each kind arrive.
+        let mut other = proxy.stream();
+        send(&mut other, &["PUBLISH", "news", "hi"]);
+        let pm = if resp3 { ">4\r\n" } else { "*4\r\n" };
+        assert_eq!(
+            reply_text(&mut s),
+            format!("{pm}$8\r\npmessage\r\n$1\r\n*\r\n$4\r\nnews\r\n$2\r\nhi\r\n")
+        );
+        for c in &channels {
+            send(&mut other, &["SPUBLISH", c, "s"]);
+            assert_eq!(
+                reply_text(&mut s),
+                format!("{head}$8\r\nsmessage\r\n${}\r\n{c}\r\n$1\r\ns\r\n", c.len())
+            );
+        }
+        if resp3 {
+            // Invalidations from every master, beside the messages.
+            for c in &channels {
+                send(&mut other, &["SET", c, "1"]);
+                assert_eq!(
+                    reply_text(&mut s),
+                    format!(">2\r\n$10\r\ninvalidate\r\n*1\r\n${}\r\n{c}\r\n", c.len())
+                );
+            }
+        }
+        drop(s);
+        // Its connections close with it.
+        let started = Instant::now();
+        while node_connections(&cluster, &proxy) > before {
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "connections left"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
 #[test]
 fn clients_opening_many_connections_meet_the_bound_not_the_nodes_maxclients() {
     let node = NodeOptions::cluster().with_config("maxclients", "40");
@@ -106,7 +320,9 @@ fn clients_opening_many_connections_meet_the_bound_not_the_nodes_maxclients() {
     let channels = channel_per_master(&cluster);
     let mut greedy_clients = Vec::new();
     let mut heard = String::new();
-    for _ in 0..15 {
+    // One link per master each (tracking and every subscription on it):
+    // 30 of them pass the bound of 24.
+    for _ in 0..30 {
         let (s, text) = greedy(&proxy, &channels);
         greedy_clients.push(s);
         heard += &text;

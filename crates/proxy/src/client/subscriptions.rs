@@ -1,6 +1,14 @@
-//! Pub/sub: SUBSCRIBE/PSUBSCRIBE (one dedicated connection to one master:
-//! the cluster broadcasts PUBLISH to every node) and SSUBSCRIBE (one
-//! dedicated connection per master owning subscribed shard channels).
+//! Pub/sub: SUBSCRIBE/PSUBSCRIBE (on one master: the cluster broadcasts
+//! PUBLISH to every node; patterns that may match keyspace notifications
+//! on every master, as each node sends its own) and SSUBSCRIBE (on each
+//! master owning subscribed shard channels).
+//!
+//! A client has at most one connection to each master for all of these
+//! (its links, RESP3 to the node whatever the client speaks: RESP3 lets one
+//! connection hold channels, patterns and shard channels and carry
+//! tracking invalidations beside them; a RESP2 client gets each push
+//! written as RESP2 would). A client tracking keys in BCAST mode has its
+//! tracking on the same links ([`Links`]).
 //!
 //! Everything a subscription connection receives — confirmations,
 //! messages, PING replies in RESP2 subscriber mode — goes to the client as
@@ -14,22 +22,26 @@
 //! re-subscriptions. A client whose pushes pile up past
 //! `client.max_push_bytes` is disconnected.
 
-use std::cell::RefCell;
-use std::collections::{HashMap, HashSet};
-use std::rc::Rc;
+use std::cell::{Cell, RefCell};
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::rc::{Rc, Weak};
 
 use bytes::{Bytes, BytesMut};
-use orthrus_cluster::{NodeAddr, Redirect, Slot};
-use orthrus_resp::{Protocol, Request, Value, encode};
+use orthrus_cluster::{NodeAddr, Slot};
+use orthrus_resp::{Protocol, Request, encode};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::client::{Pending, PushSink};
 use crate::node::Done;
+use crate::node::conn::Hooks;
 use crate::node::forward::error_reply;
 use crate::route::prefix::Place;
 use crate::worker::WorkerCtx;
 
 mod link;
+mod tracked;
+
+pub use tracked::Links;
 
 /// SUBSCRIBE/PSUBSCRIBE go to the master of this slot, and so does
 /// PUBLISH: the cluster broadcasts messages to every node, but PUBLISH
@@ -47,6 +59,9 @@ pub fn publish_target() -> crate::node::forward::Target {
 /// A client's subscriptions. Shared with the connection tasks.
 pub struct PubSub {
     inner: Rc<RefCell<Inner>>,
+    /// Counted in `pubsub_clients` (from its first subscription on; a
+    /// client that only tracks keys has links but is not counted).
+    counted: Cell<bool>,
 }
 
 struct Inner {
@@ -57,6 +72,10 @@ struct Inner {
     shards: HashMap<NodeAddr, SubConn>,
     /// Every other master's connection for keyspace notifications.
     notify: HashMap<NodeAddr, SubConn>,
+    /// The connection to each master the client uses.
+    links: HashMap<NodeAddr, Link>,
+    /// BCAST tracking on the links, when on.
+    tracker: Option<Tracker>,
     /// Shard channels to subscribe again without telling the client.
     resubscribing: HashSet<Bytes>,
     /// Shard channels the client asked to leave.
@@ -66,9 +85,34 @@ struct Inner {
     waiter: Option<(usize, oneshot::Sender<()>)>,
 }
 
-/// One subscription connection: its command queue and what it holds.
+/// A client's connection to one master.
+struct Link {
+    tx: mpsc::UnboundedSender<Bytes>,
+    /// Who gets the next frames that are not pushes, oldest first; with
+    /// none waiting, such a frame is a subscription command's error.
+    replies: VecDeque<ReplyTo>,
+}
+
+/// Who a link's next reply that is not a push is for.
+enum ReplyTo {
+    /// A client's PING in RESP2 subscriber mode.
+    Ping,
+    /// A CLIENT TRACKING command (its reply sent on, if anyone waits).
+    Tracking(Option<oneshot::Sender<Bytes>>),
+}
+
+/// Tracking on the links: who hears the invalidations, and the command
+/// that turns it on on a new link.
+struct Tracker {
+    hooks: Weak<dyn Hooks>,
+    on: Bytes,
+}
+
+/// What the client holds of one kind on one link: its command queue (the
+/// link's) and what it holds.
 struct SubConn {
     tx: mpsc::UnboundedSender<Bytes>,
+    addr: NodeAddr,
     channels: HashSet<Bytes>,
     patterns: HashSet<Bytes>,
     count: i64,
@@ -85,25 +129,12 @@ enum Kind {
     Notify,
 }
 
-impl Kind {
-    /// As an operator reads it in the log.
-    fn name(self) -> &'static str {
-        match self {
-            Kind::Classic => "subscribe",
-            Kind::Shard => "ssubscribe",
-            Kind::Notify => "keyspace notifications",
-        }
-    }
-}
-
 // === impl PubSub ===
 
 impl PubSub {
     pub fn new(ctx: Rc<WorkerCtx>, proto: Protocol, push: PushSink) -> PubSub {
-        ctx.stats()
-            .pubsub_clients
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         PubSub {
+            counted: Cell::new(false),
             inner: Rc::new(RefCell::new(Inner {
                 ctx,
                 proto,
@@ -111,6 +142,8 @@ impl PubSub {
                 classic: None,
                 shards: HashMap::new(),
                 notify: HashMap::new(),
+                links: HashMap::new(),
+                tracker: None,
                 resubscribing: HashSet::new(),
                 leaving: HashSet::new(),
                 waiter: None,
@@ -132,8 +165,22 @@ impl PubSub {
                 .any(|c| c.count > 0 || !c.channels.is_empty() || !c.unconfirmed.is_empty())
     }
 
+    /// The client switched protocols (HELLO) while subscribed to nothing:
+    /// its pushes change form (its links speak RESP3 whatever it speaks).
+    pub fn set_proto(&self, proto: Protocol) {
+        self.inner.borrow_mut().proto = proto;
+    }
+
     /// Runs a pub/sub command (`name` in lower case).
     pub fn command(&self, name: &str, req: &Request) -> Pending {
+        if !self.counted.replace(true) {
+            self.inner
+                .borrow()
+                .ctx
+                .stats()
+                .pubsub_clients
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
         let frame = req.frame().clone();
         let args: Vec<Bytes> = (1..req.arg_count())
             .filter_map(|i| req.arg_bytes(i))
@@ -165,8 +212,14 @@ impl PubSub {
                     .as_ref()
                     .filter(subscribed)
                     .or_else(|| i.shards.values().find(subscribed));
-                conn.map(|c| c.tx.send(frame))
+                conn.map(|c| (c.addr.clone(), c.tx.clone()))
             };
+            let sent = sent.map(|(addr, tx)| {
+                if let Some(link) = inner.borrow_mut().links.get_mut(&addr) {
+                    link.replies.push_back(ReplyTo::Ping);
+                }
+                tx.send(frame)
+            });
             Done::unmeasured(match sent {
                 Some(Ok(())) => {
                     inner.borrow_mut().expect(1);
@@ -181,6 +234,9 @@ impl PubSub {
 
 impl Drop for PubSub {
     fn drop(&mut self) {
+        if !self.counted.get() {
+            return;
+        }
         let inner = self.inner.borrow();
         inner
             .ctx
@@ -329,7 +385,7 @@ impl Inner {
         kind: Kind,
         addr: Option<&NodeAddr>,
     ) -> Result<mpsc::UnboundedSender<Bytes>, Bytes> {
-        let mut inner = this.borrow_mut();
+        let inner = this.borrow_mut();
         let existing = match (kind, addr) {
             (Kind::Classic, _) => inner.classic.as_ref().map(|c| c.tx.clone()),
             (Kind::Shard, Some(a)) => inner.shards.get(a).map(|c| c.tx.clone()),
@@ -348,9 +404,12 @@ impl Inner {
                     .ok_or_else(|| crate::node::forward::no_owner(&map))?
             }
         };
-        let (tx, rx) = mpsc::unbounded_channel();
+        drop(inner);
+        let tx = Inner::link(this, &addr);
+        let mut inner = this.borrow_mut();
         let conn = SubConn {
             tx: tx.clone(),
+            addr: addr.clone(),
             channels: HashSet::new(),
             patterns: HashSet::new(),
             count: 0,
@@ -362,13 +421,9 @@ impl Inner {
                 inner.shards.insert(addr.clone(), conn);
             }
             Kind::Notify => {
-                inner.notify.insert(addr.clone(), conn);
+                inner.notify.insert(addr, conn);
             }
         }
-        let ctx = inner.ctx.clone();
-        let proto = inner.proto;
-        let task = link::run(Rc::downgrade(this), kind, addr, proto, ctx.clone(), rx);
-        ctx.spawn(task);
         Ok(tx)
     }
 
@@ -405,135 +460,6 @@ impl Inner {
             encode::integer(&mut out, 0);
         }
         out.freeze()
-    }
-
-    /// A frame from a subscription connection: update what it holds, and
-    /// pass it on unless it belongs to a re-subscription.
-    fn on_frame(
-        this: &Rc<RefCell<Inner>>,
-        kind: Kind,
-        addr: &NodeAddr,
-        frame: Bytes,
-        value: &Value,
-    ) {
-        let mut inner = this.borrow_mut();
-        let parts = value.as_array().unwrap_or_default();
-        let what = parts
-            .first()
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_ascii_lowercase();
-        if kind == Kind::Notify {
-            // Only this node's keyspace notifications: its confirmations
-            // are orthrus's business, its PUBLISHed messages came through
-            // the classic connection already.
-            let channel = match what.as_str() {
-                "message" => parts.get(1),
-                "pmessage" => parts.get(2),
-                _ => None,
-            };
-            if channel
-                .and_then(Value::as_bytes)
-                .is_some_and(is_notification)
-            {
-                inner.push.push(frame);
-            }
-            return;
-        }
-        let channel = parts
-            .get(1)
-            .and_then(Value::as_bytes)
-            .map(Bytes::copy_from_slice);
-        let count = parts.get(2).and_then(Value::as_int);
-        let conn = match kind {
-            Kind::Classic => inner.classic.as_mut(),
-            Kind::Shard => inner.shards.get_mut(addr),
-            Kind::Notify => inner.notify.get_mut(addr),
-        };
-        let Some(conn) = conn else { return };
-        if let Some(n) = count {
-            conn.count = n;
-        }
-        let mut forward = true;
-        let mut lost = None;
-        let confirmed = channel.clone();
-        match (what.as_str(), channel) {
-            ("subscribe", Some(ch)) => {
-                conn.channels.insert(ch);
-            }
-            ("psubscribe", Some(ch)) => {
-                conn.patterns.insert(ch);
-            }
-            ("unsubscribe", Some(ch)) => {
-                conn.channels.remove(&ch);
-            }
-            ("punsubscribe", Some(ch)) => {
-                conn.patterns.remove(&ch);
-            }
-            ("ssubscribe", Some(ch)) => {
-                if let Some(pos) = conn.unconfirmed.iter().position(|cmd| cmd.contains(&ch)) {
-                    if let Some(cmd) = conn.unconfirmed.get_mut(pos) {
-                        cmd.retain(|c| c != &ch);
-                        if cmd.is_empty() {
-                            conn.unconfirmed.remove(pos);
-                        }
-                    }
-                }
-                conn.channels.insert(ch.clone());
-                forward = !inner.resubscribing.remove(&ch);
-            }
-            ("sunsubscribe", Some(ch)) => {
-                conn.channels.remove(&ch);
-                if !inner.leaving.remove(&ch) {
-                    // The node dropped it: its slot moved. Follow it.
-                    forward = false;
-                    lost = Some(vec![ch]);
-                }
-            }
-            // An SSUBSCRIBE refused, most likely MOVED: try again where the slot is.
-            _ if matches!(frame.first(), Some(b'-' | b'!'))
-                && kind == Kind::Shard
-                && !conn.unconfirmed.is_empty() =>
-            {
-                let channels = conn.unconfirmed.remove(0);
-                if let Some(Redirect::Moved { slot, addr: to }) = Redirect::parse(&frame) {
-                    inner
-                        .ctx
-                        .shared
-                        .patch_slot(Place::of(slot), &to.or_host_of(addr));
-                }
-                inner.ctx.shared.request_refresh();
-                forward = false;
-                lost = Some(channels);
-            }
-            _ => {}
-        }
-        // A node counts only the shard channels it holds; the client holds
-        // those of every master, and Redis's count is all of them.
-        let frame = match (kind, what.as_str(), confirmed) {
-            (Kind::Shard, "ssubscribe" | "sunsubscribe", Some(ch)) if forward => {
-                let held: usize = inner.shards.values().map(|c| c.channels.len()).sum();
-                let mut out = BytesMut::new();
-                encode::push_header(&mut out, 3, inner.proto);
-                encode::bulk(&mut out, what.as_bytes());
-                encode::bulk(&mut out, &ch);
-                encode::integer(&mut out, i64::try_from(held).unwrap_or(i64::MAX));
-                out.freeze()
-            }
-            _ => frame,
-        };
-        if forward {
-            let is_error = matches!(frame.first(), Some(b'-' | b'!'));
-            let confirms = what.ends_with("subscribe") || what == "pong";
-            inner.push.push(frame);
-            if confirms || is_error {
-                inner.answered();
-            }
-        }
-        drop(inner);
-        if let Some(channels) = lost {
-            Inner::resubscribe_later(this, channels, false);
-        }
     }
 }
 

@@ -1,7 +1,17 @@
 //! Client-side caching (CLIENT TRACKING): a tracking client's own
 //! connections and the invalidations they bring.
 //!
-//! Redis remembers the keys *a connection* read, so a tracking client gets
+//! In BCAST mode (without NOLOOP) a node sends the invalidations of every
+//! write under the prefixes to every connection tracking them, whoever
+//! read the keys: the client's commands go over the worker's shared
+//! connections, and tracking is turned on on the client's links (one RESP3
+//! connection per master, [`Links`]), which carry its subscriptions too.
+//! The invalidations come as pushes there, for a RESP2 client as well.
+//! NOLOOP needs the writes on the tracking connection itself, so a BCAST
+//! client with NOLOOP tracks as in the default mode.
+//!
+//! In the default mode Redis remembers the keys *a connection* read, so a
+//! tracking client gets
 //! a private pool ([`Pool::private`]): one connection per master (and per
 //! protocol it used), opened on first use, each set up with `CLIENT
 //! TRACKING ON` and the client's options, and every command of the client
@@ -37,6 +47,7 @@ use orthrus_resp::{Protocol, Request, Value, encode};
 
 use crate::client::PushSink;
 use crate::client::invalidation::{invalidate_push, invalidation, redir_broken};
+use crate::client::subscriptions::Links;
 use crate::node::client::call;
 use crate::node::conn::{self, Hooks};
 use crate::node::forward::{error_reply, send_frames};
@@ -47,27 +58,23 @@ use crate::process::Shared;
 use crate::route::table::Route;
 use crate::worker::WorkerCtx;
 
+mod options;
+
+pub use options::Options;
+
 /// How often a BCAST client's connections to every master are looked at
 /// (a master that failed over, a connection lost).
 const BCAST_KEEP: Duration = Duration::from_secs(1);
 
-/// The options of CLIENT TRACKING ON that the nodes see.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Options {
-    pub bcast: bool,
-    pub optin: bool,
-    pub optout: bool,
-    pub noloop: bool,
-    /// BCAST prefixes, in the order given (`""` when BCAST had none).
-    pub prefixes: Vec<Bytes>,
-}
-
 /// A client's tracking, from CLIENT TRACKING ON to OFF, RESET or its exit.
 pub struct Tracking {
     state: Rc<State>,
-    /// The worker's context with the client's own pool: every command of a
-    /// tracking client is started with it.
+    /// The worker's context with the client's own pool (the worker's own
+    /// when tracking is on the links): every command of a tracking client
+    /// is started with it.
     pub ctx: Rc<WorkerCtx>,
+    /// The client's links, when tracking is on them.
+    links: Option<Links>,
 }
 
 /// What the connections' hooks and the client share.
@@ -90,63 +97,25 @@ struct State {
     listeners: RefCell<HashMap<NodeAddr, u64>>,
 }
 
-// === impl Options ===
-
-impl Options {
-    /// `CLIENT TRACKING ON` with these options and `prefixes`, redirected
-    /// on the node to `listener`.
-    fn command(&self, prefixes: &[Bytes], listener: Option<u64>) -> Bytes {
-        let mut args: Vec<&[u8]> = vec![b"CLIENT", b"TRACKING", b"ON"];
-        if self.bcast {
-            args.push(b"BCAST");
-            for p in prefixes.iter().filter(|p| !p.is_empty()) {
-                args.push(b"PREFIX");
-                args.push(p);
-            }
-        }
-        for (set, name) in [
-            (self.optin, &b"OPTIN"[..]),
-            (self.optout, b"OPTOUT"),
-            (self.noloop, b"NOLOOP"),
-        ] {
-            if set {
-                args.push(name);
-            }
-        }
-        let id = listener.map(|id| id.to_string());
-        if let Some(id) = &id {
-            args.push(b"REDIRECT");
-            args.push(id.as_bytes());
-        }
-        orthrus_resp::encode::command(&args)
-    }
-
-    /// The flags TRACKINGINFO shows for these options.
-    fn flags(&self) -> Vec<&'static str> {
-        let mut flags = vec!["on"];
-        for (set, name) in [
-            (self.bcast, "bcast"),
-            (self.optin, "optin"),
-            (self.optout, "optout"),
-        ] {
-            if set {
-                flags.push(name);
-            }
-        }
-        flags
-    }
-}
-
 // === impl Tracking ===
 
 impl Tracking {
-    /// Turns tracking on for a client of `proto` whose pushes go to `push`.
+    /// Whether tracking with `options` goes on the client's links (BCAST
+    /// without NOLOOP).
+    pub fn on_links(options: &Options) -> bool {
+        options.bcast && !options.noloop
+    }
+
+    /// Turns tracking on for a client of `proto` whose pushes go to `push`:
+    /// on `links` when given (see [`Tracking::on_links`]), else over a
+    /// private pool.
     pub fn new(
-        ctx: &WorkerCtx,
+        ctx: &Rc<WorkerCtx>,
         options: Options,
         redirect: u64,
         proto: Protocol,
         push: PushSink,
+        links: Option<Links>,
     ) -> Tracking {
         let bcast = options.bcast;
         let state = Rc::new(State {
@@ -161,12 +130,28 @@ impl Tracking {
             listeners: RefCell::new(HashMap::new()),
         });
         ctx.stats().tracking_clients.fetch_add(1, Ordering::Relaxed);
+        if let Some(links) = links {
+            ctx.spawn(keep_links(
+                Rc::downgrade(ctx),
+                Rc::downgrade(&state),
+                links.clone(),
+            ));
+            return Tracking {
+                state,
+                ctx: ctx.clone(),
+                links: Some(links),
+            };
+        }
         let pool = Pool::private(ctx.pool.env().clone(), state.clone());
         let own = ctx.with_pool(pool);
         if bcast {
             own.spawn(keep_bcast(Rc::downgrade(&own), Rc::downgrade(&state)));
         }
-        Tracking { state, ctx: own }
+        Tracking {
+            state,
+            ctx: own,
+            links: None,
+        }
     }
 
     /// Resolves once the client's connections are ready: in BCAST mode
@@ -176,7 +161,18 @@ impl Tracking {
         let ctx = self.ctx.clone();
         let proto = self.state.proto.get();
         let bcast = self.state.options.borrow().bcast;
+        let on_links = self.links.as_ref().map(|links| {
+            let on = {
+                let options = self.state.options.borrow();
+                options.command(&options.prefixes, None)
+            };
+            let hooks: Weak<dyn Hooks> = Rc::downgrade(&self.state) as Weak<State>;
+            links.track(hooks, on, ctx.shared.masters())
+        });
         async move {
+            if let Some(tracked) = on_links {
+                return tracked.await;
+            }
             if !bcast {
                 return Ok(());
             }
@@ -197,7 +193,11 @@ impl Tracking {
         redirect: u64,
     ) -> impl Future<Output = Result<(), Bytes>> + use<> {
         let (ctx, state) = (self.ctx.clone(), self.state.clone());
+        let on_links = self.links.clone();
         async move {
+            if let Some(links) = on_links {
+                return update_links(&links, &state, options, added, redirect).await;
+            }
             let open = ctx.pool.open_conns();
             // Connections still opening are set up once this answers.
             exchange(&ctx.pool, &open, |_| PING.clone()).await?;
@@ -339,6 +339,9 @@ impl Drop for Tracking {
         // Connections still finishing requests close when they are done;
         // what they receive meanwhile is no longer the client's.
         self.state.on.set(false);
+        if let Some(links) = &self.links {
+            links.untrack();
+        }
         self.ctx
             .stats()
             .tracking_clients
@@ -471,6 +474,61 @@ async fn exchange(
     result
 }
 
+/// CLIENT TRACKING ON again for a client tracking on its links.
+async fn update_links(
+    links: &Links,
+    state: &State,
+    options: Options,
+    added: Vec<Bytes>,
+    redirect: u64,
+) -> Result<(), Bytes> {
+    if options.noloop {
+        return Err(error_reply(
+            "ERR orthrus: NOLOOP must be given when BCAST tracking is turned on",
+        ));
+    }
+    let mut prefixes = state.options.borrow().prefixes.clone();
+    for p in &added {
+        if !prefixes.contains(p) {
+            prefixes.push(p.clone());
+        }
+    }
+    let result = links
+        .retrack(
+            options.command(&added, None),
+            options.command(&prefixes, None),
+        )
+        .await;
+    *state.options.borrow_mut() = Options {
+        prefixes,
+        ..options
+    };
+    state.redirect.set(redirect);
+    state.broken.set(false);
+    result
+}
+
+/// Keeps a link to every master while the client tracks on its links: a
+/// new master (a failover) or a lost link gets one again.
+async fn keep_links(ctx: Weak<WorkerCtx>, state: Weak<State>, links: Links) {
+    loop {
+        crate::time::sleep(BCAST_KEEP).await;
+        let (Some(ctx), Some(state)) = (ctx.upgrade(), state.upgrade()) else {
+            return;
+        };
+        if !state.on.get() {
+            return;
+        }
+        let masters: Vec<NodeAddr> = ctx
+            .shared
+            .masters()
+            .into_iter()
+            .filter(|addr| ctx.pool.env().backing_off(addr).is_none())
+            .collect();
+        links.keep(&masters);
+    }
+}
+
 /// Keeps a BCAST client's connection to every master open while it
 /// tracks: a new master (a failover) or a lost connection gets one again.
 async fn keep_bcast(ctx: Weak<WorkerCtx>, state: Weak<State>) {
@@ -488,34 +546,5 @@ async fn keep_bcast(ctx: Weak<WorkerCtx>, state: Weak<State>) {
                 ctx.pool.open(&addr, proto);
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_node_command_carries_the_options() {
-        let options = Options {
-            bcast: true,
-            noloop: true,
-            prefixes: vec![Bytes::from_static(b"a:"), Bytes::new()],
-            ..Options::default()
-        };
-        let frame = options.command(&options.prefixes, Some(7));
-        let expected = Request::from_args(&[
-            &b"CLIENT"[..],
-            b"TRACKING",
-            b"ON",
-            b"BCAST",
-            b"PREFIX",
-            b"a:",
-            b"NOLOOP",
-            b"REDIRECT",
-            b"7",
-        ])
-        .into_frame();
-        assert_eq!(frame, expected);
     }
 }

@@ -4,6 +4,13 @@
 //! connection other clients share. The wait for the reply is bounded by the
 //! command's own timeout plus its upstream's request timeout; a client that
 //! disconnects while blocked closes that connection, and Redis unblocks.
+//!
+//! While every dedicated connection blocking commands may hold is taken,
+//! the command waits for one in turn. The wait counts in its own
+//! timeout, as Redis counts the time blocked: past it the client gets the
+//! command's nil, and a command that got its connection late is sent with
+//! what is left of its timeout. One that blocks forever (timeout 0) waits
+//! within the request's deadline, then gets an error.
 
 use std::cell::Cell;
 use std::rc::Rc;
@@ -16,7 +23,7 @@ use orthrus_resp::{Protocol, Request};
 use crate::client::Pending;
 use crate::node::Done;
 use crate::node::conn::ASKING;
-use crate::node::dedicated::{DedicatedPool, Holding, TakeError};
+use crate::node::dedicated::{DedicatedPool, Holding, Share, TakeError};
 use crate::node::forward::{error_reply, no_owner};
 use crate::node::retry::{Next, Retry};
 use crate::observe::stats::{GaugeGuard, WorkerStats};
@@ -32,7 +39,10 @@ pub fn dispatch(
     client: &Holding,
 ) -> Pending {
     let frame = req.frame().clone();
-    let wait = command_timeout(req).map(|t| t + ctx.shared.request_timeout_of(slot.upstream));
+    let own = own_timeout(req).map(|own| Own {
+        req: req.clone(),
+        ..own
+    });
     let ctx = ctx.clone();
     let client = client.clone();
     Pending::deferred(Box::pin(async move {
@@ -41,12 +51,97 @@ pub fn dispatch(
             waited: Cell::new(Duration::ZERO),
             client,
         };
+        let command = Command {
+            frame,
+            own,
+            started: Instant::now(),
+            proto,
+        };
         // A client that leaves ends its session, which drops this future
         // and so closes the dedicated connection: Redis forgets the block.
-        let reply = run(&ctx, frame, slot, proto, wait, &account).await;
+        let reply = run(&ctx, command, slot, &account).await;
         Done::from_nodes(reply, account.waited.get())
     }))
 }
+
+/// A blocking command as sent, and its own timeout.
+struct Command {
+    frame: Bytes,
+    own: Option<Own>,
+    /// When it started: the wait for a connection counts in its timeout.
+    started: Instant,
+    proto: Protocol,
+}
+
+/// A command's own timeout: where it is in the request, in which unit,
+/// and what the command answers when it passes.
+struct Own {
+    req: Request,
+    /// The argument that holds it.
+    at: usize,
+    millis: bool,
+    timeout: Duration,
+    /// Whether the command answers a null bulk string (BLMOVE,
+    /// BRPOPLPUSH) rather than a null array.
+    bulk: bool,
+}
+
+impl Command {
+    /// What Redis answers when the command's timeout passes.
+    fn nil(&self) -> Bytes {
+        let mut out = BytesMut::new();
+        match self.own.as_ref().is_some_and(|o| o.bulk) {
+            true => orthrus_resp::encode::null(&mut out, self.proto),
+            false => orthrus_resp::encode::null_array(&mut out, self.proto),
+        }
+        out.freeze()
+    }
+
+    /// Until when it may wait for a connection: its own timeout, or the
+    /// request's deadline for a command that blocks without one.
+    fn wait_until(&self, deadline: Instant) -> Instant {
+        match &self.own {
+            Some(own) => self.started + own.timeout,
+            None => deadline,
+        }
+    }
+
+    /// The frame to send now: the same bytes, unless it waited for its
+    /// connection; then with what is left of its timeout (`None`: none
+    /// left).
+    fn frame_now(&self) -> Option<Bytes> {
+        let Some(own) = &self.own else {
+            return Some(self.frame.clone());
+        };
+        let spent = self.started.elapsed();
+        if spent < WAIT_UNNOTICED {
+            return Some(self.frame.clone());
+        }
+        let left = own.timeout.checked_sub(spent)?;
+        let left = match own.millis {
+            true => left.as_millis().max(1).to_string(),
+            false => format!("{:.3}", left.as_secs_f64().max(0.001)),
+        };
+        let args: Vec<&[u8]> = (0..own.req.arg_count())
+            .map(|i| match i == own.at {
+                true => left.as_bytes(),
+                false => own.req.arg(i).unwrap_or_default(),
+            })
+            .collect();
+        Some(Request::from_args(&args).into_frame())
+    }
+
+    /// How long to wait for the reply: the timeout left plus the
+    /// upstream's request timeout (`None`: as long as it blocks).
+    fn reply_wait(&self, request_timeout: Duration) -> Option<Duration> {
+        let own = self.own.as_ref()?;
+        Some(own.timeout.saturating_sub(self.started.elapsed()) + request_timeout)
+    }
+}
+
+/// A wait for a connection shorter than this is not taken off the
+/// command's timeout (the frame is forwarded unchanged).
+const WAIT_UNNOTICED: Duration = Duration::from_millis(5);
 
 /// What a blocking command counts: the time it waited for its node, and
 /// the dedicated connections of its client.
@@ -55,14 +150,7 @@ struct Account {
     client: Holding,
 }
 
-async fn run(
-    ctx: &Rc<WorkerCtx>,
-    frame: Bytes,
-    slot: Place,
-    proto: Protocol,
-    wait: Option<Duration>,
-    account: &Account,
-) -> Bytes {
+async fn run(ctx: &Rc<WorkerCtx>, command: Command, slot: Place, account: &Account) -> Bytes {
     let map = ctx.slots_of(slot.upstream);
     let Some(mut addr) = map.master(slot.slot).cloned() else {
         return no_owner(&map);
@@ -73,27 +161,41 @@ async fn run(
     let env = ctx.pool.env();
     let mut retry = Retry::from_now(env, slot.upstream);
     let held = Some(&account.client);
+    let pool = &ctx.dedicated;
     loop {
-        let mut lease =
-            match DedicatedPool::take(&ctx.dedicated, &addr, proto, held, retry.deadline()).await {
-                Ok(lease) => lease,
-                Err(
-                    e @ (TakeError::Exhausted(_)
-                    | TakeError::Crowded(_)
-                    | TakeError::PerClient(_)
-                    | TakeError::Late),
-                ) => {
-                    return error_reply(&format!(
-                        "ERR orthrus: cannot run a blocking command now: {e} ({addr}); retry later"
-                    ));
-                }
-                Err(TakeError::Connect(e)) => {
-                    ctx.shared.request_refresh_at(&addr);
-                    return error_reply(&format!(
-                        "CLUSTERDOWN orthrus: node {addr} unreachable: {e}"
-                    ));
-                }
-            };
+        let until = command.wait_until(retry.deadline());
+        let taken =
+            DedicatedPool::take_for(pool, &addr, command.proto, held, until, Share::Blocking);
+        let mut lease = match taken.await {
+            Ok(lease) => lease,
+            // Its own timeout passed while it waited: what Redis answers.
+            Err(TakeError::Exhausted(_) | TakeError::Crowded(_) | TakeError::Late)
+                if command.own.is_some() =>
+            {
+                return command.nil();
+            }
+            Err(
+                e @ (TakeError::Exhausted(_)
+                | TakeError::Crowded(_)
+                | TakeError::PerClient(_)
+                | TakeError::Late),
+            ) => {
+                return error_reply(&format!(
+                    "ERR orthrus: cannot run a blocking command now: {e} ({addr}); retry later"
+                ));
+            }
+            Err(TakeError::Connect(e)) => {
+                ctx.shared.request_refresh_at(&addr);
+                return error_reply(&format!(
+                    "CLUSTERDOWN orthrus: node {addr} unreachable: {e}"
+                ));
+            }
+        };
+        let Some(frame) = command.frame_now() else {
+            lease.release();
+            return command.nil();
+        };
+        let wait = command.reply_wait(ctx.shared.request_timeout_of(slot.upstream));
         let started = Instant::now();
         let sent = if asking {
             let mut both = BytesMut::with_capacity(ASKING.len() + frame.len());
@@ -147,23 +249,32 @@ fn skip_first_frame(reply: Bytes) -> Bytes {
     }
 }
 
-/// How long the command itself may block; `None` for "forever" (0) or
-/// when it cannot be told.
-fn command_timeout(req: &Request) -> Option<Duration> {
+/// How long the command itself may block, and where that is in the
+/// request; `None` for "forever" (0) or when it cannot be told.
+fn own_timeout(req: &Request) -> Option<Own> {
     let name = req.arg(0)?.to_ascii_lowercase();
-    let seconds = |arg: &[u8]| -> Option<Duration> {
-        let s: f64 = std::str::from_utf8(arg).ok()?.parse().ok()?;
+    let seconds = |at: usize| -> Option<Duration> {
+        let s: f64 = std::str::from_utf8(req.arg(at)?).ok()?.parse().ok()?;
         (s > 0.0 && s.is_finite()).then(|| Duration::from_secs_f64(s.min(1e9)))
     };
+    let own = |at: usize, millis: bool, timeout: Duration, bulk: bool| Own {
+        req: Request::from_args::<&[u8]>(&[]),
+        at,
+        millis,
+        timeout,
+        bulk,
+    };
+    let last = req.arg_count().checked_sub(1)?;
     match name.as_slice() {
-        b"blpop" | b"brpop" | b"brpoplpush" | b"blmove" | b"bzpopmin" | b"bzpopmax" => {
-            seconds(req.arg(req.arg_count() - 1)?)
+        b"blpop" | b"brpop" | b"bzpopmin" | b"bzpopmax" => {
+            Some(own(last, false, seconds(last)?, false))
         }
-        b"blmpop" | b"bzmpop" => seconds(req.arg(1)?),
+        b"brpoplpush" | b"blmove" => Some(own(last, false, seconds(last)?, true)),
+        b"blmpop" | b"bzmpop" => Some(own(1, false, seconds(1)?, false)),
         b"xread" | b"xreadgroup" => {
-            let at = req.args().position(|a| a.eq_ignore_ascii_case(b"block"))?;
-            let ms: u64 = std::str::from_utf8(req.arg(at + 1)?).ok()?.parse().ok()?;
-            (ms > 0).then(|| Duration::from_millis(ms))
+            let at = req.args().position(|a| a.eq_ignore_ascii_case(b"block"))? + 1;
+            let ms: u64 = std::str::from_utf8(req.arg(at)?).ok()?.parse().ok()?;
+            (ms > 0).then(|| own(at, true, Duration::from_millis(ms), false))
         }
         _ => None,
     }
@@ -175,7 +286,7 @@ mod tests {
 
     #[test]
     fn timeouts_are_read_from_the_command() {
-        let t = |args: &[&str]| command_timeout(&Request::from_args(args));
+        let t = |args: &[&str]| own_timeout(&Request::from_args(args)).map(|o| o.timeout);
         assert_eq!(
             t(&["BLPOP", "a", "b", "1.5"]),
             Some(Duration::from_millis(1500))

@@ -238,11 +238,11 @@ fn hello(req: &Request, client: &mut Client, ctx: &WorkerCtx) -> Bytes {
     if let Some(tracking) = &client.tracking {
         tracking.set_proto(proto);
     }
-    // Subscriptions speak the protocol they were made in, and so do their
-    // connections: ones that hold nothing are made again, in this one, by
-    // the next subscription.
-    if client.pubsub.as_ref().is_some_and(|p| !p.active()) {
-        client.pubsub = None;
+    // Subscriptions speak the protocol they were made in; a client
+    // subscribed to nothing hears its next ones in this one (its links,
+    // which may carry its tracking, speak RESP3 either way).
+    if let Some(pubsub) = client.pubsub.as_ref().filter(|p| !p.active()) {
+        pubsub.set_proto(proto);
     }
     if let Some(name) = name {
         client.names_mut().name = (!name.is_empty()).then_some(name);

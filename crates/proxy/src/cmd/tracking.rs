@@ -7,6 +7,7 @@ use std::rc::Rc;
 use bytes::Bytes;
 use orthrus_resp::Request;
 
+use crate::client::subscriptions::PubSub;
 use crate::client::tracking::{Options, Tracking};
 use crate::client::{Client, Pending, PushSink};
 use crate::cmd::reply::{integer, simple};
@@ -114,7 +115,15 @@ fn tracking(
         None => {
             options.prefixes = added;
             let push = sink(client.closer());
-            let tracking = Tracking::new(ctx, options, redirect, client.proto, push);
+            // BCAST tracking goes on the client's links, beside its
+            // subscriptions (made here if it has none yet).
+            let links = Tracking::on_links(&options).then(|| {
+                client
+                    .pubsub
+                    .get_or_insert_with(|| PubSub::new(ctx.clone(), client.proto, push.clone()))
+                    .links()
+            });
+            let tracking = Tracking::new(ctx, options, redirect, client.proto, push, links);
             let ready = Box::pin(tracking.ready());
             client.tracking = Some(Box::new(tracking));
             ready

@@ -3,9 +3,16 @@
 //! held. Each worker keeps a bounded pool per node; idle connections are
 //! kept for reuse, and a connection whose client went away mid-command is
 //! closed, which makes Redis forget the blocked client.
+//!
+//! The places in a node's bound are handed out first come, first served:
+//! a request that finds none free joins the node's queue and gets the
+//! next one given back before anyone who asked after it. Blocking
+//! commands fill at most the bound less a reserve ([`reserve`]), which
+//! is kept for WATCH, transactions and scripts: a client's WATCH never
+//! waits behind other clients' blocking commands.
 
-use std::cell::RefCell;
-use std::collections::HashMap;
+use std::cell::{Cell, RefCell};
+use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -16,6 +23,7 @@ use bytes::Bytes;
 use orthrus_cluster::NodeAddr;
 use orthrus_resp::Protocol;
 use tokio::io::AsyncWriteExt;
+use tokio::sync::Notify;
 
 use super::frames::FrameReader;
 use super::stream::NodeStream;
@@ -36,6 +44,15 @@ pub struct Dedicated {
 /// The client a lease is counted on (its `dedicated` count, within
 /// `client.max_dedicated`).
 pub type Holding = Arc<Identity>;
+
+/// What a dedicated connection is taken for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Share {
+    /// A blocking command: within the bound less the reserve.
+    Blocking,
+    /// WATCH, a transaction, a script: anywhere within the bound.
+    Exclusive,
+}
 
 /// Why no dedicated connection could be had.
 #[derive(Debug, thiserror::Error)]
@@ -61,19 +78,59 @@ pub struct DedicatedPool {
     env: Rc<Env>,
     max_per_node: usize,
     idle: RefCell<HashMap<(NodeAddr, Protocol), Vec<Dedicated>>>,
-    busy: RefCell<HashMap<NodeAddr, usize>>,
-    /// Told whenever a connection is given back or closed, for the
-    /// requests waiting for one.
-    freed: tokio::sync::Notify,
+    nodes: RefCell<HashMap<NodeAddr, NodeUse>>,
 }
 
 /// A connection taken from the pool. [`Lease::release`] gives it back;
 /// dropping the lease closes the connection.
 pub struct Lease {
     conn: Option<Dedicated>,
-    pool: Rc<DedicatedPool>,
-    /// The count of the client it is lent to, if counted.
+    /// Its place in the node's bound, given back with it.
+    place: Place,
+}
+
+/// One node's places in use, and who waits for one, oldest first.
+#[derive(Default)]
+struct NodeUse {
+    busy: usize,
+    blocking: usize,
+    queue: VecDeque<Rc<Ticket>>,
+}
+
+/// A request waiting for a place.
+struct Ticket {
+    share: Share,
     client: Option<Holding>,
+    granted: Cell<bool>,
+    woken: Notify,
+}
+
+/// A place in a node's bound, counted on a client if any; dropping it
+/// gives the place to the next one waiting.
+struct Place {
+    pool: Rc<DedicatedPool>,
+    addr: NodeAddr,
+    share: Share,
+    client: Option<Holding>,
+}
+
+/// A ticket in a node's queue; dropped before it became a [`Place`], it
+/// leaves the queue or gives back the place it was granted.
+struct Waiting<'a> {
+    pool: &'a Rc<DedicatedPool>,
+    addr: &'a NodeAddr,
+    ticket: Rc<Ticket>,
+    placed: bool,
+}
+
+/// How many of a worker's `per_node` dedicated connections to a node
+/// blocking commands leave for WATCH, transactions and scripts: an
+/// eighth (64 of the default 512), at least one when there are two.
+pub fn reserve(per_node: usize) -> usize {
+    match per_node {
+        0 | 1 => 0,
+        n => (n / 8).max(1),
+    }
 }
 
 // === impl DedicatedPool ===
@@ -84,22 +141,35 @@ impl DedicatedPool {
             env,
             max_per_node,
             idle: RefCell::new(HashMap::new()),
-            busy: RefCell::new(HashMap::new()),
-            freed: tokio::sync::Notify::new(),
+            nodes: RefCell::new(HashMap::new()),
         }
     }
 
-    /// Takes an idle connection to `addr` or opens one, within the bound;
-    /// while all are in use, waits for one to be given back, and opening
-    /// one waits for a place in the node's bound, both until `deadline`
-    /// (the request's). A lease counted in `client` fails at once when the
-    /// client holds `client.max_dedicated` already.
+    /// [`take_for`](Self::take_for) a WATCH, transaction or script.
     pub async fn take(
         pool: &Rc<DedicatedPool>,
         addr: &NodeAddr,
         proto: Protocol,
         client: Option<&Holding>,
         deadline: Instant,
+    ) -> Result<Lease, TakeError> {
+        DedicatedPool::take_for(pool, addr, proto, client, deadline, Share::Exclusive).await
+    }
+
+    /// Takes an idle connection to `addr` or opens one, within the bound
+    /// of `share`; while none is free, waits in the node's queue for one
+    /// to be given back, and opening one waits for a place in the node's
+    /// bound, both until `deadline`. A lease counted in `client` fails at
+    /// once when the client holds `client.max_dedicated` already: its
+    /// own commands wait behind this one, so none of them could give one
+    /// back in time.
+    pub async fn take_for(
+        pool: &Rc<DedicatedPool>,
+        addr: &NodeAddr,
+        proto: Protocol,
+        client: Option<&Holding>,
+        deadline: Instant,
+        share: Share,
     ) -> Result<Lease, TakeError> {
         if let Some(held) = client {
             let cap = pool.env.shared.settings.raw.client.max_dedicated;
@@ -108,45 +178,40 @@ impl DedicatedPool {
             }
         }
         let deadline = tokio::time::Instant::from_std(deadline);
-        loop {
-            // Made before the look: a connection freed after it wakes it.
-            let freed = pool.freed.notified();
-            if pool.reserve(addr) {
-                break;
-            }
-            if crate::time::timeout_at(deadline, freed).await.is_err() {
-                return Err(TakeError::Exhausted(pool.max_per_node));
+        let waiting = pool.enter(addr, share, client);
+        while !waiting.ticket.granted.get() {
+            let woken = waiting.ticket.woken.notified();
+            if crate::time::timeout_at(deadline, woken).await.is_err()
+                && !waiting.ticket.granted.get()
+            {
+                return Err(TakeError::Exhausted(pool.limit(share)));
             }
         }
+        let place = waiting.place();
         let idle = pool
             .idle
             .borrow_mut()
             .get_mut(&(addr.clone(), proto))
             .and_then(Vec::pop);
-        let opened = match idle {
-            Some(conn) => Ok(conn),
+        let conn = match idle {
+            Some(conn) => conn,
             None => {
                 let connect = conn::connect(addr, proto, &pool.env.shared);
                 match crate::time::timeout_at(deadline, connect).await {
-                    Ok(Ok(stream)) => Ok(Dedicated {
+                    Ok(Ok(stream)) => Dedicated {
                         stream: FrameReader::new(stream, usize::MAX),
                         addr: addr.clone(),
                         proto,
-                    }),
-                    Ok(Err(e)) if quota::is_full(&e) => Err(TakeError::Crowded(e)),
-                    Ok(Err(e)) => Err(TakeError::Connect(e)),
-                    Err(_) => Err(TakeError::Late),
+                    },
+                    Ok(Err(e)) if quota::is_full(&e) => return Err(TakeError::Crowded(e)),
+                    Ok(Err(e)) => return Err(TakeError::Connect(e)),
+                    Err(_) => return Err(TakeError::Late),
                 }
             }
         };
-        let conn = opened.inspect_err(|_| pool.forget(addr))?;
-        if let Some(held) = client {
-            held.dedicated.fetch_add(1, Ordering::Relaxed);
-        }
         Ok(Lease {
             conn: Some(conn),
-            pool: pool.clone(),
-            client: client.cloned(),
+            place,
         })
     }
 
@@ -154,27 +219,133 @@ impl DedicatedPool {
     /// forgets those nodes once none of their connections is lent.
     pub fn prune(&self, keep: impl Fn(&NodeAddr) -> bool) {
         self.idle.borrow_mut().retain(|(addr, _), _| keep(addr));
-        self.busy
+        self.nodes
             .borrow_mut()
-            .retain(|addr, n| keep(addr) || *n > 0);
+            .retain(|addr, n| keep(addr) || n.busy > 0 || !n.queue.is_empty());
     }
 
-    /// Counts one more connection to `addr` in use, if the bound allows.
-    fn reserve(&self, addr: &NodeAddr) -> bool {
-        let mut busy = self.busy.borrow_mut();
-        let n = busy.entry(addr.clone()).or_insert(0);
-        if *n >= self.max_per_node {
-            return false;
+    /// The places `share` may fill.
+    fn limit(&self, share: Share) -> usize {
+        match share {
+            Share::Exclusive => self.max_per_node,
+            Share::Blocking => self.max_per_node - reserve(self.max_per_node),
         }
-        *n += 1;
-        true
     }
 
-    fn forget(&self, addr: &NodeAddr) {
-        if let Some(n) = self.busy.borrow_mut().get_mut(addr) {
-            *n = n.saturating_sub(1);
+    /// Queues a ticket for a place at `addr`, and serves the queue.
+    fn enter<'a>(
+        self: &'a Rc<Self>,
+        addr: &'a NodeAddr,
+        share: Share,
+        client: Option<&Holding>,
+    ) -> Waiting<'a> {
+        let ticket = Rc::new(Ticket {
+            share,
+            client: client.cloned(),
+            granted: Cell::new(false),
+            woken: Notify::new(),
+        });
+        self.nodes
+            .borrow_mut()
+            .entry(addr.clone())
+            .or_default()
+            .queue
+            .push_back(ticket.clone());
+        self.serve(addr);
+        Waiting {
+            pool: self,
+            addr,
+            ticket,
+            placed: false,
         }
-        self.freed.notify_waiters();
+    }
+
+    /// Grants places to the tickets of `addr` that fit, oldest first: a
+    /// blocking command that does not fit leaves the way to a WATCH
+    /// behind it, and a client at its cap to other clients.
+    fn serve(&self, addr: &NodeAddr) {
+        let cap = self.env.shared.settings.raw.client.max_dedicated;
+        let blocking_limit = self.limit(Share::Blocking);
+        let mut nodes = self.nodes.borrow_mut();
+        let Some(node) = nodes.get_mut(addr) else {
+            return;
+        };
+        let mut i = 0;
+        while i < node.queue.len() && node.busy < self.max_per_node {
+            let Some(ticket) = node.queue.get(i) else {
+                break;
+            };
+            let fits = ticket.share == Share::Exclusive || node.blocking < blocking_limit;
+            let under_cap = ticket
+                .client
+                .as_ref()
+                .is_none_or(|c| c.dedicated.load(Ordering::Relaxed) < cap);
+            if !(fits && under_cap) {
+                i += 1;
+                continue;
+            }
+            node.busy += 1;
+            if ticket.share == Share::Blocking {
+                node.blocking += 1;
+            }
+            if let Some(c) = &ticket.client {
+                c.dedicated.fetch_add(1, Ordering::Relaxed);
+            }
+            ticket.granted.set(true);
+            ticket.woken.notify_one();
+            node.queue.remove(i);
+        }
+    }
+
+    /// Gives back a place of `share` at `addr` and serves the queue.
+    fn give_back(&self, addr: &NodeAddr, share: Share, client: Option<&Holding>) {
+        if let Some(c) = client {
+            c.dedicated.fetch_sub(1, Ordering::Relaxed);
+        }
+        if let Some(node) = self.nodes.borrow_mut().get_mut(addr) {
+            node.busy = node.busy.saturating_sub(1);
+            if share == Share::Blocking {
+                node.blocking = node.blocking.saturating_sub(1);
+            }
+        }
+        self.serve(addr);
+    }
+}
+
+// === impl Waiting ===
+
+impl Waiting<'_> {
+    /// The place granted to the ticket.
+    fn place(mut self) -> Place {
+        self.placed = true;
+        Place {
+            pool: self.pool.clone(),
+            addr: self.addr.clone(),
+            share: self.ticket.share,
+            client: self.ticket.client.clone(),
+        }
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        if self.placed {
+            return;
+        }
+        if self.ticket.granted.get() {
+            let ticket = &self.ticket;
+            self.pool
+                .give_back(self.addr, ticket.share, ticket.client.as_ref());
+        } else if let Some(node) = self.pool.nodes.borrow_mut().get_mut(self.addr) {
+            node.queue.retain(|t| !Rc::ptr_eq(t, &self.ticket));
+        }
+    }
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        self.pool
+            .give_back(&self.addr, self.share, self.client.as_ref());
     }
 }
 
@@ -205,25 +376,13 @@ impl Lease {
     /// Gives the connection back for reuse: only when no reply is pending.
     pub fn release(mut self) {
         if let Some(conn) = self.conn.take() {
-            let pool = &self.pool;
-            pool.forget(&conn.addr);
-            let mut idle = pool.idle.borrow_mut();
+            let mut idle = self.place.pool.idle.borrow_mut();
             let list = idle.entry((conn.addr.clone(), conn.proto)).or_default();
             if list.len() < MAX_IDLE && conn.stream.is_idle() {
                 list.push(conn);
             }
         }
-    }
-}
-
-impl Drop for Lease {
-    fn drop(&mut self) {
-        if let Some(held) = &self.client {
-            held.dedicated.fetch_sub(1, Ordering::Relaxed);
-        }
-        if let Some(conn) = self.conn.take() {
-            self.pool.forget(&conn.addr);
-        }
+        // The place goes back with the lease, once the connection is idle.
     }
 }
 
@@ -280,7 +439,7 @@ mod tests {
     #[tokio::test]
     async fn waiting_for_a_lent_connection_ends_at_the_deadline_given() {
         let pool = pool(1);
-        assert!(pool.reserve(&addr()));
+        let _held = hold(&pool, Share::Exclusive);
         let result = take_soon(&pool).await;
         assert!(
             matches!(result, Err(TakeError::Exhausted(1))),
@@ -301,6 +460,47 @@ mod tests {
         let result = take_soon(&pool).await;
         assert!(matches!(result, Err(TakeError::Late)), "{:?}", result.err());
         // The place reserved for it is given back.
-        assert!(pool.busy.borrow().get(&addr()).is_none_or(|n| *n == 0));
+        assert!(pool.nodes.borrow().get(&addr()).is_none_or(|n| n.busy == 0));
+    }
+
+    /// A place at [`addr`], granted at once.
+    fn hold(pool: &Rc<DedicatedPool>, share: Share) -> Place {
+        let addr = addr();
+        let waiting = pool.enter(&addr, share, None);
+        assert!(waiting.ticket.granted.get(), "no place free");
+        waiting.place()
+    }
+
+    #[test]
+    fn blocking_commands_leave_the_reserve_to_watch() {
+        let pool = pool(16);
+        assert_eq!(reserve(16), 2);
+        let held: Vec<Place> = (0..14).map(|_| hold(&pool, Share::Blocking)).collect();
+        let addr = addr();
+        let blocked = pool.enter(&addr, Share::Blocking, None);
+        assert!(!blocked.ticket.granted.get());
+        // A WATCH behind the waiting blocking command is not kept by it.
+        let watch = pool.enter(&addr, Share::Exclusive, None);
+        assert!(watch.ticket.granted.get());
+        drop(watch);
+        // A blocking place given back goes to the one waiting.
+        drop(held);
+        assert!(blocked.ticket.granted.get());
+    }
+
+    #[test]
+    fn places_go_to_the_oldest_waiter_first() {
+        let pool = pool(2);
+        let first = hold(&pool, Share::Exclusive);
+        let _second = hold(&pool, Share::Exclusive);
+        let addr = addr();
+        let a = pool.enter(&addr, Share::Exclusive, None);
+        let b = pool.enter(&addr, Share::Exclusive, None);
+        assert!(!a.ticket.granted.get() && !b.ticket.granted.get());
+        drop(first);
+        assert!(a.ticket.granted.get() && !b.ticket.granted.get());
+        // A waiter that gives up leaves its place to the next.
+        drop(a);
+        assert!(b.ticket.granted.get());
     }
 }
