@@ -48,10 +48,13 @@ password = "root-pw"
 rules = "on >alice-pw ~alice:* &alice:* +@all -@dangerous +sort"
 
 [client.users.tuser]
-rules = "on >t-pw ~t:tuser:* +@all -@dangerous"
+rules = "on >t-pw ~t:tuser:* +@all -@dangerous +sort_ro"
 
 [client.users.noexec]
 rules = "on >noexec-pw ~* &* +@all -exec"
+
+[client.users.reader]
+rules = "on >reader-pw ~* &* +@read"
 
 [client.users.chan]
 rules = "on >chan-pw &alice:* +@all -@dangerous"
@@ -419,6 +422,38 @@ fn rules_and_places_see_each_key_as_the_client_sent_it() {
     assert!(send(&mut chan, &["SPUBLISH", "bob:c", "x"]).starts_with("-NOPERM"));
     let reply = send(&mut chan, &["SSUBSCRIBE", "alice:c"]);
     assert!(reply.starts_with("*3\r\n$10\r\nssubscribe"), "{reply}");
+}
+
+/// Users with every key and channel are still held to their commands;
+/// Redis's `no_auth` commands (AUTH, HELLO, RESET, QUIT) are every user's;
+/// SORT_RO is checked as SORT is.
+#[test]
+fn every_user_is_held_to_its_commands_and_may_always_log_in() {
+    let s = setup("commands", "");
+    let mut reader = login(&s.proxy, &["reader", "reader-pw"]);
+    let refused = send(&mut reader, &["SET", "k1", "v"]);
+    assert!(refused.starts_with("-NOPERM"), "{refused}");
+    assert_eq!(send(&mut reader, &["GET", "k1"]), "$-1\r\n");
+    assert!(send(&mut reader, &["HELLO", "2"]).starts_with('*'));
+    assert_eq!(
+        send(&mut reader, &["AUTH", "reader", "reader-pw"]),
+        "+OK\r\n"
+    );
+    assert_eq!(send(&mut reader, &["RESET"]), "+RESET\r\n");
+    let mut tuser = login(&s.proxy, &["tuser", "t-pw"]);
+    let mut root = login(&s.proxy, &["root-pw"]);
+    assert!(send(&mut root, &["RPUSH", "t:tuser:l", "b", "a"]).starts_with(':'));
+    assert_eq!(
+        send(&mut tuser, &["SORT_RO", "t:tuser:l", "ALPHA"]),
+        "*2\r\n$1\r\na\r\n$1\r\nb\r\n"
+    );
+    assert_eq!(
+        send(
+            &mut tuser,
+            &["SORT_RO", "t:tuser:l", "BY", "nosort", "GET", "#"]
+        ),
+        "-ERR GET option of SORT denied due to insufficient ACL permissions.\r\n"
+    );
 }
 
 /// Item 6: before the cluster's COMMAND reply is learnt (here: never, the

@@ -125,6 +125,10 @@ fn password_only_users_may_do_everything() {
             .unwrap()
             .is_unrestricted()
     );
+    // Every key and channel, but only some commands: checked.
+    for rules in ["on ~* &* +@read", "on ~* &* +get +set", "on ~* &*"] {
+        assert!(!parse("x", rules).unwrap().is_unrestricted(), "{rules}");
+    }
 }
 
 #[test]

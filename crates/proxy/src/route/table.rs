@@ -450,7 +450,9 @@ impl CommandInfo {
             stat: counted::id(&name),
             blocks_with_block_option: is_xread(&name),
             sort_store: name == "sort",
-            keys_incomplete: unknown && name != "sort",
+            // SORT's and SORT_RO's unknown specs are BY and GET patterns,
+            // and SORT's STORE: followed where they are checked.
+            keys_incomplete: unknown && name != "sort" && name != "sort_ro",
             rules_by_subcommand: subcommands.is_empty()
                 && kind::CONTAINERS.contains(&name.as_str()),
             name: name.into(),
