@@ -215,10 +215,23 @@ fn refused_requests_reach_no_mirror_and_no_hotkeys_session() {
         send(&mut root, &["MSET", "{x}a", "1", "order:{x}b", "2"]),
         "+OK\r\n"
     );
+    // An EVALSHA of a script the mirror never saw reaches it as the EVAL.
+    let body = "return redis.call('SET',KEYS[1],'1')";
+    assert_eq!(send(&mut root, &["EVAL", body, "1", "{x}c"]), "+OK\r\n");
+    let sha = match s.a.nodes()[0].cmd(&["SCRIPT", "LOAD", body]).unwrap() {
+        Value::Bulk(sha) => String::from_utf8(sha.to_vec()).unwrap(),
+        other => panic!("SCRIPT LOAD: {other:?}"),
+    };
+    assert_eq!(
+        send(&mut root, &["EVALSHA", &sha, "1", "order:sha"]),
+        "+OK\r\n"
+    );
     for _ in 0..10 {
         assert_eq!(send(&mut root, &["GET", "t:hotkey"]), "$-1\r\n");
     }
-    let want: BTreeSet<String> = ["order:ok", "order:{x}b"].map(String::from).into();
+    let want: BTreeSet<String> = ["order:ok", "order:{x}b", "order:sha"]
+        .map(String::from)
+        .into();
     orthrus_devcluster::wait_until(Duration::from_secs(10), "mirrored", || {
         let got = all_keys(&s.m);
         if want.is_subset(&got) {

@@ -19,7 +19,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use orthrus_resp::{Request, encode};
 
-use crate::cmd::mirror;
+use crate::cmd::{mirror, script};
 use crate::route::kind::Merge;
 use crate::route::prefix::{Mirror, Place, Prefixes};
 use crate::route::table::CommandInfo;
@@ -56,11 +56,13 @@ pub fn request(
         true => cut(req, info, &prefixes),
         false => None,
     };
-    let frame = sent.as_ref().map_or(req.frame(), Request::frame);
     let readonly = info.readonly;
     match mirrors {
         Mirrors::None => {}
-        Mirrors::All(mirror) => mirror::copy(ctx, mirror, place, frame, readonly),
+        Mirrors::All(mirror) => {
+            let frame = for_mirror(ctx, sent.as_ref().unwrap_or(req));
+            mirror::copy(ctx, mirror, place, &frame, readonly);
+        }
         Mirrors::Mixed(mirrors) => match info.split {
             Some(merge) => {
                 let step = step_of(merge);
@@ -69,13 +71,29 @@ pub fn request(
                 copy_by_route(ctx, (req, step, &prefixes), keys, place, readonly);
             }
             None => {
+                let frame = for_mirror(ctx, sent.as_ref().unwrap_or(req));
                 for mirror in mirrors {
-                    mirror::copy(ctx, mirror, place, frame, readonly);
+                    mirror::copy(ctx, mirror, place, &frame, readonly);
                 }
             }
         },
     }
     sent
+}
+
+/// What a mirror gets of `req`: its frame, or for an EVALSHA whose body
+/// orthrus holds, the EVAL of that body (the mirror may lack the script,
+/// and nothing would load it there: its replies are not read for
+/// `NOSCRIPT`).
+fn for_mirror(ctx: &WorkerCtx, req: &Request) -> Bytes {
+    let name = req.arg(0).unwrap_or_default();
+    if name.eq_ignore_ascii_case(b"evalsha") || name.eq_ignore_ascii_case(b"evalsha_ro") {
+        let body = req.arg(1).and_then(|sha| ctx.shared.scripts.body(sha));
+        if let Some(frame) = body.and_then(|body| script::as_eval(req, &body)) {
+            return frame;
+        }
+    }
+    req.frame().clone()
 }
 
 /// The frame of one part of a split command: the keys numbered `keys` of

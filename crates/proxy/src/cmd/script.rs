@@ -90,7 +90,7 @@ pub fn at_exec(multi: &mut Multi, scripts: &Scripts) {
 }
 
 /// `EVAL body ...` for `EVALSHA sha ...` (`EVAL_RO` for `EVALSHA_RO`).
-fn as_eval(req: &Request, body: &[u8]) -> Option<Bytes> {
+pub fn as_eval(req: &Request, body: &[u8]) -> Option<Bytes> {
     let name = req.arg(0)?;
     let eval: &[u8] = if name.eq_ignore_ascii_case(b"evalsha_ro") {
         b"EVAL_RO"
