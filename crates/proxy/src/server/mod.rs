@@ -194,7 +194,8 @@ pub async fn run(
         let listener = admin::bind(addr).with_context(|| {
             format!("cannot listen for the admin endpoint (--metrics) on {addr}")
         })?;
-        admin::spawn(listener, shared.clone()).context("cannot start the admin endpoint")?;
+        admin::spawn(listener, admin::MAX_CONNECTIONS, shared.clone())
+            .context("cannot start the admin endpoint")?;
     }
     topology::spawn(shared.clone())?;
     let socket_file = match &listeners.plain {
