@@ -8,7 +8,7 @@
 //! current when it connected, before its session starts; the session is
 //! then the same code over a TLS stream instead of a TCP one.
 
-use std::io;
+use std::io::{self, Write as _};
 use std::rc::Rc;
 use std::sync::Arc;
 use std::task::Poll;
@@ -233,14 +233,22 @@ impl Reserve {
             let Poll::Ready(Ok(conn)) = ready else {
                 continue;
             };
-            // Into an empty socket buffer: it fits. A TLS client could
-            // read nothing before a handshake.
-            match &conn {
-                Conn::Tcp(stream, _) => drop(stream.try_write(MAX_CLIENTS_REACHED)),
-                Conn::Unix(stream, _) => drop(stream.try_write(MAX_CLIENTS_REACHED)),
+            // Written at once, without the reactor (which has not seen the
+            // socket writable yet), into an empty socket buffer: it fits.
+            // A TLS client could read nothing before a handshake.
+            match conn {
+                Conn::Tcp(stream, _) => {
+                    if let Ok(mut stream) = stream.into_std() {
+                        let _ = stream.write(MAX_CLIENTS_REACHED);
+                    }
+                }
+                Conn::Unix(stream, _) => {
+                    if let Ok(mut stream) = stream.into_std() {
+                        let _ = stream.write(MAX_CLIENTS_REACHED);
+                    }
+                }
                 Conn::Tls(..) => {}
             }
-            drop(conn);
             WorkerStats::bump(&ctx.stats().rejected_connections);
             if let Some(skipped) = MAX_CLIENTS_LOG.allow() {
                 tracing::warn!(
