@@ -375,6 +375,9 @@ fn oversized_request_is_refused_and_endpoint_survives() {
     assert!(!metrics(admin).is_empty());
 }
 
+/// At the bound of 256 connections, a new one takes the place of the
+/// oldest that is only waiting for its head (closed at once); those left
+/// are answered 408 at the head deadline.
 #[test]
 fn slow_and_excess_connections_are_bounded() {
     let (_proxy, admin) = spawn_with_admin(&[free_addr()]);
@@ -382,7 +385,7 @@ fn slow_and_excess_connections_are_bounded() {
     // is free.
     std::thread::sleep(Duration::from_millis(300));
 
-    // 256 connections that never finish their request hold every slot...
+    // 256 connections that never finish their request hold every place...
     let idle: Vec<TcpStream> = (0..256)
         .map(|_| {
             let mut s = TcpStream::connect(admin).expect("connect");
@@ -390,13 +393,24 @@ fn slow_and_excess_connections_are_bounded() {
             s
         })
         .collect();
-    // ...so one more is turned away at once rather than queued.
+    // ...so one more takes the oldest one's place, and is answered at once.
     let started = Instant::now();
-    let busy = get(admin, "/healthz");
-    assert_eq!(busy.status, 503, "{}", busy.body);
+    let probe = get(admin, "/healthz");
+    assert_eq!(probe.status, 200, "{}", probe.body);
     assert!(started.elapsed() < Duration::from_secs(2));
 
-    // The slow ones are answered 408 after the head deadline (2 s).
+    // The oldest was closed without a response...
+    let mut idle = idle.into_iter();
+    let mut oldest = idle.next().expect("the oldest");
+    oldest
+        .set_read_timeout(Some(Duration::from_secs(1)))
+        .unwrap();
+    let mut raw = Vec::new();
+    match oldest.read_to_end(&mut raw) {
+        Ok(_) => assert!(raw.is_empty(), "{}", String::from_utf8_lossy(&raw)),
+        Err(e) => assert_eq!(e.kind(), std::io::ErrorKind::ConnectionReset, "{e}"),
+    }
+    // ...and the others are answered 408 after the head deadline (2 s).
     for mut s in idle {
         s.set_read_timeout(Some(Duration::from_secs(15))).unwrap();
         let reply = read_response(&mut s);
@@ -435,4 +449,104 @@ fn admin_port_in_use_fails_start() {
         "{stderr}"
     );
     drop(taken);
+}
+
+/// Keeps `count` connections open on `addr`, each sending a byte of a
+/// request head that never ends now and then (one every `pace` or so),
+/// opening a new one whenever orthrus closes one, until `stop` is set.
+/// Returns how many connections it opened in all.
+fn hold_slow_connections(
+    addr: SocketAddr,
+    count: usize,
+    pace: Duration,
+    stop: &std::sync::atomic::AtomicBool,
+) -> usize {
+    use std::sync::atomic::Ordering;
+    let open = |opened: &mut usize| {
+        let s = TcpStream::connect_timeout(&addr, Duration::from_millis(200)).ok()?;
+        s.set_nonblocking(true).ok()?;
+        *opened += 1;
+        Some(s)
+    };
+    let mut opened = 0;
+    let mut held: Vec<Option<TcpStream>> = (0..count).map(|_| open(&mut opened)).collect();
+    while !stop.load(Ordering::Relaxed) {
+        let round = Instant::now();
+        for slot in held.iter_mut() {
+            let alive = match slot.as_mut() {
+                // `GET /healthz` and then one more byte a turn: a head that
+                // never ends (8 KiB would take over an hour).
+                Some(s) => !matches!(s.write(b"x"), Ok(0) | Err(_)),
+                None => false,
+            };
+            if !alive {
+                *slot = open(&mut opened);
+                if let Some(s) = slot.as_mut() {
+                    let _ = s.write(b"GET /healthz HTTP/1.1\r\nX-Slow: ");
+                }
+            }
+            if stop.load(Ordering::Relaxed) {
+                break;
+            }
+        }
+        std::thread::sleep(pace.saturating_sub(round.elapsed()));
+    }
+    opened
+}
+
+/// 1,000 connections that trickle bytes of a head they never finish,
+/// reopened as soon as orthrus closes them, hold the admin endpoint;
+/// a liveness probe must still be answered: at least 59 of 60 `/healthz`
+/// get `200` within 1 s each.
+#[test]
+fn health_probes_are_answered_past_a_thousand_slow_connections() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let (_proxy, admin) = spawn_with_admin(&[free_addr()]);
+    let stop = AtomicBool::new(false);
+    let (answered, failures, opened) = std::thread::scope(|scope| {
+        let attacker =
+            scope.spawn(|| hold_slow_connections(admin, 1000, Duration::from_millis(300), &stop));
+        // Let them fill the endpoint, and some reach the head deadline.
+        std::thread::sleep(Duration::from_secs(3));
+        let mut answered = 0;
+        let mut failures = Vec::new();
+        for _ in 0..60 {
+            let started = Instant::now();
+            let within = Duration::from_secs(1);
+            let outcome = (|| -> Result<u16, String> {
+                let mut s =
+                    TcpStream::connect_timeout(&admin, within).map_err(|e| e.to_string())?;
+                s.set_read_timeout(Some(
+                    within
+                        .saturating_sub(started.elapsed())
+                        .max(Duration::from_millis(1)),
+                ))
+                .map_err(|e| e.to_string())?;
+                s.write_all(b"GET /healthz HTTP/1.1\r\nHost: orthrus\r\n\r\n")
+                    .map_err(|e| e.to_string())?;
+                let mut raw = Vec::new();
+                s.read_to_end(&mut raw).map_err(|e| e.to_string())?;
+                let text = String::from_utf8_lossy(&raw);
+                text.split(' ')
+                    .nth(1)
+                    .and_then(|code| code.parse().ok())
+                    .ok_or_else(|| format!("no status line: {text:?}"))
+            })();
+            match outcome {
+                Ok(200) if started.elapsed() <= within => answered += 1,
+                Ok(status) => failures.push(format!("{status} after {:?}", started.elapsed())),
+                Err(e) => failures.push(format!("{e} after {:?}", started.elapsed())),
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        stop.store(true, Ordering::Relaxed);
+        let opened = attacker.join().expect("attacker");
+        (answered, failures, opened)
+    });
+    eprintln!("{answered} of 60 probes answered; {opened} slow connections opened; {failures:?}");
+    assert!(opened >= 1000, "only {opened} slow connections opened");
+    assert!(
+        answered >= 59,
+        "{answered} of 60 probes answered 200 within 1 s: {failures:?}"
+    );
 }

@@ -219,6 +219,83 @@ fn unread_replies_stay_within_the_byte_budget() {
     );
 }
 
+/// A HOTKEYS session at the largest COUNT and 1,500 GETs of distinct
+/// 1 MiB keys that share all but their last bytes: orthrus keeps a bounded
+/// prefix of each name (RSS within 64 MiB of what it was before the GETs),
+/// and the long names stay apart (64 names listed, each the first 256
+/// bytes and a marker with the length and a hash of the whole name).
+#[test]
+fn hotkeys_keeps_a_bounded_prefix_of_long_key_names() {
+    const KEYS: usize = 1500;
+    const KEY_LEN: usize = 1024 * 1024;
+    let cluster = cluster(3, 0);
+    let proxy = Proxy::start(&cluster.seeds(), &["--threads", "1"]);
+    let pid = proxy.pid();
+    let mut con = proxy.client();
+    let mut raw = proxy.stream();
+    let started = send(
+        &mut raw,
+        &[
+            "HOTKEYS", "START", "METRICS", "2", "CPU", "NET", "COUNT", "64",
+        ],
+    );
+    assert_eq!(started, "+OK\r\n");
+    // The names differ only in their hash tag, at the end (the slot is
+    // the tag's, so they spread over the masters).
+    let mut key = vec![b'k'; KEY_LEN];
+    let before = rss_kib(pid);
+    let mut peak = before;
+    for i in 0..KEYS {
+        let tag = format!("{{{i:06}}}");
+        let at = KEY_LEN - tag.len();
+        key[at..].copy_from_slice(tag.as_bytes());
+        let get = format!("*2\r\n$3\r\nGET\r\n${KEY_LEN}\r\n");
+        raw.write_all(get.as_bytes()).unwrap();
+        raw.write_all(&key).unwrap();
+        raw.write_all(b"\r\n").unwrap();
+        assert_eq!(
+            read_reply(&mut raw).expect("a reply"),
+            b"$-1\r\n"[..],
+            "GET {i}"
+        );
+        if i % 100 == 0 {
+            peak = peak.max(rss_kib(pid));
+        }
+    }
+    let after = rss_kib(pid);
+    peak = peak.max(after);
+    let report = redis::HotkeysCommands::hotkeys_get(&mut con)
+        .unwrap()
+        .expect("a session");
+    let names: Vec<String> = report
+        .by_net_bytes
+        .expect("NET")
+        .into_iter()
+        .map(|e| e.key)
+        .collect();
+    eprintln!(
+        "HOTKEYS COUNT 64, {KEYS} GETs of 1 MiB keys: RSS {before} KiB before, {after} KiB after, peak {peak} KiB; {} names, the first {:?}",
+        names.len(),
+        names.first().and_then(|n| n.get(250..n.len().min(330)))
+    );
+    assert!(
+        peak.saturating_sub(before) <= 64 * 1024,
+        "RSS grew from {before} KiB to {peak} KiB"
+    );
+    assert_eq!(names.len(), 64, "long names merged");
+    let distinct: std::collections::HashSet<&String> = names.iter().collect();
+    assert_eq!(distinct.len(), 64, "{names:?}");
+    let prefix = "k".repeat(256);
+    for name in &names {
+        assert!(name.len() < 320, "{} bytes shown", name.len());
+        let marker = name.strip_prefix(&prefix).expect("the first 256 bytes");
+        assert!(
+            marker.starts_with("...") && marker.contains("1048576 bytes"),
+            "{marker}"
+        );
+    }
+}
+
 #[test]
 fn sigterm_finishes_in_flight_requests_and_exits_0() {
     let cluster = cluster(3, 0);

@@ -2,7 +2,10 @@
 //! hundreds of blocked clients beside the rest, and never more than
 //! `backend.max_connections_per_node`, so that clients opening many
 //! (tracking, pattern and shard subscriptions) hear orthrus's own error
-//! instead of making the node refuse other clients' connections.
+//! instead of making the node refuse other clients' connections. And
+//! under a low open files limit: room kept for each client's node
+//! connections and for the topology refresher, and a client that finds no
+//! descriptor told so.
 
 mod common;
 
@@ -134,6 +137,117 @@ fn blocked_clients_past_the_bound_leave_watch_its_reserve_and_blpop_its_timeout(
         }
     }
     assert!(served >= filled, "{served} of {BLOCKED} served");
+}
+
+/// Under `ulimit -n 200`, 110 clients in `BLPOP q 0` (each needs a node
+/// connection of its own) and then one more client: that one is answered
+/// within 1 s, served or told `-ERR max number of clients reached`, never
+/// left hanging; no topology refresh fails for lack of descriptors, and a
+/// keyed command still routes once a blocked client leaves.
+#[test]
+fn under_a_low_open_files_limit_blocked_clients_leave_room_to_answer_and_refresh() {
+    const REFUSED: &str = "-ERR max number of clients reached\r\n";
+    let cluster = common::cluster(3, 0);
+    let proxy = Proxy::spawn_under(
+        &["prlimit", "--nofile=200:200", "--"],
+        &cluster.seeds(),
+        &["--threads", "1"],
+        &[("ORTHRUS_CLUSTER__REFRESH_INTERVAL_MS", "100")],
+    );
+    proxy.wait_ready(Duration::from_secs(20));
+    let mut clients: Vec<TcpStream> = Vec::new();
+    for _ in 0..110 {
+        let mut s = proxy.stream();
+        // A refused client may be closed before its command arrives.
+        let _ = s.write_all(&encode(&["BLPOP", "q", "0"]));
+        clients.push(s);
+    }
+    // Every BLPOP reached its node (or was refused) before the next asks.
+    std::thread::sleep(Duration::from_millis(1000));
+    let mut blocked = Vec::new();
+    let mut refused = 0;
+    for mut s in clients {
+        s.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
+        match common::read_reply(&mut s) {
+            Ok(reply) => {
+                let reply = String::from_utf8_lossy(&reply).into_owned();
+                assert_eq!(reply, REFUSED, "a client in BLPOP q 0 was answered");
+                refused += 1;
+            }
+            Err(_) => blocked.push(s),
+        }
+    }
+    let started = Instant::now();
+    let mut new = TcpStream::connect(proxy.addr).expect("connect");
+    new.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+    let _ = new.write_all(&encode(&["PING"]));
+    let answer = common::read_reply(&mut new).map(|r| String::from_utf8_lossy(&r).into_owned());
+    let took = started.elapsed();
+    eprintln!(
+        "ulimit -n 200: {} clients blocked, {refused} refused; the new client: {answer:?} after {took:?}",
+        blocked.len()
+    );
+    let answer =
+        answer.unwrap_or_else(|e| panic!("no answer in {took:?}: {e}\n{}", proxy.log_text()));
+    assert!(answer == "+PONG\r\n" || answer == REFUSED, "{answer}");
+    assert!(took <= Duration::from_secs(1), "answered after {took:?}");
+    // Refreshes ran meanwhile (every 100 ms), and none failed.
+    std::thread::sleep(Duration::from_millis(500));
+    let log = proxy.log_text();
+    assert!(!log.contains("topology refresh failed"), "{log}");
+    assert!(!log.contains("Too many open files"), "{log}");
+    // One blocked client leaves; a keyed command routes.
+    drop(blocked.pop());
+    std::thread::sleep(Duration::from_millis(200));
+    let mut after = proxy.stream();
+    assert_eq!(send(&mut after, &["SET", "after", "1"]), "+OK\r\n");
+    assert_eq!(send(&mut after, &["GET", "after"]), "$1\r\n1\r\n");
+}
+
+/// Should orthrus run out of descriptors all the same (here its limit is
+/// lowered under it while it runs: `prlimit --pid`), a new client is told
+/// `-ERR max number of clients reached` at once rather than left waiting
+/// in the kernel's queue; once descriptors are back, clients are served.
+#[test]
+fn out_of_descriptors_a_new_client_is_told_so_not_left_waiting() {
+    let cluster = common::cluster(3, 0);
+    let proxy = Proxy::start(&cluster.seeds(), &["--threads", "1"]);
+    let pid = proxy.pid().to_string();
+    let mut idle = proxy.stream();
+    assert_eq!(send(&mut idle, &["SET", "k", "1"]), "+OK\r\n");
+    // A new descriptor takes the lowest free number, which must be under
+    // the limit: at the lowest free number, none is left.
+    let open: std::collections::HashSet<usize> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .expect("fd dir")
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .collect();
+    let lowest_free = (0..).find(|n| !open.contains(n)).expect("a free number");
+    let limit = |n: usize| {
+        let status = std::process::Command::new("prlimit")
+            .args(["--pid", &pid, &format!("--nofile={n}:")])
+            .status()
+            .expect("prlimit");
+        assert!(status.success());
+    };
+    limit(lowest_free);
+    let started = Instant::now();
+    let mut new = TcpStream::connect(proxy.addr).expect("connect");
+    new.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+    let _ = new.write_all(&encode(&["PING"]));
+    let reply = common::read_reply(&mut new).map(|r| String::from_utf8_lossy(&r).into_owned());
+    let took = started.elapsed();
+    limit(4096);
+    if reply.is_err() {
+        eprintln!("{}", proxy.log_text());
+    }
+    eprintln!("out of descriptors: the new client got {reply:?} after {took:?}");
+    assert_eq!(
+        reply.expect("an answer, not a wait"),
+        "-ERR max number of clients reached\r\n"
+    );
+    assert!(took <= Duration::from_secs(1), "answered after {took:?}");
+    let mut after = proxy.stream();
+    assert_eq!(send(&mut after, &["GET", "k"]), "$1\r\n1\r\n");
 }
 
 /// Another key on the master of `key`.

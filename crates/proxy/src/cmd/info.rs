@@ -3,6 +3,7 @@
 
 use std::fmt::Write as _;
 use std::rc::Rc;
+use std::sync::atomic::Ordering;
 
 use orthrus_resp::{Protocol, Request};
 
@@ -242,7 +243,10 @@ fn clients(out: &mut String, ctx: &WorkerCtx) {
         t.blocked_clients.max(0),
         t.pubsub_clients.max(0),
         t.tracking_clients.max(0),
-        ctx.live().client.max_clients
+        ctx.live()
+            .client
+            .max_clients
+            .min(ctx.shared.clients_that_fit.load(Ordering::Relaxed))
     );
 }
 

@@ -7,12 +7,14 @@
 //! keep-alive. A scraper or a probe needs nothing more, and what it may
 //! cost is bounded: a request head of at most [`MAX_REQUEST`] bytes, read
 //! within [`HEAD_DEADLINE`], and at most [`MAX_CONNECTIONS`] connections
-//! at a time; excess connections get an immediate 503 rather than a place
-//! in a queue. Connections that are slow to send their head cost a task
-//! and a small buffer each, so there is room for many of them: a few
-//! slow or idle clients cannot starve a liveness probe. Of those, at most
-//! [`MAX_SCRAPES`] may be rendering or writing `/metrics` at once, so that
-//! slow scrapers cannot take the room that probes need.
+//! at a time. A probe sends its head at once; connections slow to send
+//! theirs cannot keep it out: at the bound, a new connection takes the
+//! place of the oldest one that is only waiting (for its head, or draining
+//! after its response), which is closed ([`held`]). Only connections writing a response keep their
+//! place, and of those at most [`MAX_SCRAPES`] may be rendering or
+//! writing `/metrics` at once, so slow scrapers cannot take the room
+//! either. With every place writing, a new connection gets an immediate
+//! 503 rather than a place in a queue.
 
 use std::fmt::Write as _;
 use std::io;
@@ -27,8 +29,13 @@ use tokio::sync::Semaphore;
 
 use crate::process::Shared;
 
+mod held;
 mod metrics;
 
+use held::{Held, Phase, Room};
+
+/// Pending connections the kernel queues for the admin listener.
+const BACKLOG: i32 = 1024;
 /// Largest request head (request line and headers) accepted.
 const MAX_REQUEST: usize = 8 * 1024;
 /// Time a client has to send its request head: a probe or a scraper sends
@@ -36,8 +43,8 @@ const MAX_REQUEST: usize = 8 * 1024;
 const HEAD_DEADLINE: Duration = Duration::from_secs(2);
 /// Time a client has to take the reply.
 const DEADLINE: Duration = Duration::from_secs(5);
-/// Admin connections served at once, whatever they are doing.
-const MAX_CONNECTIONS: usize = 256;
+/// Admin connections held at once, whatever they are doing.
+pub const MAX_CONNECTIONS: usize = 256;
 /// `/metrics` responses being rendered or written at once; probes
 /// (`/healthz`, `/readyz`) are not counted.
 const MAX_SCRAPES: usize = 8;
@@ -81,11 +88,17 @@ enum Head {
     Incomplete,
 }
 
-/// Binds the admin listener (non-blocking, for tokio).
+/// Binds the admin listener (non-blocking, for tokio), with room in the
+/// kernel's queue for a burst of connections: a probe whose SYN finds the
+/// queue full waits a second for the retry.
 pub fn bind(addr: SocketAddr) -> io::Result<std::net::TcpListener> {
-    let listener = std::net::TcpListener::bind(addr)?;
-    listener.set_nonblocking(true)?;
-    Ok(listener)
+    use socket2::{Domain, Protocol, Socket, Type};
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    socket.set_reuse_address(true)?;
+    socket.set_nonblocking(true)?;
+    socket.bind(&addr.into())?;
+    socket.listen(BACKLOG)?;
+    Ok(socket.into())
 }
 
 /// Serves the admin endpoint on `listener` from a thread of its own. It
@@ -93,6 +106,7 @@ pub fn bind(addr: SocketAddr) -> io::Result<std::net::TcpListener> {
 /// shutdown while the workers drain.
 pub fn spawn(
     listener: std::net::TcpListener,
+    max_connections: usize,
     shared: Arc<Shared>,
 ) -> io::Result<std::thread::JoinHandle<()>> {
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -103,10 +117,10 @@ pub fn spawn(
     }
     std::thread::Builder::new()
         .name("orthrus-admin".into())
-        .spawn(move || runtime.block_on(serve(listener, shared)))
+        .spawn(move || runtime.block_on(serve(listener, max_connections, shared)))
 }
 
-async fn serve(listener: std::net::TcpListener, shared: Arc<Shared>) {
+async fn serve(listener: std::net::TcpListener, max_connections: usize, shared: Arc<Shared>) {
     let listener = match TcpListener::from_std(listener) {
         Ok(l) => l,
         Err(e) => {
@@ -114,7 +128,7 @@ async fn serve(listener: std::net::TcpListener, shared: Arc<Shared>) {
             return;
         }
     };
-    let serving = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let mut held = Held::new(max_connections);
     let scrapes = Arc::new(Semaphore::new(MAX_SCRAPES));
     // Turning a client away politely (a 503 it can read) takes a task too;
     // those are bounded separately, and beyond them a connection is just
@@ -130,28 +144,44 @@ async fn serve(listener: std::net::TcpListener, shared: Arc<Shared>) {
                 continue;
             }
         };
-        if let Ok(permit) = serving.clone().try_acquire_owned() {
-            let shared = shared.clone();
-            let scrapes = scrapes.clone();
-            tokio::spawn(async move {
-                if let Err(e) = connection(stream, &shared, &scrapes).await {
-                    tracing::debug!(%peer, error = %e, "admin connection failed");
-                }
-                drop(permit);
-            });
-        } else if let Ok(permit) = refusing.clone().try_acquire_owned() {
-            tracing::debug!(%peer, "too many admin connections");
-            let busy = Response::text(503, "too many admin connections").encode(false);
-            tokio::spawn(async move {
-                let _ = crate::time::timeout(DRAIN_DEADLINE, finish(stream, &busy)).await;
-                drop(permit);
-            });
+        match held.make_room() {
+            Room::Free | Room::Evicted => {
+                let (shared, scrapes) = (shared.clone(), scrapes.clone());
+                let phase = Phase::new();
+                let in_task = phase.clone();
+                let task = tokio::spawn(async move {
+                    if let Err(e) = connection(stream, &shared, &scrapes, &in_task).await {
+                        tracing::debug!(%peer, error = %e, "admin connection failed");
+                    }
+                });
+                held.push(task.abort_handle(), phase);
+                // Let it read its head before the next accept: with a
+                // burst queued, a probe would otherwise wait behind the
+                // accepts that follow it and be the oldest by then.
+                tokio::task::yield_now().await;
+            }
+            Room::Full => {
+                let Ok(permit) = refusing.clone().try_acquire_owned() else {
+                    continue;
+                };
+                tracing::debug!(%peer, "too many admin connections writing responses");
+                let busy = Response::text(503, "too many admin connections").encode(false);
+                tokio::spawn(async move {
+                    let _ = crate::time::timeout(DRAIN_DEADLINE, finish(stream, &busy, None)).await;
+                    drop(permit);
+                });
+            }
         }
     }
 }
 
 /// One request, one response, then close.
-async fn connection(mut stream: TcpStream, shared: &Shared, scrapes: &Semaphore) -> io::Result<()> {
+async fn connection(
+    mut stream: TcpStream,
+    shared: &Shared,
+    scrapes: &Semaphore,
+    phase: &Phase,
+) -> io::Result<()> {
     let mut buf = Vec::with_capacity(1024);
     let head = crate::time::timeout(HEAD_DEADLINE, read_head(&mut stream, &mut buf)).await;
     let mut scrape = None;
@@ -181,7 +211,7 @@ async fn connection(mut stream: TcpStream, shared: &Shared, scrapes: &Semaphore)
         },
     };
     let bytes = response.encode(head_only);
-    let written = crate::time::timeout(DEADLINE, finish(stream, &bytes)).await;
+    let written = crate::time::timeout(DEADLINE, finish(stream, &bytes, Some(phase))).await;
     drop(scrape);
     written.map_err(|_| io::Error::from(io::ErrorKind::TimedOut))?
 }
@@ -191,10 +221,17 @@ async fn connection(mut stream: TcpStream, shared: &Shared, scrapes: &Semaphore)
 /// the client reads it; so the write side is shut first and whatever the
 /// client still sends (a refused oversized head, a body) is read and
 /// dropped until it closes too, within [`DRAIN_LIMIT`] and
-/// [`DRAIN_DEADLINE`].
-async fn finish(mut stream: TcpStream, response: &[u8]) -> io::Result<()> {
+/// [`DRAIN_DEADLINE`]. While it writes, its connection keeps its place
+/// (`phase`).
+async fn finish(mut stream: TcpStream, response: &[u8], phase: Option<&Phase>) -> io::Result<()> {
+    if let Some(phase) = phase {
+        phase.writing();
+    }
     stream.write_all(response).await?;
     stream.shutdown().await?;
+    if let Some(phase) = phase {
+        phase.done_writing();
+    }
     let _ = crate::time::timeout(DRAIN_DEADLINE, discard(&mut stream)).await;
     Ok(())
 }

@@ -455,7 +455,12 @@ mod tests {
         let far = tokio::time::Instant::now() + BOUND;
         let mut held = Vec::new();
         for _ in 0..quota.per_node() {
-            held.push(quota.take(&addr(), far).await.expect("a place"));
+            held.push(
+                quota
+                    .take(&addr(), crate::process::quota::Use::Client, far)
+                    .await
+                    .expect("a place"),
+            );
         }
         let result = take_soon(&pool).await;
         assert!(matches!(result, Err(TakeError::Late)), "{:?}", result.err());

@@ -8,7 +8,9 @@
 //! [`TopK`] summaries, one sketch for both. Those sit behind a per-worker
 //! mutex that only that worker and `HOTKEYS GET` take, with `try_lock` on
 //! the request path: a worker never waits (a sample that meets GET
-//! reading is dropped).
+//! reading is dropped). A key longer than [`KEPT_BYTES`] is kept as its
+//! first bytes and a marker ([`name`]), so a session's memory is bounded by
+//! its COUNT, not by the keys.
 //! Totals for every command come from the per-slot load counters
 //! (`observe::load`), read at START and at GET.
 
@@ -22,6 +24,10 @@ use orthrus_cluster::{SLOT_COUNT, Slot};
 
 use super::load::{Counts, SlotLoad};
 use super::topk::{METRICS, TopK};
+
+mod name;
+
+use name::{KEPT_BYTES, Shortened};
 
 /// Redis's bound on `COUNT`.
 pub const MAX_COUNT: usize = 64;
@@ -531,9 +537,21 @@ impl WorkerTops {
             let mut weights = [0; METRICS];
             weights[NET] = bytes;
             weights[CPU] = nanos;
-            top.add(key, TopK::hash(key), weights);
+            let hash = TopK::hash(key);
+            if key.len() <= KEPT_BYTES {
+                top.add(key, hash, weights);
+            } else {
+                add_long(top, key, hash, weights);
+            }
         }
     }
+}
+
+/// Adds a key longer than [`KEPT_BYTES`] under its shortened name.
+#[cold]
+#[inline(never)]
+fn add_long(top: &mut TopK, key: &[u8], hash: u64, weights: [u64; METRICS]) {
+    top.add(Shortened::new(key, hash).as_bytes(), hash, weights);
 }
 
 /// Every worker's summary of one metric, added up by key.

@@ -1,28 +1,63 @@
-//! The bound on connections to one node, counted across every worker and
+//! The bounds on connections to nodes, counted across every worker and
 //! every kind of connection (shared, dedicated, subscription links,
-//! tracking clients' private ones, MONITOR): `backend.max_connections_per_node`.
-//! A connection holds a [`Counted`] for as long as it is open; past the
+//! tracking clients' private ones, MONITOR): `backend.max_connections_per_node`
+//! to each node, and to all nodes together the share of the open files
+//! limit `server::fd_limit` leaves them, of which connections a client
+//! holds for itself cannot take the part kept for the workers' shared
+//! ones. A connection holds a [`Counted`] for as long as it is open; past a
 //! bound, opening one waits for another to close, within the request's
-//! deadline, then fails with an error naming the setting, before the node
+//! deadline, then fails with an error naming the bound, before the node
 //! itself would refuse a connection at its `maxclients` (which would reach
-//! whichever client asked next, not the one holding many).
+//! whichever client asked next, not the one holding many), and before
+//! orthrus would run out of descriptors (which would fail whatever opens
+//! next: a client's accept, a topology refresh).
 
 use std::collections::HashMap;
 use std::io;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use orthrus_cluster::NodeAddr;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
-/// One open connection's place in its node's count; dropping it frees the
-/// place.
-pub type Counted = OwnedSemaphorePermit;
+/// One open connection's places in the counts; dropping it frees them.
+#[derive(Debug)]
+pub struct Counted {
+    _node: OwnedSemaphorePermit,
+    _fds: Option<Fds>,
+}
 
-/// The process's count of open connections per node.
+/// Places in the open files share.
+#[derive(Debug)]
+struct Fds {
+    _all: OwnedSemaphorePermit,
+    _own: Option<OwnedSemaphorePermit>,
+}
+
+/// What a connection is for, as the bounds see it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Use {
+    /// A worker's shared connection to a node.
+    Shared,
+    /// One a client holds for itself: dedicated, subscriptions, tracking,
+    /// MONITOR.
+    Client,
+}
+
+/// The process's count of open connections per node, and of all of them.
 pub struct NodeQuota {
     per_node: usize,
     nodes: Mutex<HashMap<NodeAddr, Arc<Semaphore>>>,
+    /// Set once at start-up, from the open files limit.
+    fds: OnceLock<FdShare>,
+}
+
+/// The node connections' share of the open files limit.
+struct FdShare {
+    total: usize,
+    all: Arc<Semaphore>,
+    /// What [`Use::Client`] connections may take of `all`.
+    own: Arc<Semaphore>,
 }
 
 /// No connection to the node could be counted before the deadline.
@@ -35,6 +70,16 @@ pub struct Full {
     pub addr: NodeAddr,
 }
 
+/// No descriptor for one more node connection came free before the
+/// deadline.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "all {total} node connections the open files limit leaves room for stayed in use for the request's timeout (RLIMIT_NOFILE: raise ulimit -n)"
+)]
+pub struct NoDescriptor {
+    pub total: usize,
+}
+
 // === impl NodeQuota ===
 
 impl NodeQuota {
@@ -42,26 +87,50 @@ impl NodeQuota {
         NodeQuota {
             per_node,
             nodes: Mutex::new(HashMap::new()),
+            fds: OnceLock::new(),
         }
+    }
+
+    /// Bounds every node connection together at `total`, of which
+    /// `shared` are kept for [`Use::Shared`] ones; the first call counts.
+    pub fn limit_descriptors(&self, total: usize, shared: usize) {
+        let _ = self.fds.set(FdShare {
+            total,
+            all: Arc::new(Semaphore::new(total)),
+            own: Arc::new(Semaphore::new(total.saturating_sub(shared))),
+        });
     }
 
     pub fn per_node(&self) -> usize {
         self.per_node
     }
 
-    /// Counts one more connection to `addr`, waiting until `deadline` for
-    /// one to close while the bound is reached.
-    pub async fn take(&self, addr: &NodeAddr, deadline: Instant) -> Result<Counted, Full> {
+    /// Counts one more connection to `addr` for `use_`, waiting until
+    /// `deadline` for one to close while a bound is reached.
+    pub async fn take(
+        &self,
+        addr: &NodeAddr,
+        use_: Use,
+        deadline: Instant,
+    ) -> Result<Counted, io::Error> {
         let node = self.node(addr);
         let full = || Full {
             per_node: self.per_node,
             addr: addr.clone(),
         };
-        match crate::time::timeout_at(deadline, node.acquire_owned()).await {
-            Ok(Ok(counted)) => Ok(counted),
+        let node = match crate::time::timeout_at(deadline, node.acquire_owned()).await {
+            Ok(Ok(counted)) => counted,
             // The semaphore is never closed; a timeout is the bound.
-            Ok(Err(_)) | Err(_) => Err(full()),
-        }
+            Ok(Err(_)) | Err(_) => return Err(io::Error::other(full())),
+        };
+        let fds = match self.fds.get() {
+            Some(share) => Some(share.take(use_, deadline).await?),
+            None => None,
+        };
+        Ok(Counted {
+            _node: node,
+            _fds: fds,
+        })
     }
 
     /// The semaphore of `addr`. Nodes with no open connection are
@@ -88,9 +157,35 @@ impl NodeQuota {
     }
 }
 
-/// Whether `e` is the bound's error (an I/O error carrying a [`Full`]).
+// === impl FdShare ===
+
+impl FdShare {
+    async fn take(&self, use_: Use, deadline: Instant) -> io::Result<Fds> {
+        let none = || io::Error::other(NoDescriptor { total: self.total });
+        let own = match use_ {
+            Use::Shared => None,
+            Use::Client => {
+                match crate::time::timeout_at(deadline, self.own.clone().acquire_owned()).await {
+                    Ok(Ok(own)) => Some(own),
+                    Ok(Err(_)) | Err(_) => return Err(none()),
+                }
+            }
+        };
+        match crate::time::timeout_at(deadline, self.all.clone().acquire_owned()).await {
+            Ok(Ok(all)) => Ok(Fds {
+                _all: all,
+                _own: own,
+            }),
+            Ok(Err(_)) | Err(_) => Err(none()),
+        }
+    }
+}
+
+/// Whether `e` is a bound's error (an I/O error carrying a [`Full`] or a
+/// [`NoDescriptor`]): the node is not at fault.
 pub fn is_full(e: &io::Error) -> bool {
-    e.get_ref().is_some_and(|inner| inner.is::<Full>())
+    e.get_ref()
+        .is_some_and(|inner| inner.is::<Full>() || inner.is::<NoDescriptor>())
 }
 
 #[cfg(test)]
@@ -104,12 +199,33 @@ mod tests {
         let quota = NodeQuota::new(2);
         let addr: NodeAddr = "127.0.0.1:7000".parse().unwrap();
         let soon = || Instant::now() + Duration::from_millis(20);
-        let a = quota.take(&addr, soon()).await.unwrap();
-        let _b = quota.take(&addr, soon()).await.unwrap();
+        let a = quota.take(&addr, Use::Client, soon()).await.unwrap();
+        let _b = quota.take(&addr, Use::Client, soon()).await.unwrap();
         assert_eq!(quota.open(&addr), 2);
-        let err = quota.take(&addr, soon()).await.unwrap_err();
+        let err = quota.take(&addr, Use::Client, soon()).await.unwrap_err();
+        assert!(is_full(&err));
         assert!(err.to_string().contains("backend.max_connections_per_node"));
         drop(a);
-        assert!(quota.take(&addr, soon()).await.is_ok());
+        assert!(quota.take(&addr, Use::Client, soon()).await.is_ok());
+    }
+
+    #[tokio::test]
+    async fn clients_connections_leave_the_shared_part_of_the_descriptors() {
+        let quota = NodeQuota::new(100);
+        quota.limit_descriptors(3, 1);
+        let soon = || Instant::now() + Duration::from_millis(20);
+        let node = |port: u16| -> NodeAddr { format!("127.0.0.1:{port}").parse().unwrap() };
+        let a = quota.take(&node(1), Use::Client, soon()).await.unwrap();
+        let _b = quota.take(&node(2), Use::Client, soon()).await.unwrap();
+        let err = quota.take(&node(3), Use::Client, soon()).await.unwrap_err();
+        assert!(is_full(&err));
+        assert!(err.to_string().contains("RLIMIT_NOFILE"), "{err}");
+        // The last place is a shared connection's.
+        let shared = quota.take(&node(3), Use::Shared, soon()).await.unwrap();
+        assert!(quota.take(&node(4), Use::Shared, soon()).await.is_err());
+        drop(a);
+        assert!(quota.take(&node(4), Use::Client, soon()).await.is_ok());
+        drop(shared);
+        assert!(quota.take(&node(5), Use::Shared, soon()).await.is_ok());
     }
 }

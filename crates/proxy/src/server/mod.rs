@@ -171,8 +171,15 @@ pub async fn run(
     let shared = Shared::new(settings);
     crate::time::start_keeper().context("cannot start the timer thread")?;
     warn_if_protected(&shared.settings);
-    let fit = fd_limit::fit_clients(&shared.settings);
-    shared.clients_that_fit.store(fit, Ordering::Relaxed);
+    let budget = fd_limit::share(&shared.settings);
+    if let Some(budget) = budget {
+        shared
+            .clients_that_fit
+            .store(budget.clients, Ordering::Relaxed);
+        shared
+            .node_quota
+            .limit_descriptors(budget.node_connections, budget.shared_connections);
+    }
     if shared.settings.raw.memory_limit_mb > 0 {
         tokio::spawn(memory::watch_limit(shared.clone()));
     }
@@ -194,7 +201,9 @@ pub async fn run(
         let listener = admin::bind(addr).with_context(|| {
             format!("cannot listen for the admin endpoint (--metrics) on {addr}")
         })?;
-        admin::spawn(listener, shared.clone()).context("cannot start the admin endpoint")?;
+        let connections = budget.map_or(admin::MAX_CONNECTIONS, |b| b.admin_connections);
+        admin::spawn(listener, connections, shared.clone())
+            .context("cannot start the admin endpoint")?;
     }
     topology::spawn(shared.clone())?;
     let socket_file = match &listeners.plain {

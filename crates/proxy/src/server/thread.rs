@@ -8,9 +8,10 @@
 //! current when it connected, before its session starts; the session is
 //! then the same code over a TLS stream instead of a TCP one.
 
-use std::io;
+use std::io::{self, Write as _};
 use std::rc::Rc;
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::Duration;
 
 use std::sync::atomic::Ordering;
@@ -124,6 +125,7 @@ async fn drain(ctx: &WorkerCtx) {
 }
 
 async fn accept_loop(plain: Option<Acceptor>, tls: Option<Acceptor>, ctx: Rc<WorkerCtx>) {
+    let mut reserve = Reserve::new();
     loop {
         let accepted = tokio::select! {
             accepted = accept(plain.as_ref()) => accepted,
@@ -147,6 +149,14 @@ async fn accept_loop(plain: Option<Acceptor>, tls: Option<Acceptor>, ctx: Rc<Wor
             }
             Ok(Conn::Unix(stream, path)) => admit(stream, ClientAddr::Unix(path), &ctx),
             Err(e) => {
+                let out_of_fds = matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE));
+                if out_of_fds
+                    && reserve
+                        .turn_away([plain.as_ref(), tls.as_ref()], &ctx)
+                        .await
+                {
+                    continue;
+                }
                 // Out of file descriptors and the like: do not spin.
                 if let Some(skipped) = ACCEPT_FAILED_LOG.allow() {
                     tracing::warn!(error = %e, failures_not_logged = skipped, "accept failed");
@@ -193,6 +203,65 @@ fn over_max_clients(ctx: &WorkerCtx, peer: &ClientAddr) -> bool {
         );
     }
     true
+}
+
+/// A descriptor a worker holds back (on `/dev/null`) for when an accept
+/// fails for lack of descriptors, which the open files budget
+/// (`server::fd_limit`) should never let happen: given up for a moment, it
+/// lets the worker take the next waiting client and tell it `-ERR max
+/// number of clients reached` (a TLS client is only closed), rather than
+/// leave it in the kernel's queue.
+struct Reserve(Option<std::fs::File>);
+
+impl Reserve {
+    fn new() -> Reserve {
+        Reserve(std::fs::File::open("/dev/null").ok())
+    }
+
+    /// Turns away one client waiting on either listener; false when there
+    /// was none, or no descriptor to free.
+    async fn turn_away(&mut self, acceptors: [Option<&Acceptor>; 2], ctx: &WorkerCtx) -> bool {
+        if self.0.take().is_none() {
+            self.0 = std::fs::File::open("/dev/null").ok();
+            return false;
+        }
+        let mut turned = false;
+        for acceptor in acceptors.into_iter().flatten() {
+            // Only a client already waiting: one poll, never a wait.
+            let mut accept = std::pin::pin!(acceptor.accept());
+            let ready = std::future::poll_fn(|cx| Poll::Ready(accept.as_mut().poll(cx))).await;
+            let Poll::Ready(Ok(conn)) = ready else {
+                continue;
+            };
+            // Written at once, without the reactor (which has not seen the
+            // socket writable yet), into an empty socket buffer: it fits.
+            // A TLS client could read nothing before a handshake.
+            match conn {
+                Conn::Tcp(stream, _) => {
+                    if let Ok(mut stream) = stream.into_std() {
+                        let _ = stream.write(MAX_CLIENTS_REACHED);
+                    }
+                }
+                Conn::Unix(stream, _) => {
+                    if let Ok(mut stream) = stream.into_std() {
+                        let _ = stream.write(MAX_CLIENTS_REACHED);
+                    }
+                }
+                Conn::Tls(..) => {}
+            }
+            WorkerStats::bump(&ctx.stats().rejected_connections);
+            if let Some(skipped) = MAX_CLIENTS_LOG.allow() {
+                tracing::warn!(
+                    refused_since_last_line = skipped,
+                    "out of file descriptors (RLIMIT_NOFILE): new client refused"
+                );
+            }
+            turned = true;
+            break;
+        }
+        self.0 = std::fs::File::open("/dev/null").ok();
+        turned
+    }
 }
 
 /// A TLS client in its handshake, counted among the connected clients

@@ -40,12 +40,31 @@ impl Proxy {
 
     /// Starts orthrus without waiting for the cluster.
     pub fn spawn(seeds: &[SocketAddr], extra: &[&str], env: &[(&str, &str)]) -> Proxy {
+        Proxy::spawn_under(&[], seeds, extra, env)
+    }
+
+    /// [`Proxy::spawn`] through `wrapper`, a command that execs its
+    /// arguments (such as `prlimit --nofile=200:200 --`), if one is given.
+    pub fn spawn_under(
+        wrapper: &[&str],
+        seeds: &[SocketAddr],
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Proxy {
         let port = free_port().expect("free port");
         let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
         let log =
             std::env::temp_dir().join(format!("orthrus-test-{}-{port}.log", std::process::id()));
         let seeds: Vec<String> = seeds.iter().map(ToString::to_string).collect();
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_orthrus"));
+        let orthrus = env!("CARGO_BIN_EXE_orthrus");
+        let mut cmd = match wrapper.split_first() {
+            Some((first, rest)) => {
+                let mut cmd = Command::new(first);
+                cmd.args(rest).arg(orthrus);
+                cmd
+            }
+            None => Command::new(orthrus),
+        };
         cmd.arg("--listen")
             .arg(addr.to_string())
             .arg("--seeds")

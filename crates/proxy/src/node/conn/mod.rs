@@ -21,7 +21,8 @@ use std::time::Duration;
 use super::slot::{SlotRx, SlotTx, Stock, Stocked};
 use super::stream::{NodeStream, NodeWriteHalf};
 use super::{Env, client};
-use crate::process::{Shared, quota};
+use crate::process::Shared;
+use crate::process::quota::{self, Use};
 use crate::time::Tick;
 use bytes::{Bytes, BytesMut};
 use orthrus_cluster::NodeAddr;
@@ -220,7 +221,18 @@ struct Task {
 
 /// Opens the connection (and sets it up with the hooks, if any).
 async fn start(task: &Task) -> io::Result<(NodeStream, Option<NodeStream>)> {
-    let mut stream = open(&task.addr, task.proto, task.readonly, &task.env.shared).await?;
+    // A tracking client's connection is its own; the others are shared.
+    let use_ = match task.hooks {
+        Some(_) => Use::Client,
+        None => Use::Shared,
+    };
+    let mut stream = open(
+        &task.addr,
+        task.proto,
+        (task.readonly, use_),
+        &task.env.shared,
+    )
+    .await?;
     let side = match &task.hooks {
         Some(hooks) => {
             hooks
@@ -311,28 +323,26 @@ async fn run(task: Task, queue: Rc<Queue>) {
     }
 }
 
-/// Opens a connection to a node with the live timeout, credentials and
-/// TLS settings (its upstream's, [`Shared::node_settings`]), counted in
-/// the node's bound (waiting for a place at most its request timeout).
+/// Opens a connection a client holds for itself to a node with the live
+/// timeout, credentials and TLS settings (its upstream's,
+/// [`Shared::node_settings`]), counted in the bounds (waiting for a place
+/// at most its request timeout).
 pub async fn connect(addr: &NodeAddr, proto: Protocol, shared: &Shared) -> io::Result<NodeStream> {
-    open(addr, proto, false, shared).await
+    open(addr, proto, (false, Use::Client), shared).await
 }
 
-/// [`connect`], sending `READONLY` in the handshake when `readonly`.
+/// [`connect`], sending `READONLY` in the handshake when `readonly`,
+/// counted for `use_`.
 async fn open(
     addr: &NodeAddr,
     proto: Protocol,
-    readonly: bool,
+    (readonly, use_): (bool, Use),
     shared: &Shared,
 ) -> io::Result<NodeStream> {
     let node = shared.node_settings(addr);
     let backend = &node.backend;
     let deadline = tokio::time::Instant::now() + Duration::from_millis(backend.request_timeout_ms);
-    let counted = shared
-        .node_quota
-        .take(addr, deadline)
-        .await
-        .map_err(io::Error::other)?;
+    let counted = shared.node_quota.take(addr, use_, deadline).await?;
     let stream = client::connect(
         addr,
         proto,
