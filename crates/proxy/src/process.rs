@@ -116,6 +116,9 @@ pub struct Shared {
     pub clients_that_fit: AtomicUsize,
     /// Set while resident memory is over `memory_limit_mb`.
     pub over_memory: AtomicBool,
+    /// A client that held many bytes of replies left: the allocator is
+    /// trimmed at the next look (`server::memory`).
+    pub trim_due: AtomicBool,
     /// Cancelled on SIGTERM/SIGINT: stop accepting and reading, finish
     /// what is in flight.
     pub shutdown: CancellationToken,
@@ -181,6 +184,7 @@ impl Shared {
             refresh: (0..=named).map(|_| Notify::new()).collect(),
             clients_that_fit: AtomicUsize::new(usize::MAX),
             over_memory: AtomicBool::new(false),
+            trim_due: AtomicBool::new(false),
             shutdown: CancellationToken::new(),
             next_client_id: AtomicU64::new(1),
             refreshes: AtomicU64::new(0),

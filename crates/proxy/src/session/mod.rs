@@ -10,9 +10,11 @@
 //! a signal wakes it.
 //!
 //! Limits: at most `client.max_pending` replies queued and
-//! `client.max_pending_bytes` unwritten (the output, plus the queue at the
-//! size of recent replies), past which orthrus stops reading the client
-//! (TCP pushes back); at most [`OUTPUT_BATCH`] bytes taken into the output.
+//! `client.max_pending_bytes` held ([`budget`]: the output, plus the
+//! replies owed at the size of the largest recent ones, never counted
+//! small), past which orthrus stops reading the client (TCP pushes back);
+//! at most [`OUTPUT_BATCH`] bytes taken into the output; the
+//! `client.output_buffer_*` limits, past which the client is closed.
 //! An idle client holds no read buffer and at most a small write buffer.
 
 use std::cell::RefCell;
@@ -38,6 +40,7 @@ use crate::route::kind::Family;
 use crate::time::Tick;
 use crate::worker::WorkerCtx;
 
+mod budget;
 mod direct;
 mod dispatch;
 mod output;
@@ -163,6 +166,9 @@ struct Session<S> {
 impl<S> Drop for Session<S> {
     fn drop(&mut self) {
         tracing::debug!(client.id = self.client.id(), "disconnected");
+        if let Some(work) = &self.work {
+            self.note_leaving(work);
+        }
         self.ctx.shared.clients.remove(self.client.id());
         let stats = self.ctx.stats();
         stats.connected_clients.fetch_sub(1, Ordering::Relaxed);
@@ -310,6 +316,7 @@ impl<S: Stream> Session<S> {
         }
         let mut work = self.work.take().unwrap_or_else(Work::take);
         if let Some(end) = self.run(&mut work, cx) {
+            self.note_leaving(&work);
             return Poll::Ready(end);
         }
         let work = self.lend(work);
@@ -424,11 +431,14 @@ impl<S: Stream> Session<S> {
             if !w.output.is_empty() {
                 match w.output.poll_flush(&mut self.stream, cx) {
                     Poll::Ready(Ok(())) => {
+                        w.over_soft_since = None;
                         replies_due = true;
                         progress |= !w.queue.is_empty()
                             || (!reading && !read_blocked && self.wants_input(w));
                     }
                     Poll::Ready(Err(_)) => return Some(End::Gone),
+                    // The client does not take what it is sent.
+                    Poll::Pending if self.over_output_limit(w) => return Some(End::Gone),
                     Poll::Pending => {}
                 }
             }
@@ -447,18 +457,6 @@ impl<S: Stream> Session<S> {
             && !self.draining
             && self.has_room(w)
             && ((!self.deferred && !self.holding()) || w.input.len() < DEFERRED_BUFFER)
-    }
-
-    /// Whether another request may start: the reply queue is within
-    /// `client.max_pending` entries and `client.max_pending_bytes` (the
-    /// output, the replies to come at the size of recent ones, and the
-    /// requests waiting for them).
-    fn has_room(&self, w: &Work) -> bool {
-        let limits = &self.ctx.shared.settings.raw.client;
-        let queued = w.queue.len();
-        queued < limits.max_pending
-            && w.output.len() + queued * (self.reply_hint as usize) + w.request_bytes
-                < limits.max_pending_bytes
     }
 
     /// One request buffered past `client.query_buffer_limit` before it is

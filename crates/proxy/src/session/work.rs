@@ -50,6 +50,9 @@ pub(super) struct Work {
     /// Bytes of the requests in `queue` (counted in the client's budget,
     /// `client.max_pending_bytes`, as their frames are held until answered).
     pub request_bytes: usize,
+    /// Since when the client has held more than
+    /// `client.output_buffer_soft_limit` without taking its output.
+    pub over_soft_since: Option<Tick>,
 }
 
 // === impl Work ===
@@ -67,6 +70,7 @@ impl Work {
                 output: Output::default(),
                 read_at: Tick::now(),
                 request_bytes: 0,
+                over_soft_since: None,
             })
         })
     }
