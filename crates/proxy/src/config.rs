@@ -82,7 +82,10 @@ pub struct Config {
     pub shutdown_timeout_ms: u64,
     /// Resident memory, in MiB, above which orthrus refuses new requests
     /// for the cluster with `-OOM` (connections stay open; local commands
-    /// such as PING and INFO still answer). 0 = no limit. Default 0.
+    /// such as PING and INFO still answer). A request still being read of
+    /// 64 KiB or more reserves what its headers announce; one that does
+    /// not fit in what is left gets `-OOM` and its connection is closed.
+    /// 0 = no limit. Default 0.
     pub memory_limit_mb: u64,
     /// Redis's `protected-mode`: while no client password and no user is
     /// configured, only loopback clients (127.0.0.0/8, ::1, the Unix

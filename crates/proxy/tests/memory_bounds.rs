@@ -135,3 +135,100 @@ fn past_the_output_buffer_hard_limit_a_client_is_closed() {
     );
     assert_eq!(send(&mut con, &["PING"]), "+PONG\r\n");
 }
+
+/// Streams one SET whose value is announced as `value_len` bytes, 1 MiB a
+/// write, until orthrus stops taking it or `deadline`; then reads what
+/// orthrus answered. Returns the bytes sent and the reply.
+fn stream_set(addr: SocketAddr, key: &str, value_len: usize, deadline: Instant) -> (usize, String) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_write_timeout(Some(Duration::from_secs(2))).unwrap();
+    let head = format!(
+        "*3\r\n$3\r\nSET\r\n${}\r\n{key}\r\n${value_len}\r\n",
+        key.len()
+    );
+    s.write_all(head.as_bytes()).unwrap();
+    let chunk = vec![b'x'; 1024 * 1024];
+    let mut sent = 0usize;
+    while sent < value_len && Instant::now() < deadline {
+        let n = chunk.len().min(value_len - sent);
+        match s.write_all(&chunk[..n]) {
+            Ok(()) => sent += n,
+            Err(_) => break, // refused and closed, or no longer read
+        }
+    }
+    if sent == value_len {
+        let _ = s.write_all(b"\r\n");
+    }
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut reply = Vec::new();
+    let _ = std::io::Read::read_to_end(&mut s, &mut reply);
+    (sent, String::from_utf8_lossy(&reply).into_owned())
+}
+
+/// `memory_limit_mb = 200`: two clients streaming 300 MiB each into an
+/// unfinished SET, then three streaming 90 MiB each (each fits, not all
+/// together), keep RSS within the limit plus 60 MiB; what does not fit is
+/// refused with `-OOM` and its connection closed; another client's PING
+/// answers throughout.
+#[test]
+fn large_requests_being_read_stay_within_the_memory_limit() {
+    let cluster = cluster(3, 0);
+    let proxy = Proxy::start_env(&cluster.seeds(), &[], &[("ORTHRUS_MEMORY_LIMIT_MB", "200")]);
+    let pid = proxy.pid();
+    let mut con = proxy.stream();
+    assert_eq!(send(&mut con, &["PING"]), "+PONG\r\n");
+    for (clients, value_len) in [(2, 300 * 1024 * 1024), (3, 90 * 1024 * 1024)] {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let streams: Vec<_> = (0..clients)
+            .map(|i| {
+                let addr = proxy.addr;
+                std::thread::spawn(move || {
+                    stream_set(addr, &format!("big{i}"), value_len, deadline)
+                })
+            })
+            .collect();
+        let mut peak = 0;
+        let mut pings = 0;
+        while !streams.iter().all(|t| t.is_finished()) {
+            peak = peak.max(rss_kib(pid));
+            let asked = Instant::now();
+            assert_eq!(send(&mut con, &["PING"]), "+PONG\r\n");
+            assert!(
+                asked.elapsed() < Duration::from_secs(1),
+                "PING waited {:?}",
+                asked.elapsed()
+            );
+            pings += 1;
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let results: Vec<(usize, String)> =
+            streams.into_iter().map(|t| t.join().unwrap()).collect();
+        eprintln!(
+            "{clients} clients streaming {value_len} bytes: RSS peak {peak} KiB, {pings} PINGs answered; {:?}",
+            results
+                .iter()
+                .map(|(sent, reply)| (sent, reply.chars().take(60).collect::<String>()))
+                .collect::<Vec<_>>()
+        );
+        assert!(
+            peak <= (200 + 60) * MIB,
+            "RSS peak {peak} KiB with memory_limit_mb = 200"
+        );
+        let refused = results
+            .iter()
+            .filter(|(_, reply)| reply.starts_with("-OOM orthrus: a request of at least"))
+            .count();
+        assert!(refused >= 1, "none refused: {results:?}");
+        assert!(
+            results.iter().all(|(sent, reply)| *sent < value_len
+                || reply == "+OK\r\n"
+                || reply.starts_with("-OOM")),
+            "{results:?}"
+        );
+    }
+    assert!(
+        proxy
+            .log_text()
+            .contains("larger than what memory_limit_mb leaves")
+    );
+}

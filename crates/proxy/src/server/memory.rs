@@ -1,5 +1,6 @@
-//! The process's memory: the `memory_limit_mb` guard, and giving memory
-//! back to the system after clients leave.
+//! The process's memory: the `memory_limit_mb` guard (its RSS samples
+//! also feed `process::room`, the room left to requests still being read),
+//! and giving memory back to the system after clients leave.
 //!
 //! glibc's malloc returns freed memory to the system only from the top of
 //! each arena; what thousands of departed connections freed below live
@@ -24,7 +25,11 @@ const LEFT_FOR_TRIM: i64 = 256;
 pub async fn watch_limit(shared: Arc<Shared>) {
     let limit_kib = shared.settings.raw.memory_limit_mb.saturating_mul(1024);
     loop {
+        let buffered = shared.memory_room.buffered();
         if let Some(rss) = resident_kib() {
+            shared
+                .memory_room
+                .sampled(rss.saturating_mul(1024), buffered);
             let over = rss > limit_kib;
             if shared.over_memory.swap(over, Ordering::Relaxed) != over {
                 if over {

@@ -43,6 +43,7 @@ use crate::worker::WorkerCtx;
 mod budget;
 mod direct;
 mod dispatch;
+mod intake;
 mod output;
 mod pushes;
 mod replies;
@@ -414,7 +415,9 @@ impl<S: Stream> Session<S> {
             progress |= started;
             replies_due |= started;
             if !w.input.is_empty() {
-                replies_due |= self.check_query_buffer(w);
+                replies_due |= self.check_query_buffer(w) || self.check_memory_room(w);
+            } else if w.room.is_some() {
+                w.room = None; // the large request is read
             }
             if progress {
                 // Bytes read or a request started: not idle (one look at
@@ -457,36 +460,6 @@ impl<S: Stream> Session<S> {
             && !self.draining
             && self.has_room(w)
             && ((!self.deferred && !self.holding()) || w.input.len() < DEFERRED_BUFFER)
-    }
-
-    /// One request buffered past `client.query_buffer_limit` before it is
-    /// complete (Redis's `client-query-buffer-limit`): an error, and the
-    /// connection closes once the replies before it are written. True if
-    /// it queued that error.
-    fn check_query_buffer(&mut self, w: &mut Work) -> bool {
-        let limit = self.ctx.shared.settings.raw.client.query_buffer_limit;
-        // Only an incomplete request stays buffered while requests may start.
-        if w.input.len() <= limit
-            || self.closing
-            || self.deferred
-            || self.holding()
-            || !self.has_room(w)
-        {
-            return false;
-        }
-        WorkerStats::bump(&self.ctx.stats().protocol_errors);
-        let reply = error_reply(&format!(
-            "ERR orthrus: a request over client.query_buffer_limit ({limit} bytes); closing the connection"
-        ));
-        w.input = BytesMut::new();
-        w.parser = None;
-        self.closing = true;
-        w.queue.push_back(Entry {
-            pending: Pending::Last(reply),
-            stamp: None,
-            bytes: 0,
-        });
-        true
     }
 
     /// Reads what the socket has. With nothing buffered, reads into the
