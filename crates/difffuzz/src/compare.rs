@@ -25,6 +25,15 @@
 //! 7. The messages one PUBLISH brings a connection subscribed to several
 //!    matching patterns are compared in any order (a node keeps patterns
 //!    in a hash table).
+//! 8. `-NOPERM` refusals are compared by their code only: orthrus writes
+//!    Redis 7.2's texts ("No permissions to access a key"), Redis 7.0
+//!    others ("this user has no permissions to access one of the keys
+//!    used as arguments"), and a script refused to a user with key or
+//!    channel rules has orthrus's own (the users mode).
+//! 9. SORT with a BY pattern or GET gets `-ERR BY|GET option of SORT
+//!    denied in Cluster mode.` from a Redis 7.0 cluster node, whatever the
+//!    user (the users mode sends them, never with STORE, to see that a
+//!    user without access to every key is refused first).
 
 use orthrus_cluster::Slot;
 
@@ -45,6 +54,9 @@ pub fn differ(single: &Obs, proxy: &Obs) -> Option<String> {
     }
     if single.kind == Kind::Message {
         return (sorted(s, 1) != sorted(p, 1)).then(|| "messages differ".into());
+    }
+    if refused_alike(s, p) {
+        return None;
     }
     if single.kind != Kind::Reply {
         return Some("replies differ".into());
@@ -81,10 +93,26 @@ pub fn same(args: &[Vec<u8>], s: &[u8], p: &[u8]) -> bool {
             return true;
         }
     }
+    if refused_alike(s, p) {
+        return true;
+    }
+    let name = command_name(args);
+    let sort_option = |f: &[u8]| {
+        f.starts_with(b"-ERR BY option of SORT denied in Cluster mode.")
+            || f.starts_with(b"-ERR GET option of SORT denied in Cluster mode.")
+    };
+    if (name == "SORT" || name == "SORT_RO") && sort_option(p) {
+        return true;
+    }
     if p.starts_with(b"-CROSSSLOT") && spans_slots(args) {
         return true;
     }
     canonical(args, s) == canonical(args, p)
+}
+
+/// Both refused by a user's rules (rule 8).
+fn refused_alike(s: &[u8], p: &[u8]) -> bool {
+    s.starts_with(b"-NOPERM") && p.starts_with(b"-NOPERM")
 }
 
 fn canonical(args: &[Vec<u8>], frame: &[u8]) -> Vec<u8> {
@@ -129,7 +157,8 @@ fn contains(hay: &[u8], needle: &[u8]) -> bool {
 }
 
 /// Whether the arguments that are keys of the generator's pool (`kN`,
-/// `{t}N`) fall in more than one slot.
+/// `{t}N`, each maybe under a route prefix `c:` or `m:`) fall in more
+/// than one slot.
 pub fn spans_slots(args: &[Vec<u8>]) -> bool {
     let mut slots = args
         .iter()
@@ -143,6 +172,10 @@ pub fn spans_slots(args: &[Vec<u8>]) -> bool {
 }
 
 fn is_pool_key(arg: &[u8]) -> bool {
+    let arg = match arg {
+        [b'c' | b'm', b':', rest @ ..] => rest,
+        _ => arg,
+    };
     let digits = |s: &[u8]| !s.is_empty() && s.iter().all(u8::is_ascii_digit);
     match arg {
         [b'k', rest @ ..] => digits(rest),
@@ -151,7 +184,8 @@ fn is_pool_key(arg: &[u8]) -> bool {
     }
 }
 
-fn sorted(frame: &[u8], group: usize) -> Vec<u8> {
+/// The elements of an aggregate sorted, `group` at a time.
+pub fn sorted(frame: &[u8], group: usize) -> Vec<u8> {
     let items = elements(frame);
     if items.is_empty() || items.len() % group != 0 {
         return frame.to_vec();
