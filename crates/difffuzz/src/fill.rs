@@ -9,7 +9,7 @@ use crate::grammar::Fill;
 use crate::rng::Rng;
 use crate::routing;
 use crate::spec::{LIBRARY, SCRIPTS, USER_SCRIPTS, VALUES};
-use crate::world::{CUT, World};
+use crate::world::{CUT, MIRRORED, World};
 
 pub const TAGS: &[&str] = &["a", "b", "c"];
 pub const CHANNELS: &[&str] = &["ch1", "ch2", "c71"];
@@ -99,18 +99,26 @@ impl Keys<'_> {
 
     /// A script and its keys (`lua`: by body, `sha`: by SHA1); in the
     /// users mode sometimes one of [`USER_SCRIPTS`], its key in the slot
-    /// of `a` and on the default upstream.
+    /// of `a` and on the default upstream (no prefix, or `m:`).
     fn script(&mut self, word: &str, rng: &mut Rng) -> Vec<Vec<u8>> {
-        let user_script = self.world.is_some() && rng.chance(25);
+        // Not under `c:`: `{a}o` is on the default upstream, and MULTI
+        // keeps to one route.
+        let user_script = self.world.is_some() && self.prefix != CUT && rng.chance(25);
         let (body, nkeys, sha) = match user_script {
             true => *rng.pick(USER_SCRIPTS),
             false => *rng.pick(SCRIPTS),
         };
         let head = if word == "lua" { body } else { sha };
+        // No EVALSHA on the mirrored route: a known orthrus defect loses
+        // the mirror's copy when the mirror does not have the script
+        // (`-NOSCRIPT` there; the primary's is run), and the data would
+        // differ.
+        if word == "sha" && self.prefix == MIRRORED {
+            self.prefix = "";
+        }
         let mut out = vec![head.as_bytes().to_vec(), nkeys.to_string().into_bytes()];
         if user_script {
-            let prefix = if self.prefix == CUT { "" } else { self.prefix };
-            out.push(format!("{prefix}{}", tag_key(rng, "a")).into_bytes());
+            out.push(format!("{}{}", self.prefix, tag_key(rng, "a")).into_bytes());
         } else {
             for i in 0..nkeys {
                 let k = if i == 0 {

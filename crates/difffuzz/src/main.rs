@@ -55,6 +55,10 @@ struct Cli {
     /// targets.
     #[arg(long, conflicts_with_all = ["single", "proxy"])]
     users: Option<usize>,
+    /// Report the known orthrus defects (`known.rs`) as differences
+    /// instead of counting them.
+    #[arg(long)]
+    strict: bool,
 }
 
 /// Runs one sequence on both sides: a difference, or none.
@@ -80,6 +84,7 @@ fn resolve(s: &str) -> Result<SocketAddr> {
 }
 
 fn fuzz(cli: Cli) -> Result<usize> {
+    orthrus_difffuzz::known::STRICT.store(cli.strict, std::sync::atomic::Ordering::Relaxed);
     if let Some(n) = cli.users {
         let world = World::draw(cli.seed, n);
         eprintln!(
@@ -172,6 +177,9 @@ fn drive(cli: &Cli, check: &Check<'_>, make: &dyn Fn(u64) -> Sequence) -> Result
     }
     for (sig, n) in &found {
         println!("difference {sig}: {n} sequences");
+    }
+    for line in orthrus_difffuzz::known::summary() {
+        println!("{line}");
     }
     println!(
         "seed {}: {sequences} sequences in {:.1} s",
