@@ -35,8 +35,8 @@
 //!    user (the users mode sends them, never with STORE, to see that a
 //!    user without access to every key is refused first).
 //! 10. An error text that names a key of a route whose prefix orthrus
-//!    removes (`-NOGROUP No such key 'c:k3' ...`) names it as the upstream
-//!    stores it (`'k3'`): the texts are compared with `'c:` read as `'`.
+//!     removes (`-NOGROUP No such key 'c:k3' ...`) names it as the upstream
+//!     stores it (`'k3'`): the texts are compared with `'c:` read as `'`.
 //!
 //! Known orthrus defects are recognised by `known` (not rules: counted,
 //! and reported as differences under `--strict`).

@@ -19,6 +19,10 @@ use crate::sequence::Args;
 /// Key to its canonical value (type, TTL or not, contents).
 pub type Keyspace = BTreeMap<Vec<u8>, Vec<u8>>;
 
+/// A key whose values differ: the key, and each side's value (`None`:
+/// absent).
+pub type KeyDifference = (Vec<u8>, Option<Vec<u8>>, Option<Vec<u8>>);
+
 /// A plain blocking connection that sends pipelines and reads their replies.
 pub struct Wire {
     stream: TcpStream,
@@ -164,10 +168,7 @@ pub fn dump(addr: SocketAddr, password: Option<&str>, prefix: &[u8]) -> Result<K
 
 /// The first key whose value differs (or that one side lacks), with both
 /// sides' values (`None`: absent).
-pub fn first_difference(
-    a: &Keyspace,
-    b: &Keyspace,
-) -> Option<(Vec<u8>, Option<Vec<u8>>, Option<Vec<u8>>)> {
+pub fn first_difference(a: &Keyspace, b: &Keyspace) -> Option<KeyDifference> {
     let keys: std::collections::BTreeSet<&Vec<u8>> = a.keys().chain(b.keys()).collect();
     keys.into_iter().find_map(|k| {
         let (va, vb) = (a.get(k), b.get(k));

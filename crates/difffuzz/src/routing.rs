@@ -48,10 +48,13 @@ pub fn pick(rng: &mut Rng, world: &World, name: &str, ctx: Context) -> &'static 
     if ctx == Context::Free {
         out.push(MIRRORED);
     }
-    *rng.pick(&out)
+    let picked: &&'static str = rng.pick(&out);
+    picked
 }
 
 /// Any prefix: a key of a split command.
 pub fn any(rng: &mut Rng) -> &'static str {
-    *rng.pick(&["", CUT, MIRRORED])
+    const ALL: [&str; 3] = ["", CUT, MIRRORED];
+    let picked: &&'static str = rng.pick(&ALL);
+    picked
 }

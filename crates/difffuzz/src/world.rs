@@ -111,7 +111,7 @@ impl User {
 impl World {
     /// `users` users (at least 2: root and one more), drawn from `seed`.
     pub fn draw(seed: u64, users: usize) -> World {
-        let mut rng = Rng::new(seed ^ 0x5eed_0f_0bad_cafe);
+        let mut rng = Rng::new(seed ^ 0x005e_ed0f_0bad_cafe);
         let mut out = vec![User {
             name: ROOT.to_string(),
             password: format!("pw-{ROOT}"),
