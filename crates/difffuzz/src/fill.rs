@@ -103,7 +103,11 @@ impl Keys<'_> {
     fn script(&mut self, word: &str, rng: &mut Rng) -> Vec<Vec<u8>> {
         // Not under `c:`: `{a}o` is on the default upstream, and MULTI
         // keeps to one route.
-        let user_script = self.world.is_some() && self.prefix != CUT && rng.chance(25);
+        // Not in a MULTI on another hash tag either.
+        let user_script = self.world.is_some()
+            && self.prefix != CUT
+            && self.tag.is_none_or(|t| t == "a")
+            && rng.chance(25);
         let (body, nkeys, sha) = match user_script {
             true => *rng.pick(USER_SCRIPTS),
             false => *rng.pick(SCRIPTS),

@@ -138,11 +138,16 @@ pub fn user_table() -> &'static [Entry] {
 }
 
 /// Entries never queued in MULTI: the `!` ones, and in the users mode
-/// SORT_RO (a known orthrus defect refuses it to users without `~*` at
-/// queue time, where Redis queues it: the EXEC would differ).
+/// SORT_RO and SORT with BY and GET patterns (known orthrus defects
+/// refuse them to users without `~*` at queue time, aborting the
+/// transaction, where Redis queues them: the EXEC would differ).
 fn skipped_in_multi(e: &Entry, world: Option<&World>) -> bool {
-    let sort_ro = matches!(e.body.first(), Some(grammar::Node::Word(w)) if w == "SORT_RO");
-    e.no_multi || (world.is_some() && sort_ro)
+    let word = |want: &str| {
+        e.body
+            .iter()
+            .any(|n| matches!(n, grammar::Node::Word(w) if w == want))
+    };
+    e.no_multi || (world.is_some() && (word("SORT_RO") || word("sortby")))
 }
 
 fn first_word(spec: &str) -> &str {

@@ -8,8 +8,9 @@
 //! (`world`); SET without GET needs read access (`world`: no `%W~`);
 //! AUTH, HELLO and RESET are checked against command rules (`generate`:
 //! HELLO and RESET as root only); a mirror's copy of an EVALSHA it does
-//! not have the script of is lost (`fill`: no EVALSHA on `m:`); SORT_RO
-//! refused at MULTI's queue time (`generate`).
+//! not have the script of is lost (`fill`: no EVALSHA on `m:`); SORT_RO,
+//! and SORT with BY or GET for a user without `~*`, refused at MULTI's
+//! queue time, aborting the transaction (`generate`: not in MULTI).
 //!
 //! - `sort-ro`: SORT_RO is refused to every user without `~*`
 //!   (`-NOPERM orthrus: 'sort_ro' names keys orthrus cannot find`): its
