@@ -4,25 +4,21 @@
 //! subscribed, replies off) so that what it makes is something a correct
 //! client could send: commands queued in MULTI share the transaction's
 //! slot, a RESP2 subscriber sends only what Redis allows there, a blocked
-//! connection is woken by another. Keys come from a pool of fourteen, nine
-//! of them under three hash tags, so commands collide on keys, types and
-//! slots; multi-key commands take their keys from one tag (same slot) or,
-//! where the command allows it, from anywhere (several slots).
+//! connection is woken by another. Keys and values come from [`crate::fill`].
+//! In the users mode ([`sequence_in`]) each connection logs in first, and
+//! keys take route prefixes by [`crate::routing`]'s rules.
 
 use std::sync::OnceLock;
 
-use crate::grammar::{self, Entry, Fill};
+use crate::fill::{CHANNELS, Keys, TAGS, any_key, tag_key};
+use crate::grammar::{self, Entry};
 use crate::rng::Rng;
+use crate::routing::{self, Context};
 use crate::sequence::{Action, Args, Proto, Sequence, Step};
-use crate::spec::{COMMANDS, LIBRARY, SCRIPTS, VALUES};
+use crate::spec::{COMMANDS, USER_COMMANDS};
+use crate::world::World;
 
-const TAGS: &[&str] = &["a", "b", "c"];
-const PLAIN_KEYS: &[&str] = &["k1", "k2", "k3", "k4", "k5"];
-const MEMBERS: &[&str] = &["m1", "m2", "m3", "m4", "10", "-1"];
-const FIELDS: &[&str] = &["f1", "f2", "f3", "n"];
-const CHANNELS: &[&str] = &["ch1", "ch2", "c71"];
 const PATTERNS: &[&str] = &["ch*", "c?1", "*"];
-const STREAM_IDS: &[&str] = &["1-1", "1-2", "2-0", "3-5", "0-1", "5"];
 
 /// How large sequences are.
 #[derive(Clone, Copy, Debug)]
@@ -45,22 +41,25 @@ impl Default for Shape {
 #[derive(Clone, Default)]
 struct ConnModel {
     resp3: bool,
-    multi: Option<&'static str>,
+    /// Inside MULTI: the transaction's hash tag and route prefix.
+    multi: Option<(&'static str, &'static str)>,
+    /// The users mode: the index of the user the connection logged in as.
+    user: Option<usize>,
     channels: Vec<&'static str>,
     patterns: Vec<&'static str>,
     shards: Vec<&'static str>,
     reply_off: bool,
 }
 
-/// Placeholder values for one command: the first key decides the slot of
-/// `key2`; `tag` forces every key under one hash tag (inside MULTI).
-struct Keys {
-    tag: Option<&'static str>,
-    first: Option<String>,
-}
-
 /// The sequence number `index` of the run seeded with `seed`.
 pub fn sequence(seed: u64, index: u64, shape: Shape) -> Sequence {
+    sequence_in(seed, index, shape, None)
+}
+
+/// The same, in the users mode when `world` is given: each connection
+/// first logs in as a user drawn for it (root among them), and keys take
+/// route prefixes by [`routing`]'s rules.
+pub fn sequence_in(seed: u64, index: u64, shape: Shape, world: Option<&World>) -> Sequence {
     let mut rng = Rng::new(seed ^ index.wrapping_mul(0xa076_1d64_78bd_642f));
     let n_conns = rng.range(1, shape.max_conns.max(1) as i64) as usize;
     let mut models: Vec<ConnModel> = (0..n_conns)
@@ -75,6 +74,13 @@ pub fn sequence(seed: u64, index: u64, shape: Shape) -> Sequence {
         .collect();
     let target = rng.range(shape.min_steps as i64, shape.max_steps as i64) as usize;
     let mut steps = Vec::with_capacity(target + 4);
+    if let Some(w) = world {
+        for (c, m) in models.iter_mut().enumerate() {
+            let u = rng.below(w.users.len());
+            m.user = Some(u);
+            steps.push(auth(c, w, u, m.resp3));
+        }
+    }
     while steps.len() < target {
         // A connection whose replies are off keeps the turn until CLIENT
         // REPLY ON: nothing tells when its silent commands ran, and the
@@ -83,9 +89,24 @@ pub fn sequence(seed: u64, index: u64, shape: Shape) -> Sequence {
             Some(off) => off,
             None => rng.below(n_conns),
         };
-        next_steps(&mut rng, &mut models, c, &mut steps);
+        next_steps(&mut rng, &mut models, c, &mut steps, world);
     }
     Sequence { conns, steps }
+}
+
+/// Connection `c` logs in as user `u` of `world` (a RESP3 one with
+/// `HELLO 3 AUTH`: the `HELLO 3` it opened with was refused, `-NOAUTH`).
+fn auth(c: usize, world: &World, u: usize, resp3: bool) -> Step {
+    let user = &world.users[u];
+    let (name, pw) = (user.name.as_str(), user.password.as_str());
+    let args = match resp3 {
+        true => words(&["HELLO", "3", "AUTH", name, pw]),
+        false => words(&["AUTH", name, pw]),
+    };
+    Step {
+        conn: c,
+        action: Action::Call(args),
+    }
 }
 
 /// The parsed command table.
@@ -99,14 +120,66 @@ pub fn table() -> &'static [Entry] {
     })
 }
 
-fn next_steps(rng: &mut Rng, models: &mut [ConnModel], c: usize, out: &mut Vec<Step>) {
+/// The users mode's table: the plain one without the reads of the whole
+/// keyspace (KEYS, DBSIZE, RANDOMKEY: through orthrus they see every
+/// upstream's keys as stored, the mirror's and cut names included), with
+/// [`USER_COMMANDS`].
+pub fn user_table() -> &'static [Entry] {
+    static TABLE: OnceLock<Vec<Entry>> = OnceLock::new();
+    TABLE.get_or_init(|| {
+        let whole = |spec: &str| ["KEYS", "DBSIZE", "RANDOMKEY"].contains(&first_word(spec));
+        COMMANDS
+            .iter()
+            .filter(|(_, spec)| !whole(spec))
+            .chain(USER_COMMANDS)
+            .filter_map(|(w, spec)| grammar::parse(*w, spec).ok())
+            .collect()
+    })
+}
+
+/// Entries never queued in MULTI: the `!` ones, and in the users mode
+/// SORT_RO and SORT with BY and GET patterns (known orthrus defects
+/// refuse them to users without `~*` at queue time, aborting the
+/// transaction, where Redis queues them: the EXEC would differ).
+fn skipped_in_multi(e: &Entry, world: Option<&World>) -> bool {
+    let word = |want: &str| {
+        e.body
+            .iter()
+            .any(|n| matches!(n, grammar::Node::Word(w) if w == want))
+    };
+    e.no_multi || (world.is_some() && (word("SORT_RO") || word("sortby")))
+}
+
+fn first_word(spec: &str) -> &str {
+    spec.trim_start_matches('!')
+        .split(' ')
+        .next()
+        .unwrap_or_default()
+}
+
+fn next_steps(
+    rng: &mut Rng,
+    models: &mut [ConnModel],
+    c: usize,
+    out: &mut Vec<Step>,
+    world: Option<&World>,
+) {
     let step = |action| Step { conn: c, action };
     let m = &mut models[c];
+    // CLIENT REPLY is sent only as root (a refused OFF would leave both
+    // sides reading a frame too few); so are HELLO and RESET: a known
+    // orthrus defect applies command rules to AUTH, HELLO and RESET, which
+    // Redis runs for every user (`no-auth`), and the protocol or the
+    // subscriptions would differ after them.
+    let trusted = match (world, m.user) {
+        (Some(w), Some(u)) => w.users[u].is_root(),
+        _ => true,
+    };
     if m.subscribed() && !m.resp3 {
         out.push(step(Action::Call(subscriber_command(rng, m))));
         return;
     }
-    if let Some(tag) = m.multi {
+    if let Some((tag, prefix)) = m.multi {
         let roll = rng.below(100);
         if roll < 20 {
             m.multi = None;
@@ -115,7 +188,8 @@ fn next_steps(rng: &mut Rng, models: &mut [ConnModel], c: usize, out: &mut Vec<S
             m.multi = None;
             out.push(step(Action::Call(words(&["DISCARD"]))));
         } else {
-            out.push(step(Action::Call(command(rng, Some(tag), true))));
+            let args = command_in(rng, Some((tag, prefix)), true, world);
+            out.push(step(Action::Call(args)));
         }
         return;
     }
@@ -124,7 +198,7 @@ fn next_steps(rng: &mut Rng, models: &mut [ConnModel], c: usize, out: &mut Vec<S
             m.reply_off = false;
             out.push(step(Action::Call(words(&["CLIENT", "REPLY", "ON"]))));
         } else {
-            out.push(step(Action::Call(command(rng, None, false))));
+            out.push(step(Action::Call(command_in(rng, None, false, world))));
         }
         return;
     }
@@ -132,17 +206,22 @@ fn next_steps(rng: &mut Rng, models: &mut [ConnModel], c: usize, out: &mut Vec<S
     match rng.below(100) {
         0..=2 if free => {
             let tag = *rng.pick(TAGS);
+            let prefix = match world {
+                Some(w) => routing::pick(rng, w, "MULTI", Context::Transaction),
+                None => "",
+            };
             let watched = rng.chance(40);
             if watched {
                 let mut args = words(&["WATCH"]);
-                args.push(tag_key(rng, tag).into_bytes());
+                args.push(format!("{prefix}{}", tag_key(rng, tag)).into_bytes());
                 out.push(step(Action::Call(args)));
             }
-            m.multi = Some(tag);
+            m.multi = Some((tag, prefix));
             out.push(step(Action::Call(words(&["MULTI"]))));
             if watched && let Some(d) = writer(rng, models, c) {
                 // Another client touches the watched key (or one beside it).
-                let args = words(&["SET", &tag_key(rng, tag), "w"]);
+                let key = format!("{prefix}{}", tag_key(rng, tag));
+                let args = words(&["SET", &key, "w"]);
                 out.push(Step {
                     conn: d,
                     action: Action::Call(args),
@@ -150,24 +229,26 @@ fn next_steps(rng: &mut Rng, models: &mut [ConnModel], c: usize, out: &mut Vec<S
             }
         }
         3..=5 => out.push(step(Action::Call(subscriber_command(rng, m)))),
-        6 if free => {
+        6 if free && trusted => {
             if rng.chance(50) {
                 m.reply_off = true;
                 out.push(step(Action::Call(words(&["CLIENT", "REPLY", "OFF"]))));
             } else {
                 out.push(step(Action::Call(words(&["CLIENT", "REPLY", "SKIP"]))));
-                out.push(step(Action::Call(command(rng, None, false))));
+                out.push(step(Action::Call(command_in(rng, None, false, world))));
                 // Its reply says the skipped command ran.
                 out.push(step(Action::Call(words(&["PING"]))));
             }
         }
         7..=9 => {
             let n = rng.range(2, 6);
-            let cmds = (0..n).map(|_| command(rng, None, !free)).collect();
+            let cmds = (0..n)
+                .map(|_| command_in(rng, None, !free, world))
+                .collect();
             out.push(step(Action::Pipeline(cmds)));
         }
-        10 if free => wake_up(rng, models, c, out),
-        11..=12 => out.push(step(Action::Scan(scan_command(rng)))),
+        10 if free => wake_up(rng, models, c, out, world),
+        11..=12 => out.push(step(Action::Scan(scan_command(rng, world)))),
         13 if free => {
             let publish = if rng.chance(70) {
                 "PUBLISH"
@@ -177,20 +258,28 @@ fn next_steps(rng: &mut Rng, models: &mut [ConnModel], c: usize, out: &mut Vec<S
             let chan = *rng.pick(CHANNELS);
             out.push(step(Action::Call(words(&[publish, chan, "msg"]))));
         }
-        14 if rng.chance(10) => {
-            *m = ConnModel::default();
+        14 if trusted && rng.chance(10) => {
+            let user = m.user;
+            *m = ConnModel {
+                user,
+                ..ConnModel::default()
+            };
             out.push(step(Action::Call(words(&["RESET"]))));
+            // RESET logs out (to the default user, who has a password).
+            if let (Some(w), Some(u)) = (world, user) {
+                out.push(auth(c, w, u, false));
+            }
         }
         // The protocol switched in the middle (not while subscribed: RESP2
         // subscriber mode would refuse most of what follows).
-        15 if free && rng.chance(30) => {
+        15 if free && trusted && rng.chance(30) => {
             m.resp3 = !m.resp3;
             let to = if m.resp3 { "3" } else { "2" };
             out.push(step(Action::Call(words(&["HELLO", to]))));
         }
         // A subscriber (RESP3) sends no PUBLISH: the message to itself may
         // come before or after the reply, both correct.
-        _ => out.push(step(Action::Call(command(rng, None, !free)))),
+        _ => out.push(step(Action::Call(command_in(rng, None, !free, world)))),
     }
 }
 
@@ -205,11 +294,21 @@ fn writer(rng: &mut Rng, models: &[ConnModel], c: usize) -> Option<usize> {
 
 /// A blocking command on one connection, woken by a push on another (it
 /// blocks for 2 s at most, so a busy machine does not make it time out).
-fn wake_up(rng: &mut Rng, models: &[ConnModel], c: usize, out: &mut Vec<Step>) {
+fn wake_up(
+    rng: &mut Rng,
+    models: &[ConnModel],
+    c: usize,
+    out: &mut Vec<Step>,
+    world: Option<&World>,
+) {
     let Some(d) = writer(rng, models, c) else {
         return;
     };
-    let key = any_key(rng);
+    let prefix = match world {
+        Some(w) => routing::pick(rng, w, "BLPOP", Context::Blocking),
+        None => "",
+    };
+    let key = format!("{prefix}{}", any_key(rng));
     let (block, wake): (&[&str], &[&str]) = match rng.below(4) {
         0 => (&["BLPOP", &key, "2"], &["RPUSH", &key, "v"]),
         1 => (&["BZPOPMIN", &key, "2"], &["ZADD", &key, "1", "m1"]),
@@ -275,12 +374,16 @@ fn subscriber_command(rng: &mut Rng, m: &mut ConnModel) -> Args {
     }
 }
 
-fn scan_command(rng: &mut Rng) -> Args {
-    let mut args = if rng.chance(60) {
+/// A SCAN-family command; in the users mode never SCAN itself (through
+/// orthrus it walks every upstream's keys as stored).
+fn scan_command(rng: &mut Rng, world: Option<&World>) -> Args {
+    let whole = world.is_none() && rng.chance(60);
+    let mut args = if whole {
         words(&["SCAN", "0"])
     } else {
         let name = *rng.pick(&["HSCAN", "SSCAN", "ZSCAN"]);
-        words(&[name, &any_key(rng), "0"])
+        let prefix = world.map_or("", |_| routing::any(rng));
+        words(&[name, &format!("{prefix}{}", any_key(rng)), "0"])
     };
     if rng.chance(40) {
         let pat = *rng.pick(&["*", "k*", "{a}*", "m?", "f*"]);
@@ -299,16 +402,34 @@ fn scan_command(rng: &mut Rng) -> Args {
 /// One command from the table, its keys under `tag` when one is given;
 /// `restricted` leaves out the `!` entries (inside MULTI, on a subscriber).
 pub fn command(rng: &mut Rng, tag: Option<&'static str>, restricted: bool) -> Args {
+    command_in(rng, tag.map(|t| (t, "")), restricted, None)
+}
+
+/// The same in the users mode when `world` is given; inside MULTI `tx`
+/// gives the transaction's hash tag and route prefix.
+fn command_in(
+    rng: &mut Rng,
+    tx: Option<(&'static str, &'static str)>,
+    restricted: bool,
+    world: Option<&World>,
+) -> Args {
     let in_multi = restricted;
-    let entries = table();
+    let entries = if world.is_some() {
+        user_table()
+    } else {
+        table()
+    };
     let total: u64 = entries
         .iter()
-        .filter(|e| !(in_multi && e.no_multi))
+        .filter(|e| !(in_multi && skipped_in_multi(e, world)))
         .map(|e| u64::from(e.weight))
         .sum();
     let mut roll = rng.next_u64() % total.max(1);
     let mut chosen = None;
-    for e in entries.iter().filter(|e| !(in_multi && e.no_multi)) {
+    for e in entries
+        .iter()
+        .filter(|e| !(in_multi && skipped_in_multi(e, world)))
+    {
         if roll < u64::from(e.weight) {
             chosen = Some(e);
             break;
@@ -318,7 +439,20 @@ pub fn command(rng: &mut Rng, tag: Option<&'static str>, restricted: bool) -> Ar
     let Some(entry) = chosen else {
         return words(&["PING"]);
     };
-    let mut keys = Keys { tag, first: None };
+    let (tag, mut prefix) = match tx {
+        Some((tag, prefix)) => (Some(tag), prefix),
+        None => (None, ""),
+    };
+    let mut split = false;
+    if let (Some(w), None) = (world, tx) {
+        let (name, ctx) = match entry.body.first() {
+            Some(grammar::Node::Word(name)) => (name.as_str(), Context::Free),
+            _ => ("", Context::Blocking),
+        };
+        prefix = routing::pick(rng, w, name, ctx);
+        split = routing::SPLIT.contains(&name);
+    }
+    let mut keys = Keys::new(tag, prefix, split, world);
     let mut out = Vec::new();
     grammar::expand(&entry.body, rng, &mut keys, &mut out);
     out
@@ -328,129 +462,10 @@ fn words(ws: &[&str]) -> Args {
     ws.iter().map(|w| w.as_bytes().to_vec()).collect()
 }
 
-fn tag_key(rng: &mut Rng, tag: &str) -> String {
-    format!("{{{tag}}}{}", rng.range(1, 3))
-}
-
-fn any_key(rng: &mut Rng) -> String {
-    if rng.chance(60) {
-        let tag = *rng.pick(TAGS);
-        tag_key(rng, tag)
-    } else {
-        (*rng.pick(PLAIN_KEYS)).to_string()
-    }
-}
-
 // === impl ConnModel ===
 
 impl ConnModel {
     fn subscribed(&self) -> bool {
         !(self.channels.is_empty() && self.patterns.is_empty() && self.shards.is_empty())
-    }
-}
-
-// === impl Keys ===
-
-impl Keys {
-    fn key(&mut self, rng: &mut Rng) -> String {
-        let key = match (self.tag, &self.first) {
-            (Some(tag), _) => tag_key(rng, tag),
-            (None, Some(_)) => return self.key2(rng),
-            (None, None) => any_key(rng),
-        };
-        self.first.get_or_insert(key).clone()
-    }
-
-    /// A key in the slot of the first key.
-    fn key2(&mut self, rng: &mut Rng) -> String {
-        match self.first.clone() {
-            None => self.key(rng),
-            Some(first) => match first.strip_prefix('{').and_then(|r| r.split_once('}')) {
-                Some((tag, _)) => tag_key(rng, tag),
-                None => first,
-            },
-        }
-    }
-
-    /// A key in the first key's slot or, half of the time, anywhere.
-    fn keyx(&mut self, rng: &mut Rng) -> String {
-        if self.tag.is_some() || rng.chance(50) {
-            self.key2(rng)
-        } else {
-            any_key(rng)
-        }
-    }
-}
-
-impl Fill for Keys {
-    fn fill(&mut self, word: &str, rng: &mut Rng) -> Option<Vec<Vec<u8>>> {
-        let one = |s: String| Some(vec![s.into_bytes()]);
-        let num = |rng: &mut Rng, lo: i64, hi: i64| {
-            Some(vec![rng.range(lo, hi).to_string().into_bytes()])
-        };
-        match word {
-            "key" => one(self.key(rng)),
-            "key2" => one(self.key2(rng)),
-            "keyx" => one(self.keyx(rng)),
-            "nk" | "nkx" | "nk2" => {
-                let n = rng.range(1, 3);
-                let mut out = vec![n.to_string().into_bytes()];
-                for i in 0..n {
-                    let k = match (word, i) {
-                        ("nk2", _) => self.key2(rng),
-                        (_, 0) => self.key(rng),
-                        ("nkx", _) => self.keyx(rng),
-                        _ => self.key2(rng),
-                    };
-                    out.push(k.into_bytes());
-                }
-                Some(out)
-            }
-            "library" => one(LIBRARY.to_string()),
-            "luabody" => one(rng.pick(SCRIPTS).0.to_string()),
-            "shaonly" => one(rng.pick(SCRIPTS).2.to_string()),
-            "lua" | "sha" => {
-                let (body, nkeys, sha) = *rng.pick(SCRIPTS);
-                let head = if word == "lua" { body } else { sha };
-                let mut out = vec![head.as_bytes().to_vec(), nkeys.to_string().into_bytes()];
-                for i in 0..nkeys {
-                    let k = if i == 0 {
-                        self.key(rng)
-                    } else {
-                        self.key2(rng)
-                    };
-                    out.push(k.into_bytes());
-                }
-                out.push(rng.pick(VALUES).as_bytes().to_vec());
-                Some(out)
-            }
-            "val" => one((*rng.pick(VALUES)).to_string()),
-            "int" => num(rng, -3, 20),
-            "nat" => num(rng, 0, 5),
-            "cnt" => num(rng, 1, 4),
-            "idx" => num(rng, -4, 4),
-            "ttl" => num(rng, 1000, 5000),
-            "ttlms" => num(rng, 1_000_000, 5_000_000),
-            "abst" => num(rng, 4_000_000_000, 4_000_000_100),
-            "off" => num(rng, 0, 40),
-            "bit" => num(rng, 0, 1),
-            "num" => one((*rng.pick(&["1.5", "-2", "0.1", "3e2", "10"])).to_string()),
-            "score" => one((*rng.pick(&["1", "2", "2.5", "-1", "0", "100"])).to_string()),
-            "bound" => one((*rng.pick(&["-inf", "+inf", "1", "(1", "2.5", "0"])).to_string()),
-            "lex" => one((*rng.pick(&["-", "+", "[m1", "(m2", "[a"])).to_string()),
-            "mem" => one((*rng.pick(MEMBERS)).to_string()),
-            "fld" => one((*rng.pick(FIELDS)).to_string()),
-            "sid" => one((*rng.pick(STREAM_IDS)).to_string()),
-            "grp" => one((*rng.pick(&["g1", "g2"])).to_string()),
-            "cons" => one((*rng.pick(&["c1", "c2"])).to_string()),
-            "pat" => one((*rng.pick(&["*", "k*", "{a}*", "*1", "{?}2"])).to_string()),
-            "chan" => one((*rng.pick(CHANNELS)).to_string()),
-            "name" => one((*rng.pick(&["app", "worker-1"])).to_string()),
-            "lon" => one((*rng.pick(&["13.361389", "15.087269", "-0.1", "2.35"])).to_string()),
-            "lat" => one((*rng.pick(&["38.115556", "37.502669", "51.5", "48.85"])).to_string()),
-            "tmo" => one((*rng.pick(&["0.01", "0.02"])).to_string()),
-            "tmoms" => num(rng, 10, 20),
-            _ => None,
-        }
     }
 }

@@ -11,7 +11,8 @@
 //! - `rng`: [`Rng`], SplitMix64, the only source of randomness.
 //! - `spec`: the command table, each command's arguments in a small
 //!   grammar; `grammar` parses and expands it.
-//! - `generate`: [`generate::sequence`], a sequence from a seed.
+//! - `generate`: [`generate::sequence`], a sequence from a seed;
+//!   `fill`: the placeholders (keys of the pool, values, scripts).
 //! - `sequence`: [`Sequence`] and its text form.
 //! - `run`: running a sequence on one target over raw TCP.
 //! - `frame`: the elements of an aggregate frame, a bulk's payload.
@@ -20,20 +21,32 @@
 //! - `shrink`: delta debugging of a failing sequence.
 //! - `script`: a sequence as a redis-cli script.
 //! - `targets`: starting a redis-server, a cluster and orthrus.
+//! - The users mode (`--users N`): `world`, the users and routes drawn
+//!   from the seed; `routing`, which route prefixes a command's keys may
+//!   take; `users`, its targets (the reference with the users, orthrus
+//!   with routes to a standalone upstream and a mirror) and its check,
+//!   replies then data; `keyspace`, a server's keys and values read
+//!   directly; `known`, the known orthrus defects a run counts.
 //! - `main.rs`: the `orthrus-difffuzz` binary.
 
 pub mod compare;
 pub mod diff;
+pub mod fill;
 pub mod frame;
 pub mod generate;
 pub mod grammar;
+pub mod keyspace;
+pub mod known;
 pub mod rng;
+pub mod routing;
 pub mod run;
 pub mod script;
 pub mod sequence;
 pub mod shrink;
 pub mod spec;
 pub mod targets;
+pub mod users;
+pub mod world;
 
 pub use diff::{Difference, Targets, check};
 pub use rng::Rng;

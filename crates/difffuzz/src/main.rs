@@ -13,7 +13,8 @@ use clap::Parser;
 use orthrus_difffuzz::generate::{self, Shape};
 use orthrus_difffuzz::script::redis_cli_script;
 use orthrus_difffuzz::shrink::shrink;
-use orthrus_difffuzz::{Difference, Targets, check, targets};
+use orthrus_difffuzz::world::World;
+use orthrus_difffuzz::{Difference, Sequence, Targets, check, targets, users};
 
 /// Candidates the shrinker may try for one difference.
 const SHRINK_BUDGET: usize = 400;
@@ -46,7 +47,22 @@ struct Cli {
     /// Print the text form of every sequence run.
     #[arg(long)]
     verbose: bool,
+    /// The users mode: N users (at least 2; `root` may do everything, the
+    /// others get random ACL rules from the seed), a route `c:` to a
+    /// standalone upstream (its prefix removed or not, from the seed) and
+    /// a route `m:` mirrored to another; sequences log in as users, and
+    /// the data both sides end with is compared too. Starts its own
+    /// targets.
+    #[arg(long, conflicts_with_all = ["single", "proxy"])]
+    users: Option<usize>,
+    /// Report the known orthrus defects (`known.rs`) as differences
+    /// instead of counting them.
+    #[arg(long)]
+    strict: bool,
 }
+
+/// Runs one sequence on both sides: a difference, or none.
+type Check<'a> = dyn Fn(&Sequence) -> Result<Option<Difference>, String> + 'a;
 
 fn main() -> ExitCode {
     match fuzz(Cli::parse()) {
@@ -68,6 +84,25 @@ fn resolve(s: &str) -> Result<SocketAddr> {
 }
 
 fn fuzz(cli: Cli) -> Result<usize> {
+    orthrus_difffuzz::known::STRICT.store(cli.strict, std::sync::atomic::Ordering::Relaxed);
+    if let Some(n) = cli.users {
+        let world = World::draw(cli.seed, n);
+        eprintln!(
+            "users mode: starting a redis-server with {} users, a 3-master cluster, \
+             upstreams b and mir, and orthrus",
+            world.users.len()
+        );
+        eprint!("{}", world.describe());
+        let started = users::start(world.clone())?;
+        let t = &started.targets;
+        eprintln!(
+            "single {}, orthrus {}, seed {}, {} s",
+            t.single, t.proxy, cli.seed, cli.seconds
+        );
+        let check = |seq: &Sequence| users::check(t, seq);
+        let make = |index| generate::sequence_in(cli.seed, index, Shape::default(), Some(&world));
+        return drive(&cli, &check, &make);
+    }
     // Processes this run started, stopped when it returns.
     let started = match (&cli.single, &cli.proxy) {
         (Some(_), Some(_)) => None,
@@ -88,11 +123,19 @@ fn fuzz(cli: Cli) -> Result<usize> {
         "single {}, orthrus {}, seed {}, {} s",
         targets.single, targets.proxy, cli.seed, cli.seconds
     );
+    let check = |seq: &Sequence| check(targets, seq);
+    let make = |index| generate::sequence(cli.seed, index, Shape::default());
+    drive(&cli, &check, &make)
+}
+
+/// The run: sequences made by `make` checked by `check` for the run's
+/// time (or the one of `--only`, or the `--replay` file), a summary.
+fn drive(cli: &Cli, check: &Check<'_>, make: &dyn Fn(u64) -> Sequence) -> Result<usize> {
     if let Some(path) = &cli.replay {
         let text =
             std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-        let seq = orthrus_difffuzz::Sequence::parse(&text).map_err(anyhow::Error::msg)?;
-        let diff = check(targets, &seq).map_err(anyhow::Error::msg)?;
+        let seq = Sequence::parse(&text).map_err(anyhow::Error::msg)?;
+        let diff = check(&seq).map_err(anyhow::Error::msg)?;
         if let Some(d) = &diff {
             println!("{d}");
         }
@@ -110,14 +153,14 @@ fn fuzz(cli: Cli) -> Result<usize> {
     let mut found: BTreeMap<String, usize> = BTreeMap::new();
     let mut index = cli.only.unwrap_or(0);
     while Instant::now() < deadline || (cli.only.is_some() && sequences == 0) {
-        let seq = generate::sequence(cli.seed, index, Shape::default());
+        let seq = make(index);
         if cli.verbose {
             println!("# sequence {index}\n{}", seq.to_text());
         }
         commands += seq.command_count();
         sequences += 1;
-        if let Some(diff) = check(targets, &seq).map_err(anyhow::Error::msg)? {
-            examine(targets, &cli, index, &seq, diff, &mut found)?;
+        if let Some(diff) = check(&seq).map_err(anyhow::Error::msg)? {
+            examine(check, cli, index, &seq, diff, &mut found)?;
         }
         if cli.only.is_some() {
             break;
@@ -135,6 +178,9 @@ fn fuzz(cli: Cli) -> Result<usize> {
     for (sig, n) in &found {
         println!("difference {sig}: {n} sequences");
     }
+    for line in orthrus_difffuzz::known::summary() {
+        println!("{line}");
+    }
     println!(
         "seed {}: {sequences} sequences in {:.1} s",
         cli.seed,
@@ -147,14 +193,14 @@ fn fuzz(cli: Cli) -> Result<usize> {
 /// Confirms a difference by running the sequence again, then (when it is a
 /// new one) shrinks it and prints the script.
 fn examine(
-    targets: Targets,
+    check: &Check<'_>,
     cli: &Cli,
     index: u64,
-    seq: &orthrus_difffuzz::Sequence,
+    seq: &Sequence,
     diff: Difference,
     found: &mut BTreeMap<String, usize>,
 ) -> Result<()> {
-    let Some(again) = check(targets, seq).map_err(anyhow::Error::msg)? else {
+    let Some(again) = check(seq).map_err(anyhow::Error::msg)? else {
         eprintln!("sequence {index}: a difference that did not happen again: {diff}");
         return Ok(());
     };
@@ -165,12 +211,12 @@ fn examine(
         return Ok(());
     }
     eprintln!("sequence {index}: {again}\nshrinking...");
-    let mut fails = |candidate: &orthrus_difffuzz::Sequence| match check(targets, candidate) {
+    let mut fails = |candidate: &Sequence| match check(candidate) {
         Ok(Some(d)) => d.signature() == sig,
         _ => false,
     };
     let mut small = shrink(seq, SHRINK_BUDGET, &mut fails);
-    let last = match check(targets, &small).map_err(anyhow::Error::msg)? {
+    let last = match check(&small).map_err(anyhow::Error::msg)? {
         Some(last) => last,
         None => {
             eprintln!("sequence {index}: the shrunk sequence no longer differs; printing it whole");
@@ -178,8 +224,12 @@ fn examine(
             again
         }
     };
+    let users = cli
+        .users
+        .map(|n| format!(" --users {n}"))
+        .unwrap_or_default();
     let mut header = vec![
-        format!("orthrus-difffuzz --seed {} --only {index}", cli.seed),
+        format!("orthrus-difffuzz{users} --seed {} --only {index}", cli.seed),
         format!(
             "{} commands, shrunk from {}",
             small.command_count(),

@@ -139,24 +139,32 @@ pub fn run(addr: SocketAddr, seq: &Sequence) -> Vec<Obs> {
 fn call(links: &mut [Link], step: usize, c: usize, cmds: &[&Args], out: &mut Vec<Obs>) {
     let link = &mut links[c];
     let plans: Vec<Plan> = cmds.iter().map(|a| link.plan(a)).collect();
-    let published: Vec<(bool, Vec<u8>)> = cmds
+    let published: Vec<(usize, bool, Vec<u8>)> = cmds
         .iter()
         .zip(&plans)
-        .filter(|(_, p)| p.queued.is_empty())
-        .filter_map(|(a, _)| publish_target(a))
+        .enumerate()
+        .filter(|(_, (_, p))| p.queued.is_empty())
+        .filter_map(|(i, (a, _))| publish_target(a).map(|(shard, chan)| (i, shard, chan)))
         .collect();
     let was_queued = link.multi.is_some();
     link.send(cmds);
-    for (args, plan) in cmds.iter().zip(plans) {
+    // Commands refused (a user's rules): a refused PUBLISH brings no
+    // message, a refused SUBSCRIBE subscribes to nothing.
+    let mut refused = vec![false; cmds.len()];
+    for (i, (args, plan)) in cmds.iter().zip(plans).enumerate() {
         if plan.frames > 0 {
             let reply = link.read_frames(plan.frames);
+            if !was_queued && reply.as_ref().is_ok_and(|r| r.starts_with(b"-")) {
+                refused[i] = true;
+                link.undo_subscribe(args);
+            }
             out.push(link.obs(step, c, Kind::Reply, args, plan.queued, reply));
         }
     }
     if was_queued {
         return;
     }
-    for (shard, chan) in published {
+    for (_, shard, chan) in published.into_iter().filter(|(i, _, _)| !refused[*i]) {
         for (d, other) in links.iter_mut().enumerate() {
             let n = other.deliveries(shard, &chan);
             if n > 0 {
@@ -361,6 +369,17 @@ impl Link {
         Plan {
             frames,
             queued: Vec::new(),
+        }
+    }
+
+    /// Forgets what a refused SUBSCRIBE, PSUBSCRIBE or SSUBSCRIBE added.
+    fn undo_subscribe(&mut self, args: &Args) {
+        let name = args.first().map(|a| upper(a)).unwrap_or_default();
+        if matches!(name.as_str(), "SUBSCRIBE" | "PSUBSCRIBE" | "SSUBSCRIBE") {
+            let set = self.set_of(&name);
+            args.iter().skip(1).for_each(|c| {
+                set.remove(c);
+            });
         }
     }
 

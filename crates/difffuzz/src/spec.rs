@@ -289,3 +289,33 @@ redis.register_function('fincr', function(keys, args) return redis.call('INCR', 
 redis.register_function('fget', function(keys, args) return redis.call('GET', keys[1]) end)
 redis.register_function{function_name='fget_ro', callback=function(keys, args) return redis.call('GET', keys[1]) end, flags={'no-writes'}}
 ";
+
+/// Commands the users mode adds: SORT with STORE, and with BY and GET
+/// patterns (`sortby`: `nosort` or a pattern; `sortget`: `#` or a
+/// pattern). A Redis 7.0 cluster refuses a BY pattern and any GET
+/// (docs/commands.md), so those are sent without STORE: what they show is
+/// whether a user without access to every key is refused first.
+pub const USER_COMMANDS: &[(u32, &str)] = &[
+    (2, "SORT key BY sortby [GET sortget] [GET #] [ALPHA]"),
+    (1, "SORT_RO key BY sortby GET sortget"),
+    (
+        2,
+        "SORT key [BY nosort] [DESC] [LIMIT nat cnt] [ALPHA] STORE key2",
+    ),
+];
+
+/// Scripts the users mode adds to [`SCRIPTS`]: they touch `{a}o`, a key
+/// they do not declare (their declared key is always in the slot of `a`,
+/// on the default upstream).
+pub const USER_SCRIPTS: &[(&str, usize, &str)] = &[
+    (
+        "redis.call('SET', '{a}o', ARGV[1]); return redis.call('GET', KEYS[1])",
+        1,
+        "f2584394fbbc84ac333ed8dce067530258e524d2",
+    ),
+    (
+        "return redis.call('GET', '{a}o')",
+        1,
+        "770b4b5a0c3ae750d24f40b88958c9550143c061",
+    ),
+];
