@@ -40,8 +40,8 @@
 //!     So does a script's reply that returns its `KEYS` (cut on the way):
 //!     a script's bulk strings are compared with a leading `c:` dropped.
 //!
-//! Known orthrus defects are recognised by `known` (not rules: counted,
-//! and reported as differences under `--strict`).
+//! Known orthrus differences are recognised by `known` (not rules:
+//! counted, and reported as differences under `--strict`).
 
 use orthrus_cluster::Slot;
 

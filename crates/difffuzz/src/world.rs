@@ -26,9 +26,10 @@ pub const CUT: &str = "c:";
 pub const MIRRORED: &str = "m:";
 
 /// Key patterns a user may get (keys are `[c:|m:]{t}N` or `[c:|m:]kN`).
-/// No write-only pattern (`%W~`): a known orthrus defect checks SET
-/// without GET as a read and a write (Redis: a write only, by its variable
-/// flags), and the data would differ after it.
+/// No write-only pattern (`%W~`): orthrus checks SET without GET as a
+/// read and a write (flags that vary with the arguments taken at their
+/// widest, docs/security.md; Redis: a write only), and the data would
+/// differ after it.
 const KEY_PATTERNS: &[&str] = &[
     "~*", "~c:*", "~m:*", "~{a}*", "~m:{b}*", "~k*", "~c:{a}*", "%R~*", "%R~c:*", "%R~{b}*",
 ];
@@ -184,9 +185,10 @@ fn draw_user(rng: &mut Rng, name: &str) -> User {
     for _ in 0..rng.range(0, 2) {
         commands.push(*rng.pick(EXTRA_COMMANDS));
     }
-    // A known orthrus defect: a user with `~*`, `&*` and command rules
-    // that all allow (`+@read`, no `+@all`) may run every command (see
-    // `acl::User::is_unrestricted`). Such a user gets `&ch*` instead.
+    // orthrus let a user with `~*`, `&*` and command rules that all allow
+    // (`+@read`, no `+@all`) run every command (fixed since in
+    // `acl::User::is_unrestricted`); such a user still gets `&ch*` until a
+    // long run covers it.
     let allows_only = commands
         .iter()
         .all(|c| c.split(' ').all(|w| w.starts_with('+')) && !c.contains("@all"));
