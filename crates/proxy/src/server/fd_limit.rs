@@ -79,7 +79,7 @@ pub fn for_shared(settings: &Settings) -> u64 {
 }
 
 /// The admin endpoint's connections under a limit of `open_files`: an
-/// eighth of it, between 16 and [`crate::http::MAX_CONNECTIONS`].
+/// eighth of it, between 16 and `http::MAX_CONNECTIONS` (256).
 pub fn admin_connections(open_files: u64) -> usize {
     let eighth = usize::try_from(open_files / 8).unwrap_or(usize::MAX);
     eighth.clamp(16, crate::http::MAX_CONNECTIONS)
