@@ -343,8 +343,22 @@ fn a_loading_replica_is_skipped() {
         })
         .collect();
     wait_replicated(&cluster);
-    // Enough data on node 3 (node 0's replica) that reloading it takes a
-    // while; it answers -LOADING meanwhile.
+    // The reads reach node 3 (node 0's replica) before it reloads: orthrus
+    // has seen it in the topology (on a busy machine that can take a
+    // refresh).
+    orthrus_devcluster::wait_until(Duration::from_secs(20), "reads on the replica", || {
+        let before = all_get_calls(&cluster);
+        get_all(&mut con, &keys);
+        let ran = ran_since(&cluster, &before);
+        if ran[3] > 0 {
+            Ok(())
+        } else {
+            Err(format!("{ran:?}"))
+        }
+    })
+    .unwrap();
+    // Enough data on node 3 that reloading it takes a while; it answers
+    // -LOADING meanwhile.
     let replica = &cluster.nodes()[3];
     replica
         .connect_timeout(Duration::from_secs(60))
