@@ -10,7 +10,6 @@ use orthrus_resp::RequestParser;
 use super::output::Output;
 use super::{Entry, Stamp};
 use crate::observe::hotkeys::Sample;
-use crate::process::room::Reservation;
 use crate::time::Tick;
 
 thread_local! {
@@ -51,12 +50,6 @@ pub(super) struct Work {
     /// Bytes of the requests in `queue` (counted in the client's budget,
     /// `client.max_pending_bytes`, as their frames are held until answered).
     pub request_bytes: usize,
-    /// Since when the client has held more than
-    /// `client.output_buffer_soft_limit` without taking its output.
-    pub over_soft_since: Option<Tick>,
-    /// The room reserved under `memory_limit_mb` for a large request
-    /// being read.
-    pub room: Option<Reservation>,
 }
 
 // === impl Work ===
@@ -74,8 +67,6 @@ impl Work {
                 output: Output::default(),
                 read_at: Tick::now(),
                 request_bytes: 0,
-                over_soft_since: None,
-                room: None,
             })
         })
     }
