@@ -8,7 +8,8 @@
 //! 2. `-CROSSSLOT` from orthrus for a command whose keys span slots (the
 //!    generator sends only reads that way) is what Redis Cluster answers.
 //! 3. Replies in hash-table order are sorted (SMEMBERS, SINTER, SUNION,
-//!    SDIFF, KEYS, HKEYS, HVALS, PUBSUB CHANNELS; HGETALL and every RESP3
+//!    SDIFF, KEYS, HKEYS, HVALS, PUBSUB CHANNELS, SORT BY nosort without
+//!    LIMIT; HGETALL and every RESP3
 //!    map as pairs; every RESP3 set; the channels an argument-less
 //!    (P|S)UNSUBSCRIBE confirms); SCAN-family commands are iterated to
 //!    cursor 0 and their elements sorted (the runner does that).
@@ -29,7 +30,8 @@
 //!    Redis 7.2's texts ("No permissions to access a key"), Redis 7.0
 //!    others ("this user has no permissions to access one of the keys
 //!    used as arguments"), and a script refused to a user with key or
-//!    channel rules has orthrus's own (the users mode).
+//!    channel rules has orthrus's own (the users mode); so are those an
+//!    `-EXECABORT` gives as its reason.
 //! 9. SORT with a BY pattern or GET gets `-ERR BY|GET option of SORT
 //!    denied in Cluster mode.` from a Redis 7.0 cluster node, whatever the
 //!    user (the users mode sends them, never with STORE, to see that a
@@ -171,8 +173,11 @@ fn uncut_bulks(frame: &[u8]) -> Vec<u8> {
 }
 
 /// Both refused by a user's rules (rule 8).
+/// A refused EXEC gives the refusal as its reason.
 fn refused_alike(s: &[u8], p: &[u8]) -> bool {
-    s.starts_with(b"-NOPERM") && p.starts_with(b"-NOPERM")
+    const ABORT: &[u8] = b"-EXECABORT Transaction discarded because of: NOPERM";
+    (s.starts_with(b"-NOPERM") && p.starts_with(b"-NOPERM"))
+        || (s.starts_with(ABORT) && p.starts_with(ABORT))
 }
 
 fn canonical(args: &[Vec<u8>], frame: &[u8]) -> Vec<u8> {
@@ -196,6 +201,11 @@ fn canonical(args: &[Vec<u8>], frame: &[u8]) -> Vec<u8> {
         // A consumer's idle and inactive times are clocks.
         "XINFO" if sub == "CONSUMERS" => shape(frame).into_bytes(),
         "HGETALL" => sorted(frame, 2),
+        // BY nosort gives a set's elements in its hash table's order.
+        "SORT" | "SORT_RO" if has_word(args, "NOSORT") => match has_word(args, "LIMIT") {
+            true => shape(frame).into_bytes(),
+            false => sorted(frame, 1),
+        },
         "UNSUBSCRIBE" | "PUNSUBSCRIBE" | "SUNSUBSCRIBE" if args.len() == 1 => unsubscribed(frame),
         _ => match frame.first() {
             Some(b'%') => sorted(frame, 2),
@@ -203,6 +213,11 @@ fn canonical(args: &[Vec<u8>], frame: &[u8]) -> Vec<u8> {
             _ => frame.to_vec(),
         },
     }
+}
+
+/// Whether an argument is `word` (in any case).
+fn has_word(args: &[Vec<u8>], word: &str) -> bool {
+    args.iter().any(|a| a.eq_ignore_ascii_case(word.as_bytes()))
 }
 
 /// The command's name in upper case.

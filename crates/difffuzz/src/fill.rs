@@ -9,7 +9,7 @@ use crate::grammar::Fill;
 use crate::rng::Rng;
 use crate::routing;
 use crate::spec::{LIBRARY, SCRIPTS, USER_SCRIPTS, VALUES};
-use crate::world::{CUT, MIRRORED, World};
+use crate::world::{CUT, World};
 
 pub const TAGS: &[&str] = &["a", "b", "c"];
 pub const CHANNELS: &[&str] = &["ch1", "ch2", "c71"];
@@ -113,13 +113,6 @@ impl Keys<'_> {
             false => *rng.pick(SCRIPTS),
         };
         let head = if word == "lua" { body } else { sha };
-        // No EVALSHA on the mirrored route: orthrus lost the mirror's copy
-        // when the mirror did not have the script (fixed since: the copy
-        // goes as the EVAL of the body); still kept out until a long run
-        // covers it.
-        if word == "sha" && self.prefix == MIRRORED {
-            self.prefix = "";
-        }
         let mut out = vec![head.as_bytes().to_vec(), nkeys.to_string().into_bytes()];
         if user_script {
             out.push(format!("{}{}", self.prefix, tag_key(rng, "a")).into_bytes());

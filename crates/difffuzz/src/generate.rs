@@ -167,10 +167,8 @@ fn next_steps(
     let step = |action| Step { conn: c, action };
     let m = &mut models[c];
     // CLIENT REPLY is sent only as root (a refused OFF would leave both
-    // sides reading a frame too few); so are HELLO and RESET: orthrus
-    // applied command rules to AUTH, HELLO and RESET, which Redis runs for
-    // every user (`no-auth`; fixed since, still kept out until a long run
-    // covers it), and the protocol or the subscriptions would differ.
+    // sides reading a frame too few). HELLO and RESET go as every user:
+    // both run whatever the user's command rules (`no-auth`).
     let trusted = match (world, m.user) {
         (Some(w), Some(u)) => w.users[u].is_root(),
         _ => true,
@@ -258,7 +256,7 @@ fn next_steps(
             let chan = *rng.pick(CHANNELS);
             out.push(step(Action::Call(words(&[publish, chan, "msg"]))));
         }
-        14 if trusted && rng.chance(10) => {
+        14 if rng.chance(10) => {
             let user = m.user;
             *m = ConnModel {
                 user,
@@ -272,7 +270,7 @@ fn next_steps(
         }
         // The protocol switched in the middle (not while subscribed: RESP2
         // subscriber mode would refuse most of what follows).
-        15 if free && trusted && rng.chance(30) => {
+        15 if free && rng.chance(30) => {
             m.resp3 = !m.resp3;
             let to = if m.resp3 { "3" } else { "2" };
             out.push(step(Action::Call(words(&["HELLO", to]))));

@@ -180,20 +180,10 @@ fn draw_user(rng: &mut Rng, name: &str) -> User {
     let all_keys = words.contains(&"~*");
     // Redis refuses a pattern after `~*`: it goes last.
     words.sort_by_key(|w| *w == "~*");
-    let mut channels = *rng.pick(CHANNEL_RULES);
+    let channels = *rng.pick(CHANNEL_RULES);
     let mut commands = vec![*rng.pick(BASE_COMMANDS)];
     for _ in 0..rng.range(0, 2) {
         commands.push(*rng.pick(EXTRA_COMMANDS));
-    }
-    // orthrus let a user with `~*`, `&*` and command rules that all allow
-    // (`+@read`, no `+@all`) run every command (fixed since in
-    // `acl::User::is_unrestricted`); such a user still gets `&ch*` until a
-    // long run covers it.
-    let allows_only = commands
-        .iter()
-        .all(|c| c.split(' ').all(|w| w.starts_with('+')) && !c.contains("@all"));
-    if all_keys && channels == "&*" && allows_only {
-        channels = "&ch*";
     }
     if !channels.is_empty() {
         words.push(channels);

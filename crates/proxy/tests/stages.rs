@@ -410,6 +410,12 @@ fn rules_and_places_see_each_key_as_the_client_sent_it() {
         send(&mut nomulti, &["DISCARD"]),
         "-ERR DISCARD without MULTI\r\n"
     );
+    // Without MULTI too: Redis aborts whatever EXEC it refuses.
+    assert_eq!(
+        send(&mut nomulti, &["EXEC"]),
+        "-EXECABORT Transaction discarded because of: NOPERM User noexec has no \
+         permissions to run the 'exec' command\r\n"
+    );
     // 7: placed as sent on: `{t1}:` cut from keys of one slot as sent,
     // two as forwarded, is split; one slot on two upstreams too.
     assert_eq!(

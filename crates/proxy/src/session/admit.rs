@@ -73,8 +73,8 @@ fn checks(
     let refusal = refusal(client, req, info, ctx);
     if let Some(text) = refusal {
         WorkerStats::bump(&ctx.stats().rejected_commands);
-        let exec = req.arg(0).is_some_and(|n| n.eq_ignore_ascii_case(b"exec"));
-        if exec && client.multi.is_some() {
+        // Redis answers a refused EXEC this way in MULTI or not.
+        if req.arg(0).is_some_and(|n| n.eq_ignore_ascii_case(b"exec")) {
             return Some(Pending::Ready(transaction::abort_exec(client, &text)));
         }
         if transaction::queues(client, req) {
