@@ -82,7 +82,10 @@ pub struct Config {
     pub shutdown_timeout_ms: u64,
     /// Resident memory, in MiB, above which orthrus refuses new requests
     /// for the cluster with `-OOM` (connections stay open; local commands
-    /// such as PING and INFO still answer). 0 = no limit. Default 0.
+    /// such as PING and INFO still answer). A request still being read of
+    /// 64 KiB or more reserves what its headers announce; one that does
+    /// not fit in what is left gets `-OOM` and its connection is closed.
+    /// 0 = no limit. Default 0.
     pub memory_limit_mb: u64,
     /// Redis's `protected-mode`: while no client password and no user is
     /// configured, only loopback clients (127.0.0.0/8, ::1, the Unix
@@ -223,11 +226,23 @@ pub struct ClientConfig {
     /// Requests one client may have in flight (pipelined, not yet answered)
     /// before orthrus stops reading from it. Default 1024.
     pub max_pending: usize,
-    /// Bytes of replies one client may leave unread (queued, counted at the
-    /// size of its recent replies) before orthrus stops reading from it:
-    /// Redis's `client-output-buffer-limit`, but pushing back instead of
-    /// disconnecting. Default 16 MiB.
+    /// Bytes of replies orthrus may hold for one client (its unwritten
+    /// output, plus the replies it is owed counted at the size of its
+    /// largest recent reply and at no less than a 32nd of this each)
+    /// before orthrus stops reading from it: backpressure instead of
+    /// Redis's disconnecting. Default 16 MiB.
     pub max_pending_bytes: usize,
+    /// Bytes of replies held for a client that does not take them past
+    /// which it is closed, with a warning in the log: the hard limit of
+    /// Redis's `client-output-buffer-limit` for normal clients. 0 = none.
+    /// Default 0.
+    pub output_buffer_hard_limit: usize,
+    /// The same for the soft limit: a client held over it for
+    /// `output_buffer_soft_seconds` is closed. 0 = none. Default 0.
+    pub output_buffer_soft_limit: usize,
+    /// Seconds a client may stay over `output_buffer_soft_limit`.
+    /// Default 0 (closed at once).
+    pub output_buffer_soft_seconds: u64,
     /// Password of the default user: clients must `AUTH <password>` (or
     /// `HELLO 3 AUTH default <password>`) first. Default: none.
     pub password: Option<String>,
@@ -438,6 +453,9 @@ impl Default for ClientConfig {
         ClientConfig {
             max_pending: 1024,
             max_pending_bytes: 16 * 1024 * 1024,
+            output_buffer_hard_limit: 0,
+            output_buffer_soft_limit: 0,
+            output_buffer_soft_seconds: 0,
             password: None,
             password_file: None,
             users: std::collections::HashMap::new(),

@@ -26,6 +26,7 @@ use crate::route::table::CommandTable;
 use crate::scripts::Scripts;
 
 pub mod quota;
+pub mod room;
 mod swapped;
 mod upstreams;
 pub use swapped::{Held, Local, Swapped};
@@ -116,6 +117,11 @@ pub struct Shared {
     pub clients_that_fit: AtomicUsize,
     /// Set while resident memory is over `memory_limit_mb`.
     pub over_memory: AtomicBool,
+    /// The room `memory_limit_mb` leaves to requests still being read.
+    pub memory_room: Arc<room::MemoryRoom>,
+    /// A client that held many bytes of replies left: the allocator is
+    /// trimmed at the next look (`server::memory`).
+    pub trim_due: AtomicBool,
     /// Cancelled on SIGTERM/SIGINT: stop accepting and reading, finish
     /// what is in flight.
     pub shutdown: CancellationToken,
@@ -126,6 +132,7 @@ pub struct Shared {
 
 impl Shared {
     pub fn new(settings: Settings) -> Arc<Shared> {
+        let memory_room = Arc::new(room::MemoryRoom::new(settings.raw.memory_limit_mb));
         let policy = RedirectPolicy::default();
         let stats = (0..settings.threads)
             .map(|_| WorkerStats::default())
@@ -181,6 +188,8 @@ impl Shared {
             refresh: (0..=named).map(|_| Notify::new()).collect(),
             clients_that_fit: AtomicUsize::new(usize::MAX),
             over_memory: AtomicBool::new(false),
+            memory_room,
+            trim_due: AtomicBool::new(false),
             shutdown: CancellationToken::new(),
             next_client_id: AtomicU64::new(1),
             refreshes: AtomicU64::new(0),

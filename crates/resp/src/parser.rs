@@ -102,6 +102,18 @@ impl RequestParser {
         self.unauthenticated = unauthenticated;
     }
 
+    /// Bytes the incomplete request at the front of the buffer is known
+    /// to need, counted from its start: up to the end of the argument
+    /// being read once its `$N` line is in, else what was parsed so far;
+    /// 0 with no request started. A lower bound of its size: the rest of
+    /// its arguments are not announced yet.
+    pub fn awaiting(&self) -> usize {
+        self.multibulk.as_ref().map_or(0, |mb| {
+            mb.pos
+                .saturating_add(mb.bulk_len.map_or(0, |len| len.saturating_add(2)))
+        })
+    }
+
     /// Forgets any partly read request.
     pub fn reset(&mut self) {
         self.line_scan = 0;

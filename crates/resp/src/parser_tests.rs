@@ -504,3 +504,19 @@ fn after_auth_the_usual_limits_return() {
     let mut buf = BytesMut::from(&b"*11\r\n$20000\r\n"[..]);
     assert_eq!(p.parse(&mut buf), Ok(None));
 }
+
+#[test]
+fn awaiting_counts_an_incomplete_request_to_the_end_of_its_announced_argument() {
+    let mut p = parser();
+    assert_eq!(p.awaiting(), 0);
+    let mut buf = BytesMut::from(&b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1000\r\nab"[..]);
+    assert!(matches!(p.parse(&mut buf), Ok(None)));
+    // 4 + 9 + 7 bytes of headers and arguments, the $1000 line (7), then
+    // the value and its CRLF.
+    assert_eq!(p.awaiting(), 4 + 9 + 7 + 7 + 1000 + 2);
+    let mut rest = BytesMut::from(&buf[..]);
+    rest.extend_from_slice(&vec![b'x'; 998]);
+    rest.extend_from_slice(b"\r\n");
+    assert!(matches!(p.parse(&mut rest), Ok(Some(_))));
+    assert_eq!(p.awaiting(), 0);
+}

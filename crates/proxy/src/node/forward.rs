@@ -387,6 +387,8 @@ async fn follow(pool: &Pool, remote: &mut Remote) -> Bytes {
             Next::Reply => return frame,
             Next::Answer(reply) => return reply,
             Next::Redirect { addr, asking } => {
+                // What its client sent after it may have gone ahead.
+                env.note_resends();
                 if retry.attempt() > env.shared.policy.free_redirects {
                     last = Some(still_moving(env, &addr, remote.target.upstream()));
                 }
@@ -394,6 +396,7 @@ async fn follow(pool: &Pool, remote: &mut Remote) -> Bytes {
                 remote.sent_to = addr;
             }
             Next::Again => {
+                env.note_resends();
                 last = Some(frame);
                 if let Err(refusal) = resend(pool, remote) {
                     return refusal;

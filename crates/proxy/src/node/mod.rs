@@ -71,6 +71,11 @@ pub struct Env {
     /// Sessions of this worker waiting for replies: while any other one
     /// is, requests are queued and written together, not one by one.
     waiting: Cell<usize>,
+    /// Turns over whenever requests on this worker's connections failed
+    /// unanswered (a connection lost, a node in back-off): they are sent
+    /// again one by one as their clients follow them, and a session that
+    /// sees it turn starts nothing new until what it has sent is answered.
+    resends: Cell<u32>,
     /// This worker's copies of what every request reads.
     slots: Local<SlotMap>,
     /// The named upstreams' slot maps, upstream `n` at `n - 1`.
@@ -130,6 +135,7 @@ impl Env {
             spread: Cell::new(worker),
             last_request: Cell::new(false),
             waiting: Cell::new(0),
+            resends: Cell::new(0),
         }
     }
 
@@ -263,6 +269,19 @@ impl Env {
 
     pub fn last_request(&self) -> bool {
         self.last_request.get()
+    }
+
+    /// Requests on this worker's connections failed unanswered, to be sent
+    /// again ([`Env::resends`]).
+    pub fn note_resends(&self) {
+        self.resends.set(self.resends.get().wrapping_add(1));
+    }
+
+    /// A number that changes whenever requests on this worker's
+    /// connections failed unanswered: one of them sent again after a
+    /// request its client sent later would reach the node out of order.
+    pub fn resends(&self) -> u32 {
+        self.resends.get()
     }
 
     /// A session starts (`true`) or stops waiting for replies.

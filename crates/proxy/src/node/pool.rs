@@ -115,6 +115,7 @@ impl Pool {
                 Blocked::Lost => BackendError::NotSent,
                 Blocked::Unreachable => BackendError::Unreachable,
             };
+            self.env.note_resends();
             job.reply.send(Err(error));
             return;
         }
@@ -137,6 +138,7 @@ impl Pool {
             n => i % n,
         };
         let Some(slot) = list.get_mut(index) else {
+            self.env.note_resends();
             job.reply.send(Err(BackendError::NotSent));
             return;
         };
@@ -145,6 +147,7 @@ impl Pool {
         }
         if let Err(job) = slot.send(job, self.env.last_request()) {
             // A connection that ends as it is made refuses at once.
+            self.env.note_resends();
             job.reply.send(Err(BackendError::NotSent));
         }
     }

@@ -1,5 +1,6 @@
-//! The process's memory: the `memory_limit_mb` guard, and giving memory
-//! back to the system after clients leave.
+//! The process's memory: the `memory_limit_mb` guard (its RSS samples
+//! also feed `process::room`, the room left to requests still being read),
+//! and giving memory back to the system after clients leave.
 //!
 //! glibc's malloc returns freed memory to the system only from the top of
 //! each arena; what thousands of departed connections freed below live
@@ -24,7 +25,11 @@ const LEFT_FOR_TRIM: i64 = 256;
 pub async fn watch_limit(shared: Arc<Shared>) {
     let limit_kib = shared.settings.raw.memory_limit_mb.saturating_mul(1024);
     loop {
+        let buffered = shared.memory_room.buffered();
         if let Some(rss) = resident_kib() {
+            shared
+                .memory_room
+                .sampled(rss.saturating_mul(1024), buffered);
             let over = rss > limit_kib;
             if shared.over_memory.swap(over, Ordering::Relaxed) != over {
                 if over {
@@ -44,10 +49,15 @@ pub async fn watch_limit(shared: Arc<Shared>) {
 
 /// Trims the allocator once many clients have left (the count fell by
 /// [`LEFT_FOR_TRIM`] from its peak since the last trim) and stayed down for
-/// a check. The trim runs on its own thread: it locks each arena in turn,
-/// and the workers keep serving meanwhile.
+/// a check, and after a client that held many bytes of replies left
+/// (`Shared::trim_due`; a worker's arena keeps what such a client freed
+/// below its live allocations, up to the client's whole budget). That trim
+/// is repeated at the next check: replies to the client still in flight
+/// when it left are freed as they arrive. The trim runs on its own thread:
+/// it locks each arena in turn, and the workers keep serving meanwhile.
 pub async fn give_back_when_clients_leave(shared: Arc<Shared>) {
     let mut peak: i64 = 0;
+    let mut again = false;
     loop {
         crate::time::sleep(CHECK_EVERY).await;
         let now: i64 = shared
@@ -56,8 +66,10 @@ pub async fn give_back_when_clients_leave(shared: Arc<Shared>) {
             .map(|w| w.connected_clients.load(Ordering::Relaxed))
             .sum();
         peak = peak.max(now);
-        if peak - now >= LEFT_FOR_TRIM {
+        let large_left = shared.trim_due.swap(false, Ordering::Relaxed);
+        if peak - now >= LEFT_FOR_TRIM || large_left || again {
             peak = now;
+            again = large_left;
             let _ = tokio::task::spawn_blocking(trim).await;
         }
     }

@@ -10,9 +10,11 @@
 //! a signal wakes it.
 //!
 //! Limits: at most `client.max_pending` replies queued and
-//! `client.max_pending_bytes` unwritten (the output, plus the queue at the
-//! size of recent replies), past which orthrus stops reading the client
-//! (TCP pushes back); at most [`OUTPUT_BATCH`] bytes taken into the output.
+//! `client.max_pending_bytes` held ([`budget`]: the output, plus the
+//! replies owed at the size of the largest recent ones, never counted
+//! small), past which orthrus stops reading the client (TCP pushes back);
+//! at most [`OUTPUT_BATCH`] bytes taken into the output; the
+//! `client.output_buffer_*` limits, past which the client is closed.
 //! An idle client holds no read buffer and at most a small write buffer.
 
 use std::cell::RefCell;
@@ -39,8 +41,10 @@ use crate::time::Tick;
 use crate::worker::WorkerCtx;
 
 mod admit;
+mod budget;
 mod direct;
 mod dispatch;
+mod intake;
 mod output;
 mod pushes;
 mod replies;
@@ -139,6 +143,10 @@ struct Session<S> {
     pushes: Option<Box<Pushes>>,
     /// Bytes assumed per queued reply, from the client's recent replies.
     reply_hint: u32,
+    /// [`Env::resends`] when this session last started requests.
+    ///
+    /// [`Env::resends`]: crate::node::Env::resends
+    resends_seen: u32,
     /// The last queued request is deferred: later requests wait for it.
     deferred: bool,
     /// A reply after which the connection closes is queued (QUIT, a
@@ -164,6 +172,9 @@ struct Session<S> {
 impl<S> Drop for Session<S> {
     fn drop(&mut self) {
         tracing::debug!(client.id = self.client.id(), "disconnected");
+        if let Some(work) = &self.work {
+            self.note_leaving(work);
+        }
         self.ctx.shared.clients.remove(self.client.id());
         let stats = self.ctx.stats();
         stats.connected_clients.fetch_sub(1, Ordering::Relaxed);
@@ -277,6 +288,7 @@ impl<S: Stream> Session<S> {
             pushes: None,
             reply_hint: u32::try_from(ctx.shared.settings.raw.client.max_pending_bytes / 64)
                 .unwrap_or(u32::MAX),
+            resends_seen: ctx.pool.env().resends(),
             deferred: false,
             closing: false,
             waiting: false,
@@ -311,6 +323,7 @@ impl<S: Stream> Session<S> {
         }
         let mut work = self.work.take().unwrap_or_else(Work::take);
         if let Some(end) = self.run(&mut work, cx) {
+            self.note_leaving(&work);
             return Poll::Ready(end);
         }
         let work = self.lend(work);
@@ -408,7 +421,9 @@ impl<S: Stream> Session<S> {
             progress |= started;
             replies_due |= started;
             if !w.input.is_empty() {
-                replies_due |= self.check_query_buffer(w);
+                replies_due |= self.check_query_buffer(w) || self.check_memory_room(w);
+            } else if w.room.is_some() {
+                w.room = None; // the large request is read
             }
             if progress {
                 // Bytes read or a request started: not idle (one look at
@@ -425,11 +440,14 @@ impl<S: Stream> Session<S> {
             if !w.output.is_empty() {
                 match w.output.poll_flush(&mut self.stream, cx) {
                     Poll::Ready(Ok(())) => {
+                        w.over_soft_since = None;
                         replies_due = true;
                         progress |= !w.queue.is_empty()
                             || (!reading && !read_blocked && self.wants_input(w));
                     }
                     Poll::Ready(Err(_)) => return Some(End::Gone),
+                    // The client does not take what it is sent.
+                    Poll::Pending if self.over_output_limit(w) => return Some(End::Gone),
                     Poll::Pending => {}
                 }
             }
@@ -448,48 +466,6 @@ impl<S: Stream> Session<S> {
             && !self.draining
             && self.has_room(w)
             && ((!self.deferred && !self.holding()) || w.input.len() < DEFERRED_BUFFER)
-    }
-
-    /// Whether another request may start: the reply queue is within
-    /// `client.max_pending` entries and `client.max_pending_bytes` (the
-    /// output, the replies to come at the size of recent ones, and the
-    /// requests waiting for them).
-    fn has_room(&self, w: &Work) -> bool {
-        let limits = &self.ctx.shared.settings.raw.client;
-        let queued = w.queue.len();
-        queued < limits.max_pending
-            && w.output.len() + queued * (self.reply_hint as usize) + w.request_bytes
-                < limits.max_pending_bytes
-    }
-
-    /// One request buffered past `client.query_buffer_limit` before it is
-    /// complete (Redis's `client-query-buffer-limit`): an error, and the
-    /// connection closes once the replies before it are written. True if
-    /// it queued that error.
-    fn check_query_buffer(&mut self, w: &mut Work) -> bool {
-        let limit = self.ctx.shared.settings.raw.client.query_buffer_limit;
-        // Only an incomplete request stays buffered while requests may start.
-        if w.input.len() <= limit
-            || self.closing
-            || self.deferred
-            || self.holding()
-            || !self.has_room(w)
-        {
-            return false;
-        }
-        WorkerStats::bump(&self.ctx.stats().protocol_errors);
-        let reply = error_reply(&format!(
-            "ERR orthrus: a request over client.query_buffer_limit ({limit} bytes); closing the connection"
-        ));
-        w.input = BytesMut::new();
-        w.parser = None;
-        self.closing = true;
-        w.queue.push_back(Entry {
-            pending: Pending::Last(reply),
-            stamp: None,
-            bytes: 0,
-        });
-        true
     }
 
     /// Reads what the socket has. With nothing buffered, reads into the
@@ -530,6 +506,11 @@ impl<S: Stream> Session<S> {
     fn start_requests(&mut self, w: &mut Work, read_now: bool) -> bool {
         if w.input.is_empty() && !self.holding() {
             return false;
+        }
+        let resends = self.ctx.pool.env().resends();
+        if resends != self.resends_seen {
+            self.resends_seen = resends;
+            w.replay_left = w.queue.len();
         }
         let limits = self.ctx.shared.settings.limits();
         let started = match w.parser.take() {

@@ -140,14 +140,6 @@ impl<S: Stream> Session<S> {
         }
         Ok(took)
     }
-
-    /// Counts a reply of `size` bytes in the estimate of the client's
-    /// replies: up at once to a larger one, an eighth of the way down to a
-    /// smaller one.
-    pub(super) fn fold_reply_size(&mut self, size: u32) {
-        let hint = self.reply_hint;
-        self.reply_hint = size.max(hint - hint.saturating_sub(size) / 8);
-    }
 }
 
 /// Counts a request whose reply is ready, `total` microseconds after it

@@ -10,6 +10,7 @@ use orthrus_resp::RequestParser;
 use super::output::Output;
 use super::{Entry, Stamp};
 use crate::observe::hotkeys::Sample;
+use crate::process::room::Reservation;
 use crate::time::Tick;
 
 thread_local! {
@@ -50,6 +51,19 @@ pub(super) struct Work {
     /// Bytes of the requests in `queue` (counted in the client's budget,
     /// `client.max_pending_bytes`, as their frames are held until answered).
     pub request_bytes: usize,
+    /// Since when the client has held more than
+    /// `client.output_buffer_soft_limit` without taking its output.
+    pub over_soft_since: Option<Tick>,
+    /// The room reserved under `memory_limit_mb` for a large request
+    /// being read.
+    pub room: Option<Reservation>,
+    /// Entries at the head of the queue sent before requests of this
+    /// worker had to be sent again ([`Env::resends`]): nothing starts
+    /// until they are answered, so that a request of this client sent
+    /// again does not reach its node after one the client sent later.
+    ///
+    /// [`Env::resends`]: crate::node::Env::resends
+    pub replay_left: usize,
 }
 
 // === impl Work ===
@@ -67,6 +81,9 @@ impl Work {
                 output: Output::default(),
                 read_at: Tick::now(),
                 request_bytes: 0,
+                over_soft_since: None,
+                room: None,
+                replay_left: 0,
             })
         })
     }
@@ -78,6 +95,7 @@ impl Work {
             return;
         };
         self.request_bytes = self.request_bytes.saturating_sub(entry.bytes);
+        self.replay_left = self.replay_left.saturating_sub(1);
         self.drop_stamp(entry.stamp);
     }
 

@@ -255,14 +255,16 @@ async fn run(task: Task, queue: Rc<Queue>) {
         Ok(opened) => opened,
         Err(e) if quota::is_full(&e) => {
             tracing::warn!(node = %addr, error = %e, "cannot connect to node");
-            queue.close(BackendError::Crowded);
+            queue.close(BackendError::Crowded); // never resent
             return;
         }
         Err(e) => {
             tracing::warn!(node = %addr, error = %e, "cannot connect to node");
             env.failed(addr, true);
             env.shared.request_refresh_at(addr);
-            queue.close(BackendError::Unreachable);
+            if queue.close(BackendError::Unreachable) > 0 {
+                env.note_resends(); // they may wait for a failover
+            }
             return;
         }
     };
@@ -309,7 +311,9 @@ async fn run(task: Task, queue: Rc<Queue>) {
             tx.send(Err(error));
         }
     }
-    queue.close(BackendError::NotSent);
+    if queue.close(BackendError::NotSent) + lost > 0 {
+        env.note_resends();
+    }
     match result {
         Ok(()) => tracing::debug!(node = %addr, "backend connection closed"),
         Err(e) => {

@@ -358,15 +358,17 @@ impl Queue {
     }
 
     /// Refuses every job still queued (none of them was written) and every
-    /// later one.
-    pub(super) fn close(&self, error: BackendError) {
+    /// later one; how many it refused.
+    pub(super) fn close(&self, error: BackendError) -> usize {
         self.closed.set(true);
         self.wr.borrow_mut().take();
         let jobs = std::mem::take(&mut *self.jobs.borrow_mut());
         self.rewind();
+        let refused = jobs.len();
         for reply in jobs.into_iter().filter_map(|job| job.reply) {
             reply.send(Err(error));
         }
+        refused
     }
 }
 
