@@ -28,9 +28,15 @@ impl<S: Stream> Session<S> {
     /// `client.max_pending` entries and `client.max_pending_bytes` (the
     /// output, the replies to come, and the requests waiting for them),
     /// and none of it is being sent again ([`Work::replay_left`]).
+    #[inline]
     pub(super) fn has_room(&self, w: &Work) -> bool {
-        let limits = &self.ctx.shared.settings.raw.client;
         let queued = w.queue.len();
+        // Nothing held (no request queued, so none of their bytes and
+        // nothing being sent again): the common case, decided at once.
+        if queued == 0 && w.output.is_empty() {
+            return true;
+        }
+        let limits = &self.ctx.shared.settings.raw.client;
         let each = (self.reply_hint as usize).max(limits.max_pending_bytes / UNSEEN_SHARE);
         queued < limits.max_pending
             && w.replay_left == 0

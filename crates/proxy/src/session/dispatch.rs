@@ -134,7 +134,26 @@ pub fn dispatch(
             hot = true;
         }
     }
-    let mut started = match run(client, &req, (route, info, rewrites), &table, sink, ctx) {
+    // Most requests: one key's place, forwarded as sent, outside MULTI,
+    // not a script, the client not tracking. What `run` would decide for
+    // them, without its other cases.
+    let plain = match route {
+        Route::Slot(place) if !rewrites && family != Family::Scripting => {
+            (client.multi.is_none() && client.tracking.is_none()).then_some(place)
+        }
+        _ => None,
+    };
+    let next = match plain {
+        Some(place) => Next::Forward {
+            target: Target::Slot(place),
+            access: access(info, client, ctx),
+            proto: client.proto,
+            family,
+            sent: None,
+        },
+        None => run(client, &req, (route, info, rewrites), &table, sink, ctx),
+    };
+    let mut started = match next {
         Next::Started(started) => Started {
             frame: Some(req.into_frame()),
             ..started
@@ -289,13 +308,7 @@ fn run(
         tracking.before(req, &route);
     }
     let readonly = info.is_some_and(|info| info.readonly);
-    let access = match (readonly, client.read_from) {
-        (false, _) => Access::Write,
-        (true, Some(ReadFrom::Master)) => Access::Read,
-        (true, Some(ReadFrom::Replica)) => Access::ReplicaRead,
-        (true, None) if ctx.shared.replica_reads => Access::UpstreamRead,
-        (true, None) => Access::Read,
-    };
+    let access = access(info, client, ctx);
     let proto = client.proto;
     let ran = |pending, family| Next::Started(Started::ran(pending, family));
     match &route {
@@ -376,6 +389,20 @@ fn run(
         proto,
         family,
         sent: sent.map(Request::into_frame),
+    }
+}
+
+/// What the command may do, and where it may be read from: the client's
+/// READONLY or READWRITE, else its upstream's `read_from`.
+#[inline]
+fn access(info: Option<&Arc<CommandInfo>>, client: &Client, ctx: &WorkerCtx) -> Access {
+    let readonly = info.is_some_and(|info| info.readonly);
+    match (readonly, client.read_from) {
+        (false, _) => Access::Write,
+        (true, Some(ReadFrom::Master)) => Access::Read,
+        (true, Some(ReadFrom::Replica)) => Access::ReplicaRead,
+        (true, None) if ctx.shared.replica_reads => Access::UpstreamRead,
+        (true, None) => Access::Read,
     }
 }
 

@@ -541,7 +541,12 @@ impl<S: Stream> Session<S> {
 
     fn parse_with(&mut self, w: &mut Work, parser: &mut RequestParser, read_now: bool) -> bool {
         let mut started = false;
-        while !self.deferred && !self.closing && self.has_room(w) {
+        // Input first: the room is looked at once nothing is left to start.
+        while !self.deferred
+            && !self.closing
+            && (!w.input.is_empty() || self.holding())
+            && self.has_room(w)
+        {
             // Each request goes to `start` from where it was parsed (or
             // held): no move of it through a common place first.
             let queued = match self.timers.as_mut().and_then(|t| t.held.take()) {
