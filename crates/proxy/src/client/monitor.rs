@@ -12,8 +12,8 @@ use tokio::sync::oneshot;
 use tokio::task::AbortHandle;
 
 use crate::client::PushSink;
+use crate::node::answer::error_reply;
 use crate::node::conn;
-use crate::node::forward::error_reply;
 use crate::node::frames::{Frame, FrameReader};
 use crate::worker::WorkerCtx;
 

@@ -33,8 +33,8 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::client::{Pending, PushSink};
 use crate::node::Done;
+use crate::node::answer::error_reply;
 use crate::node::conn::Hooks;
-use crate::node::forward::error_reply;
 use crate::route::prefix::Place;
 use crate::worker::WorkerCtx;
 
@@ -323,7 +323,7 @@ impl Inner {
                 };
                 let map = this.borrow().ctx.slots();
                 let Some(addr) = map.master(slot).cloned() else {
-                    return crate::node::forward::no_owner(&map);
+                    return crate::node::answer::no_owner(&map);
                 };
                 match Inner::conn(this, Kind::Shard, Some(&addr)) {
                     Ok(tx) => {
@@ -401,7 +401,7 @@ impl Inner {
                 let map = inner.ctx.slots();
                 map.master(CLASSIC_SLOT)
                     .cloned()
-                    .ok_or_else(|| crate::node::forward::no_owner(&map))?
+                    .ok_or_else(|| crate::node::answer::no_owner(&map))?
             }
         };
         drop(inner);

@@ -9,7 +9,7 @@ use orthrus_resp::{Request, encode};
 use crate::acl::category;
 use crate::client::Client;
 use crate::cmd::reply::bulk;
-use crate::node::forward::error_reply;
+use crate::node::answer::error_reply;
 use crate::worker::WorkerCtx;
 
 /// `ACL WHOAMI|USERS|LIST|CAT|LOG`.

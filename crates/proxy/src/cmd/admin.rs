@@ -31,7 +31,8 @@ use crate::client::{Client, Pending, PushSink};
 use crate::cmd::fanout;
 use crate::cmd::reply::{parse_integer, simple};
 use crate::node::Done;
-use crate::node::forward::{self, Access, Sent, Target, error_reply, no_owner};
+use crate::node::answer::{error_reply, no_owner};
+use crate::node::forward::{self, Access, Sent, Target};
 use crate::route::table::CommandInfo;
 use crate::worker::WorkerCtx;
 

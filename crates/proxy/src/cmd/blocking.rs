@@ -22,9 +22,9 @@ use orthrus_resp::{Protocol, Request};
 
 use crate::client::Pending;
 use crate::node::Done;
+use crate::node::answer::{error_reply, no_owner};
 use crate::node::conn::ASKING;
 use crate::node::dedicated::{DedicatedPool, Holding, Share, TakeError};
-use crate::node::forward::{error_reply, no_owner};
 use crate::node::retry::{Next, Retry};
 use crate::observe::stats::{GaugeGuard, WorkerStats};
 use crate::route::prefix::Place;

@@ -12,7 +12,8 @@ use orthrus_resp::{Protocol, Request, encode};
 
 use crate::client::{Client, Pending};
 use crate::cmd::reply::{bulk, integer, verbatim};
-use crate::node::forward::{self, Access, Sent, Target, error_reply};
+use crate::node::answer::error_reply;
+use crate::node::forward::{self, Access, Sent, Target};
 use crate::route::prefix::Place;
 use crate::worker::WorkerCtx;
 

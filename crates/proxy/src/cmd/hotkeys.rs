@@ -10,7 +10,7 @@ use orthrus_cluster::{SLOT_COUNT, Slot, SlotMap};
 use orthrus_resp::{Protocol, Request, encode};
 
 use crate::cmd::reply::{null, simple};
-use crate::node::forward::error_reply;
+use crate::node::answer::error_reply;
 use crate::observe::hotkeys::{MAX_COUNT, Options, Report};
 use crate::route::prefix::{DEFAULT_UPSTREAM, Upstream};
 use crate::worker::WorkerCtx;

@@ -13,7 +13,7 @@ use crate::client::{Client, Pending};
 use crate::cmd::reply::{bulk, integer, null, simple, verbatim};
 use crate::cmd::{cluster as cluster_cmd, info};
 use crate::config::ReadFrom;
-use crate::node::forward::error_reply;
+use crate::node::answer::error_reply;
 use crate::observe::acl_log::Reason;
 use crate::observe::clients::{Current, KillReply};
 use crate::observe::throttle::Throttle;

@@ -9,7 +9,7 @@ use orthrus_resp::{Protocol, Request};
 
 use crate::client::subscriptions::PubSub;
 use crate::client::{Client, Pending, PushSink};
-use crate::node::forward::error_reply;
+use crate::node::answer::error_reply;
 use crate::worker::WorkerCtx;
 
 /// A pub/sub command (`name`, lower case).

@@ -17,7 +17,8 @@ use orthrus_resp::{Protocol, Request, encode};
 use crate::client::Pending;
 use crate::cmd::reply::array_elements;
 use crate::node::Done;
-use crate::node::forward::{self, Access, Sent, Target, error_reply, no_owner};
+use crate::node::answer::{error_reply, no_owner};
+use crate::node::forward::{self, Access, Sent, Target};
 use crate::worker::WorkerCtx;
 
 const NODE_BITS: u32 = 10;

@@ -24,8 +24,9 @@ use crate::client::transaction::Multi;
 use crate::cmd::fanout::send_to_each;
 use crate::cmd::reply::{array_elements, integer};
 use crate::node::Done;
+use crate::node::answer::no_owner;
 use crate::node::dedicated::DedicatedPool;
-use crate::node::forward::{self, Access, Sent, Target, no_owner};
+use crate::node::forward::{self, Access, Sent, Target};
 use crate::route::table::Route;
 use crate::scripts::Scripts;
 use crate::worker::WorkerCtx;
@@ -167,7 +168,7 @@ pub fn intercept(
     if (is(b"script") || is(b"function")) && sub.eq_ignore_ascii_case(b"kill") {
         if req.arg_count() != 2 {
             let name = String::from_utf8_lossy(name).to_ascii_lowercase();
-            return Some(Pending::Ready(forward::error_reply(&format!(
+            return Some(Pending::Ready(crate::node::answer::error_reply(&format!(
                 "ERR wrong number of arguments for '{name}|kill' command"
             ))));
         }
@@ -317,7 +318,9 @@ async fn ask_every_master(ctx: &Rc<WorkerCtx>, frame: &Bytes, proto: Protocol) -
             let mut conn = match taken {
                 Ok(conn) => conn,
                 Err(e) => {
-                    return forward::error_reply(&format!("ERR orthrus: cannot reach {addr}: {e}"));
+                    return crate::node::answer::error_reply(&format!(
+                        "ERR orthrus: cannot reach {addr}: {e}"
+                    ));
                 }
             };
             match conn.call(&frame, 1, Some(timeout)).await {
@@ -325,7 +328,9 @@ async fn ask_every_master(ctx: &Rc<WorkerCtx>, frame: &Bytes, proto: Protocol) -
                     conn.release();
                     reply
                 }
-                Err(e) => forward::error_reply(&format!("ERR orthrus: no reply from {addr}: {e}")),
+                Err(e) => crate::node::answer::error_reply(&format!(
+                    "ERR orthrus: no reply from {addr}: {e}"
+                )),
             }
         }
     });
@@ -383,7 +388,7 @@ pub fn exists(ctx: &Rc<WorkerCtx>, req: &Request, proto: Protocol) -> Pending {
         for r in &replies {
             let Some(elements) = array_elements(r) else {
                 let msg = "ERR orthrus: unexpected reply from a master";
-                return Done::from_nodes(forward::error_reply(msg), backend);
+                return Done::from_nodes(crate::node::answer::error_reply(msg), backend);
             };
             for (i, e) in elements.iter().enumerate() {
                 if let Some(a) = all.get_mut(i) {

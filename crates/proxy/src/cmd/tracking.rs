@@ -12,7 +12,7 @@ use crate::client::tracking::{Options, Tracking};
 use crate::client::{Client, Pending, PushSink};
 use crate::cmd::reply::{integer, simple};
 use crate::node::Done;
-use crate::node::forward::error_reply;
+use crate::node::answer::error_reply;
 use crate::observe::clients::Closer;
 use crate::worker::WorkerCtx;
 

@@ -25,13 +25,13 @@ use crate::client::{Client, Pending};
 use crate::cmd::reply::{array_elements, simple};
 use crate::cmd::script;
 use crate::node::Done;
+use crate::node::answer::{error_reply, no_owner};
 use crate::node::conn::BackendError;
 use crate::node::dedicated::{DedicatedPool, Holding, Lease};
-use crate::node::forward::{
-    self, Target, can_take_over, error_reply, no_owner, owner, send_frames,
-};
+use crate::node::forward::{self, Target, send_frames};
 use crate::node::frames;
 use crate::node::retry::{Next, Retry};
+use crate::node::target::{can_take_over, owner};
 use crate::route::kind::Local;
 use crate::route::prefix::{Place, Prefixes};
 use crate::route::table::cut::cuts_any;

@@ -22,42 +22,30 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Weak;
-use std::sync::atomic::Ordering;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
-use orthrus_cluster::{Action, NodeAddr, Slot, SlotMap, replica_declined};
-use orthrus_resp::{Protocol, ReplyClass, classify, encode};
+use bytes::Bytes;
+use orthrus_cluster::{NodeAddr, replica_declined};
+use orthrus_resp::{Protocol, ReplyClass, classify};
 
+use super::answer::{error_reply, no_owner, still_moving};
 use super::conn::{BackendError, Delivered, Job, Reply, ReplyRx};
 use super::pool::{Lane, Pool};
 use super::retry::{Next, Retry};
 use super::slot::Hook;
+pub use super::target::Target;
+use super::target::{can_take_over, owner};
 use super::{Done, Env};
 use crate::config::ReadFrom;
 use crate::observe::latency::micros;
 use crate::observe::load::WorkerLoad;
 use crate::observe::stats::WorkerStats;
-use crate::process::Held;
-use crate::route::prefix::{DEFAULT_UPSTREAM, Place, Upstream};
 use crate::time::Tick;
 
 /// Longest wait between two attempts of a request parked for a failover,
 /// so that it is drained soon after the promotion is seen.
 const PARKED_RETRY: Duration = Duration::from_millis(100);
-
-/// Where a request goes.
-#[derive(Clone, Debug)]
-pub enum Target {
-    /// The master (or, for a replica read, a replica) of a slot of an
-    /// upstream.
-    Slot(Place),
-    /// Any master (key-less commands).
-    Any,
-    /// This node (fan-out, SCAN).
-    Node(NodeAddr),
-}
 
 /// What a command may do: where it may go, and whether it may be sent
 /// again after its connection failed.
@@ -107,28 +95,6 @@ pub enum Sent {
         reply: Bytes,
         frame: Bytes,
     },
-}
-
-// === impl Target ===
-
-impl Target {
-    /// The upstream it is in (a key-less command's or a node's: the
-    /// default one's).
-    pub fn upstream(&self) -> Upstream {
-        match self {
-            Target::Slot(place) => place.upstream,
-            Target::Any | Target::Node(_) => DEFAULT_UPSTREAM,
-        }
-    }
-
-    /// The slot map it is looked up in.
-    #[inline]
-    pub fn map(&self, env: &Env) -> Held<SlotMap> {
-        match self {
-            Target::Slot(place) => env.slots_of(place.upstream),
-            Target::Any | Target::Node(_) => env.slots(),
-        }
-    }
 }
 
 // === impl Access ===
@@ -467,34 +433,6 @@ async fn declined_by_replica(
     Err(None)
 }
 
-/// Does what every redirect decision implies whoever follows it (shared
-/// requests, blocking commands, transactions): count it, point the slot at
-/// its new owner after MOVED, ask for a refresh when the topology changed.
-pub fn note(env: &Env, action: &Action, upstream: Upstream) {
-    let stats = env.stats();
-    match action {
-        Action::Done => {}
-        Action::Moved { slot, addr } => {
-            WorkerStats::bump(&stats.moved);
-            env.shared.patch_slot(
-                Place {
-                    upstream,
-                    slot: *slot,
-                },
-                addr,
-            );
-            env.shared.request_refresh_of(upstream);
-        }
-        Action::Ask { .. } => WorkerStats::bump(&stats.ask),
-        Action::RetryAfter { refresh: true, .. } => {
-            WorkerStats::bump(&stats.clusterdown);
-            env.shared.request_refresh_of(upstream);
-        }
-        Action::RetryAfter { refresh: false, .. } => WorkerStats::bump(&stats.tryagain),
-        Action::Fail(_) => WorkerStats::bump(&stats.backend_errors),
-    }
-}
-
 /// How long to wait before resending a request that got no reply, or
 /// `None` if it must not be resent.
 fn retry_after_failure(
@@ -539,19 +477,6 @@ fn retry_after_failure(
     }
 }
 
-/// Whether a request for `target`, whose node `down` cannot be reached, may
-/// still be served by another node: its slot has a new owner already, or
-/// the topology shows a replica of it that can be promoted.
-pub fn can_take_over(map: &SlotMap, target: &Target, down: &NodeAddr) -> bool {
-    match target {
-        Target::Slot(place) => {
-            map.master(place.slot) != Some(down) || !map.replicas(place.slot).is_empty()
-        }
-        Target::Any => true,
-        Target::Node(addr) => !map.replicas_of(addr).is_empty(),
-    }
-}
-
 /// The reply to a request given up after `error`.
 fn give_up(env: &Env, remote: &Remote, error: BackendError) -> Bytes {
     WorkerStats::bump(&env.stats().backend_errors);
@@ -593,15 +518,6 @@ fn give_up(env: &Env, remote: &Remote, error: BackendError) -> Bytes {
             env.shared.node_quota.per_node()
         ),
     })
-}
-
-/// The reply to a request the cluster was still redirecting when its
-/// deadline came: the nodes did not agree on the slot's owner in time.
-pub fn still_moving(env: &Env, addr: &NodeAddr, upstream: Upstream) -> Bytes {
-    let setting = env.shared.request_timeout_setting(upstream);
-    error_reply(&format!(
-        "TRYAGAIN orthrus: the cluster was still redirecting this request (last to {addr}) when its deadline ({setting}) passed; retry"
-    ))
 }
 
 /// Routes `remote` again with the current slot map and sends it.
@@ -660,41 +576,4 @@ fn send_frames_on(
     };
     pool.send(addr, proto, lane, job);
     rx
-}
-
-pub fn owner<'a>(map: &'a SlotMap, target: &'a Target) -> Option<&'a NodeAddr> {
-    match target {
-        Target::Slot(place) => map.master(place.slot),
-        Target::Any => any_master(map),
-        Target::Node(addr) => Some(addr),
-    }
-}
-
-/// Spreads key-less commands over the masters without allocating.
-fn any_master(map: &SlotMap) -> Option<&NodeAddr> {
-    use std::sync::atomic::AtomicU16;
-    static NEXT: AtomicU16 = AtomicU16::new(0);
-    let start = NEXT.fetch_add(4099, Ordering::Relaxed);
-    (0..16u16)
-        .filter_map(|i| {
-            Slot::new(start.wrapping_add(i.wrapping_mul(1024)) % orthrus_cluster::SLOT_COUNT)
-        })
-        .find_map(|slot| map.master(slot))
-}
-
-pub fn no_owner(map: &SlotMap) -> Bytes {
-    if map.covered_slots() == 0 {
-        error_reply(
-            "CLUSTERDOWN orthrus: the cluster topology is not known yet (no seed node has answered)",
-        )
-    } else {
-        error_reply("CLUSTERDOWN Hash slot not served")
-    }
-}
-
-/// A RESP error reply (`msg` starts with its code, e.g. `ERR ...`).
-pub fn error_reply(msg: &str) -> Bytes {
-    let mut out = BytesMut::with_capacity(msg.len() + 3);
-    encode::error(&mut out, msg.as_bytes());
-    out.freeze()
 }

@@ -41,6 +41,7 @@ use crate::process::{Held, Local, Shared};
 use crate::route::prefix::{Prefixes, Upstream};
 use crate::route::table::CommandTable;
 
+pub mod answer;
 pub mod client;
 pub mod conn;
 pub mod dedicated;
@@ -50,6 +51,7 @@ pub mod pool;
 pub mod retry;
 pub mod slot;
 pub mod stream;
+pub mod target;
 pub mod topology;
 
 const FIRST_BACKOFF: Duration = Duration::from_millis(50);

@@ -14,7 +14,7 @@ use bytes::Bytes;
 use orthrus_cluster::{Action, NodeAddr, decide};
 
 use super::Env;
-use super::forward::{error_reply, note, still_moving};
+use super::answer::{error_reply, note, still_moving};
 use crate::route::prefix::Upstream;
 use crate::time::Tick;
 

@@ -17,7 +17,7 @@ use orthrus_resp::Request;
 use crate::acl::{self, Access};
 use crate::client::{Client, Pending};
 use crate::cmd::{local, pubsub, transaction};
-use crate::node::forward::error_reply;
+use crate::node::answer::error_reply;
 use crate::observe::acl_log::Reason;
 use crate::observe::stats::WorkerStats;
 use crate::route::table::{CommandInfo, Route};

@@ -20,7 +20,8 @@ use crate::cmd::{
 };
 use crate::config::ReadFrom;
 use crate::node::Done;
-use crate::node::forward::{self, Access, Sent, Target, error_reply};
+use crate::node::answer::error_reply;
+use crate::node::forward::{self, Access, Sent, Target};
 use crate::observe::clients::Closer;
 use crate::observe::hotkeys::Sample;
 use crate::observe::stats::WorkerStats;

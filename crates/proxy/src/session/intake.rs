@@ -10,7 +10,7 @@ use bytes::BytesMut;
 use super::work::Work;
 use super::{Entry, Session, Stream};
 use crate::client::Pending;
-use crate::node::forward::error_reply;
+use crate::node::answer::error_reply;
 use crate::observe::stats::WorkerStats;
 use crate::process::room::{LARGE_INCOMPLETE, NoRoom, reserve};
 

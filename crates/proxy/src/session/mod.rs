@@ -33,7 +33,7 @@ use tokio::io::ReadBuf;
 use tokio::sync::mpsc;
 
 use crate::client::{Client, Pending, PushSink, ReplyMode};
-use crate::node::forward::error_reply;
+use crate::node::answer::error_reply;
 use crate::observe::clients::{ClientAddr, Closer, Identity, Signal};
 use crate::observe::stats::WorkerStats;
 use crate::route::kind::Family;

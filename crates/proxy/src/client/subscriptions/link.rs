@@ -15,8 +15,8 @@ use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
 
 use super::{Inner, Kind, Link, ReplyTo, is_notification};
+use crate::node::answer::error_reply;
 use crate::node::conn;
-use crate::node::forward::error_reply;
 use crate::node::frames::{Frame, FrameReader};
 use crate::route::prefix::Place;
 use crate::worker::WorkerCtx;

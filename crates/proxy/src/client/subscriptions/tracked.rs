@@ -13,8 +13,8 @@ use orthrus_cluster::NodeAddr;
 use tokio::sync::oneshot;
 
 use super::{Inner, PubSub, ReplyTo, Tracker};
+use crate::node::answer::error_reply;
 use crate::node::conn::Hooks;
-use crate::node::forward::error_reply;
 
 /// A client's links, as its tracking sees them.
 #[derive(Clone)]
