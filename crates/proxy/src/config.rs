@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 use orthrus_cluster::NodeAddr;
 use serde::{Deserialize, Serialize};
 
+mod backend;
+mod client;
 mod listen;
 mod tls;
 mod upstreams;
@@ -17,6 +19,8 @@ mod validate;
 pub use upstreams::{DEFAULT_NAME, RouteConfig, UpstreamConfig, UpstreamSettings};
 pub use users::{UserConfig, UserRules};
 
+pub use backend::BackendConfig;
+pub use client::ClientConfig;
 pub use listen::Listen;
 pub use tls::{AuthClients, BackendTls, BackendTlsConfig, Tls, TlsConfig};
 
@@ -171,129 +175,6 @@ pub enum ReadFrom {
     Replica,
 }
 
-/// `[backend]`: connections to the cluster nodes.
-#[derive(Clone, Debug, Deserialize, Serialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct BackendConfig {
-    /// Multiplexed connections per worker thread, per node and per protocol
-    /// (RESP2, RESP3); as many again for replica reads (connections that
-    /// sent `READONLY`). Default 1.
-    pub connections_per_node: usize,
-    /// Timeout to establish a backend connection, in milliseconds. Default 1000.
-    pub connect_timeout_ms: u64,
-    /// A request's deadline, in milliseconds from when it was read: every
-    /// redirect and retry (MOVED, ASK, TRYAGAIN, CLUSTERDOWN, a node that
-    /// cannot be reached, a failover) happens within it, and when it
-    /// expires the client gets an error saying what was happening. A
-    /// connection whose oldest request has waited this long for its reply
-    /// is deemed dead. Default 5000.
-    pub request_timeout_ms: u64,
-    /// Dedicated connections (blocking commands, WATCH) per worker thread
-    /// and per node. Blocking commands take at most seven eighths of them
-    /// (448 of 512); the rest is kept for WATCH, transactions and scripts.
-    /// When none is free, such a command waits in turn (first come, first
-    /// served) for one to be given back, within what is left of its
-    /// `request_timeout_ms` deadline (a blocking command with a timeout:
-    /// within that timeout, then its nil), then gets an error. Default 512.
-    pub dedicated_per_node: usize,
-    /// Connections orthrus opens to one node at most, counted across every
-    /// worker and kind (shared, dedicated, subscriptions, tracking,
-    /// MONITOR); past it, opening one waits for another to close, at most
-    /// `request_timeout_ms` (a blocking command's or WATCH's: what is left
-    /// of its deadline), then the request gets an error naming this
-    /// setting. Default 2000 (a fifth of a node's default `maxclients`).
-    /// Read at start-up.
-    pub max_connections_per_node: usize,
-    /// ACL user orthrus authenticates as on every node connection (with
-    /// `password`). Default: none (`AUTH <password>` as the default user).
-    pub username: Option<String>,
-    /// Password for the cluster nodes (`requirepass` or the ACL user's).
-    /// Default: none (no AUTH).
-    pub password: Option<String>,
-    /// A file holding `password` (one line; a final newline is dropped),
-    /// read at start-up and on SIGHUP, so that the password need not sit
-    /// in the configuration, the environment or the command line. Not
-    /// together with `password`. Default: none.
-    pub password_file: Option<String>,
-    /// TLS to the nodes.
-    pub tls: BackendTlsConfig,
-}
-
-/// `[client]`: per-client limits.
-#[derive(Clone, Debug, Deserialize, Serialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct ClientConfig {
-    /// Requests one client may have in flight (pipelined, not yet answered)
-    /// before orthrus stops reading from it. Default 1024.
-    pub max_pending: usize,
-    /// Bytes of replies orthrus may hold for one client (its unwritten
-    /// output, plus the replies it is owed counted at the size of its
-    /// largest recent reply and at no less than a 32nd of this each)
-    /// before orthrus stops reading from it: backpressure instead of
-    /// Redis's disconnecting. Default 16 MiB.
-    pub max_pending_bytes: usize,
-    /// Bytes of replies held for a client that does not take them past
-    /// which it is closed, with a warning in the log: the hard limit of
-    /// Redis's `client-output-buffer-limit` for normal clients. 0 = none.
-    /// Default 0.
-    pub output_buffer_hard_limit: usize,
-    /// The same for the soft limit: a client held over it for
-    /// `output_buffer_soft_seconds` is closed. 0 = none. Default 0.
-    pub output_buffer_soft_limit: usize,
-    /// Seconds a client may stay over `output_buffer_soft_limit`.
-    /// Default 0 (closed at once).
-    pub output_buffer_soft_seconds: u64,
-    /// Password of the default user: clients must `AUTH <password>` (or
-    /// `HELLO 3 AUTH default <password>`) first. Default: none.
-    pub password: Option<String>,
-    /// A file holding `password` (one line; a final newline is dropped),
-    /// read at start-up and on SIGHUP, so that the password need not sit
-    /// in the configuration, the environment or the command line. Not
-    /// together with `password`. Default: none.
-    pub password_file: Option<String>,
-    /// Named users, for `AUTH <user> <password>`: each a password (the
-    /// user may do everything, `+@all ~* &*`), or a table with Redis ACL
-    /// rules (`rules = "on >pw ~app:* +@read"`, see docs/security.md).
-    /// Default: none.
-    pub users: std::collections::HashMap<String, UserConfig>,
-    /// Largest bulk string accepted in a request, in bytes. Default 512 MiB.
-    pub max_bulk_len: usize,
-    /// Most arguments in one request. Default 1048576.
-    pub max_args: usize,
-    /// Longest inline (telnet-style) request line, in bytes. Default 65536.
-    pub max_inline_len: usize,
-    /// Clients connected at once, over all workers; past it a new client
-    /// gets `-ERR max number of clients reached` and is closed. Default
-    /// 10000 (Redis's maxclients).
-    pub max_clients: usize,
-    /// Seconds a client may stay silent while waiting for nothing before
-    /// it is disconnected; 0 = never (Redis's `timeout`). Default 0.
-    pub idle_timeout_s: u64,
-    /// Pub/sub messages waiting to be written to one subscriber, in bytes;
-    /// past it the subscriber is disconnected. Default 32 MiB (Redis's
-    /// pubsub client-output-buffer-limit hard limit).
-    pub max_push_bytes: usize,
-    /// CLIENT TRACKING BCAST prefixes one client may have (those it has
-    /// plus those it adds); past it the command gets an error. A node
-    /// checks each new prefix against all the others, and orthrus sends
-    /// them to every master: 40,000 stalled three masters for 2.8 s.
-    /// Default 1000.
-    pub max_tracking_prefixes: usize,
-    /// Bytes of CLIENT TRACKING BCAST prefixes one client may have, all
-    /// together; past it the command gets an error. Default 65536.
-    pub max_tracking_prefix_bytes: usize,
-    /// Dedicated connections one client may hold at once (its WATCH and a
-    /// blocking command); past it the command gets an error at once.
-    /// Default 2. Read at start-up.
-    pub max_dedicated: usize,
-    /// Bytes of one request that may be buffered before it is complete,
-    /// and of the commands one MULTI may queue, all together: Redis's
-    /// `client-query-buffer-limit`. Past it, a request gets an error and
-    /// the connection is closed; a MULTI gets an error and its EXEC
-    /// EXECABORT. Default 1 GiB.
-    pub query_buffer_limit: usize,
-}
-
 /// `[slowlog]`: which requests SLOWLOG GET shows.
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
@@ -428,47 +309,6 @@ impl Default for ClusterConfig {
             mode: "cluster".to_owned(),
             refresh_interval_ms: 5000,
             read_from: "master".to_owned(),
-        }
-    }
-}
-
-impl Default for BackendConfig {
-    fn default() -> Self {
-        BackendConfig {
-            connections_per_node: 1,
-            connect_timeout_ms: 1000,
-            request_timeout_ms: 5000,
-            dedicated_per_node: 512,
-            max_connections_per_node: 2000,
-            username: None,
-            password: None,
-            password_file: None,
-            tls: BackendTlsConfig::default(),
-        }
-    }
-}
-
-impl Default for ClientConfig {
-    fn default() -> Self {
-        ClientConfig {
-            max_pending: 1024,
-            max_pending_bytes: 16 * 1024 * 1024,
-            output_buffer_hard_limit: 0,
-            output_buffer_soft_limit: 0,
-            output_buffer_soft_seconds: 0,
-            password: None,
-            password_file: None,
-            users: std::collections::HashMap::new(),
-            max_bulk_len: orthrus_resp::DEFAULT_MAX_BULK_LEN,
-            max_args: orthrus_resp::DEFAULT_MAX_ARRAY_LEN,
-            max_inline_len: orthrus_resp::DEFAULT_MAX_INLINE_LEN,
-            max_push_bytes: 32 * 1024 * 1024,
-            max_tracking_prefixes: 1000,
-            max_tracking_prefix_bytes: 64 * 1024,
-            max_dedicated: 2,
-            query_buffer_limit: 1024 * 1024 * 1024,
-            max_clients: 10_000,
-            idle_timeout_s: 0,
         }
     }
 }
@@ -695,6 +535,23 @@ pub fn masked_toml(config: &Config) -> Result<String, toml::ser::Error> {
         }
     }
     toml::to_string_pretty(&shown)
+}
+
+/// Seeds, `host:port` each, comma-separated lists split; a bad one is
+/// refused as `setting`, its message starting with `context`.
+fn seed_list(
+    setting: &'static str,
+    context: &str,
+    seeds: &[String],
+) -> Result<Vec<NodeAddr>, ConfigError> {
+    seeds
+        .iter()
+        .flat_map(|s| split_list(s))
+        .map(|s| {
+            s.parse::<NodeAddr>()
+                .map_err(|e| invalid(setting, format!("{context}{s:?}: {e}")))
+        })
+        .collect()
 }
 
 fn split_list(s: &str) -> Vec<String> {

@@ -6,8 +6,7 @@ use std::collections::BTreeMap;
 use orthrus_cluster::NodeAddr;
 use serde::{Deserialize, Serialize};
 
-use super::validate::seed_list;
-use super::{BackendConfig, BackendTlsConfig, ConfigError, Mode, ReadFrom, invalid};
+use super::{BackendConfig, BackendTlsConfig, ConfigError, Mode, ReadFrom, invalid, seed_list};
 use crate::route::prefix::{DEFAULT_UPSTREAM, Mirror, Prefixes, RouteRule, Upstream};
 
 /// The name the top-level `seeds` go by in routes.

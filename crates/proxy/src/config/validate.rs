@@ -3,9 +3,7 @@
 
 use std::net::SocketAddr;
 
-use orthrus_cluster::NodeAddr;
-
-use super::{Config, ConfigError, Listen, Mode, ReadFrom, Settings, Tls, invalid, split_list};
+use super::{Config, ConfigError, Listen, Mode, ReadFrom, Settings, Tls, invalid, seed_list};
 
 impl Config {
     /// Checks every value and resolves what needs resolving.
@@ -141,23 +139,6 @@ impl Config {
             raw: self,
         })
     }
-}
-
-/// Seeds, `host:port` each, comma-separated lists split; a bad one is
-/// refused as `setting`, its message starting with `context`.
-pub(super) fn seed_list(
-    setting: &'static str,
-    context: &str,
-    seeds: &[String],
-) -> Result<Vec<NodeAddr>, ConfigError> {
-    seeds
-        .iter()
-        .flat_map(|s| split_list(s))
-        .map(|s| {
-            s.parse::<NodeAddr>()
-                .map_err(|e| invalid(setting, format!("{context}{s:?}: {e}")))
-        })
-        .collect()
 }
 
 /// A password given directly or in a file (one line, a final newline

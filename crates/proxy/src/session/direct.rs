@@ -30,7 +30,6 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
 use super::replies::account;
-use super::stream::Stream;
 use super::work::Work;
 use crate::client::Pending;
 use crate::node::conn::{Delivered, Reply, delivered_at};
@@ -75,19 +74,20 @@ impl TcpClient {
     fn with<T>(&self, f: impl FnOnce(Pin<&mut TcpStream>) -> T) -> T {
         f(Pin::new(&mut self.0.stream.borrow_mut()))
     }
-}
 
-impl Stream for TcpClient {
-    fn prepare(&self) {
+    /// Nagle off.
+    pub(super) fn no_delay(&self) {
         let _ = self.0.stream.borrow().set_nodelay(true);
     }
 
-    fn local(&self) -> Option<SocketAddr> {
+    /// orthrus's own address on it.
+    pub(super) fn local_addr(&self) -> Option<SocketAddr> {
         self.0.stream.borrow().local_addr().ok()
     }
 
-    fn direct(&self) -> Option<&Rc<Direct>> {
-        Some(&self.0)
+    /// What it shares with the node connections.
+    pub(super) fn shared(&self) -> &Rc<Direct> {
+        &self.0
     }
 }
 

@@ -6,7 +6,7 @@ use std::rc::Rc;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpStream, UnixStream};
 
-use super::direct::Direct;
+use super::direct::{Direct, TcpClient};
 
 /// A client's connection: TCP ([`super::TcpClient`]), the Unix socket, or
 /// TLS over TCP. The session is generic over it, so the plain paths pay
@@ -19,6 +19,20 @@ pub trait Stream: AsyncRead + AsyncWrite + Unpin + 'static {
     /// Where node connections may write a reply to the client themselves.
     fn direct(&self) -> Option<&Rc<Direct>> {
         None
+    }
+}
+
+impl Stream for TcpClient {
+    fn prepare(&self) {
+        self.no_delay();
+    }
+
+    fn local(&self) -> Option<SocketAddr> {
+        self.local_addr()
+    }
+
+    fn direct(&self) -> Option<&Rc<Direct>> {
+        Some(self.shared())
     }
 }
 
