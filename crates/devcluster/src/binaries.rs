@@ -52,6 +52,54 @@ impl RedisBin {
     }
 }
 
+/// The server the nodes run: Redis, or Valkey (`$REDIS_SERVER` naming a
+/// `valkey-server`; `redis-cli` drives both).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Engine {
+    Redis,
+    Valkey,
+}
+
+/// What the server the nodes run is and can do, looked at once per process.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ServerKind {
+    pub engine: Engine,
+    /// Built with TLS (a server from a Python wheel may be built without).
+    pub tls: bool,
+}
+
+/// The kind of the server that [`locate_server`] finds; Redis with TLS when
+/// it cannot be run (starting a node then says why).
+pub fn server_kind() -> ServerKind {
+    static KIND: std::sync::OnceLock<ServerKind> = std::sync::OnceLock::new();
+    *KIND.get_or_init(|| {
+        let fallback = ServerKind {
+            engine: Engine::Redis,
+            tls: true,
+        };
+        let Ok(server) = locate_server() else {
+            return fallback;
+        };
+        let version = Command::new(&server).arg("--version").output();
+        let engine = match version {
+            Ok(out) if String::from_utf8_lossy(&out.stdout).starts_with("Valkey") => Engine::Valkey,
+            _ => Engine::Redis,
+        };
+        // A server without TLS refuses `--tls-port` before it reads any
+        // certificate; one with TLS fails on the missing file instead.
+        let probe = Command::new(&server)
+            .args(["--port", "0", "--tls-port", "1", "--tls-cert-file"])
+            .arg("/nonexistent/orthrus-probe.crt")
+            .args(["--tls-key-file", "/nonexistent/orthrus-probe.key"])
+            .output();
+        let tls = match probe {
+            Ok(out) => !String::from_utf8_lossy(&out.stdout).contains("Failed finding TLS support"),
+            Err(_) => true,
+        };
+        ServerKind { engine, tls }
+    })
+}
+
 /// Only `redis-server`: starting nodes does not need `redis-cli`, so a
 /// machine without it can still run them.
 pub(crate) fn locate_server() -> Result<PathBuf, DevError> {

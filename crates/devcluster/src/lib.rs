@@ -51,7 +51,9 @@ mod signal;
 mod spawner;
 mod topology;
 
-pub use binaries::{REDIS_CLI_ENV, REDIS_SERVER_ENV, RedisBin, free_port};
+pub use binaries::{
+    Engine, REDIS_CLI_ENV, REDIS_SERVER_ENV, RedisBin, ServerKind, free_port, server_kind,
+};
 pub use cluster::{CREATE_TIMEOUT, Cluster, ClusterSpec, wait_until};
 pub use conn::{COMMAND_TEXT_MAX, Conn, DEFAULT_TIMEOUT, command_text};
 pub use error::DevError;

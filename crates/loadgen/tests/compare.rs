@@ -420,7 +420,9 @@ fn sigint_mid_run_leaves_no_process_behind() {
         thread::sleep(Duration::from_millis(50));
     };
     assert!(
-        procs.iter().any(|(_, cmd)| cmd.contains("redis-server")),
+        procs
+            .iter()
+            .any(|(_, cmd)| cmd.contains("redis-server") || cmd.contains("valkey-server")),
         "{procs:?}"
     );
     if orthrus.is_some() {

@@ -25,6 +25,7 @@ use crate::route::prefix::{Prefixes, Upstream};
 use crate::route::table::CommandTable;
 use crate::scripts::Scripts;
 
+pub mod engine;
 pub mod quota;
 pub mod room;
 mod swapped;
@@ -84,8 +85,8 @@ pub struct Shared {
     /// upstreams stay the same.
     pub prefixes: Swapped<Prefixes>,
     pub commands: Swapped<CommandTable>,
-    /// The cluster's `redis_version`, reported in INFO and HELLO.
-    pub redis_version: ArcSwap<String>,
+    /// What the nodes run, reported in INFO and HELLO.
+    pub engine: ArcSwap<engine::Engine>,
     /// One entry per worker.
     pub stats: Vec<WorkerStats>,
     /// Per-family request latency, one entry per worker.
@@ -171,7 +172,7 @@ impl Shared {
             upstreams,
             prefixes: Swapped::from_pointee(prefixes),
             commands: Swapped::from_pointee(CommandTable::builtin()),
-            redis_version: ArcSwap::from_pointee("7.0.0".to_owned()),
+            engine: ArcSwap::from_pointee(engine::Engine::default()),
             stats,
             latency,
             node_latency: latency::Nodes::default(),

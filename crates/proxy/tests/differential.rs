@@ -169,6 +169,9 @@ fn single_server_and_orthrus_answer_alike() {
 
 #[test]
 fn single_server_and_orthrus_over_tls_answer_alike() {
+    if !common::tls::nodes_have_tls("single_server_and_orthrus_over_tls_answer_alike") {
+        return;
+    }
     answer_alike(true);
 }
 

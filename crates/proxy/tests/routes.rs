@@ -900,6 +900,9 @@ fn remove_prefix_sends_keys_without_their_prefix() {
 
 #[test]
 fn an_upstream_with_its_own_tls_is_reached_over_it() {
+    if !common::tls::nodes_have_tls("an_upstream_with_its_own_tls_is_reached_over_it") {
+        return;
+    }
     // The default cluster speaks plain TCP, cluster b TLS only: each is
     // reached only with its own setting.
     let pki = common::tls::Pki::new();

@@ -9,8 +9,9 @@ use std::time::{Duration, Instant};
 
 use orthrus_devcluster::Value;
 
-/// Whether `pid` is a live redis-server: not gone, not a zombie awaiting
-/// its reaper, and still named redis-server (so a reused pid does not count).
+/// Whether `pid` is a live server (redis-server or valkey-server): not
+/// gone, not a zombie awaiting its reaper, and still named so (a reused pid
+/// does not count).
 pub(crate) fn redis_alive(pid: u32) -> bool {
     let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) else {
         return false;
@@ -20,10 +21,11 @@ pub(crate) fn redis_alive(pid: u32) -> bool {
     let Some((head, tail)) = stat.rsplit_once(')') else {
         return false;
     };
-    head.contains("(redis-server") && !tail.trim_start().starts_with(['Z', 'X'])
+    let server = head.contains("(redis-server") || head.contains("(valkey-server");
+    server && !tail.trim_start().starts_with(['Z', 'X'])
 }
 
-/// Waits (bounded) until `pid` is no longer a redis-server.
+/// Waits (bounded) until `pid` is no longer a server.
 pub(crate) fn wait_gone(pid: u32, timeout: Duration) -> bool {
     let deadline = Instant::now() + timeout;
     while redis_alive(pid) {

@@ -209,12 +209,21 @@ fn db0_counts(reply: &[u8]) -> Option<(u64, u64)> {
 
 fn server(out: &mut String, ctx: &WorkerCtx) {
     let shared = &ctx.shared;
+    let engine = shared.engine.load();
     let uptime = shared.started.elapsed().as_secs();
     let port = shared.settings.listen.tcp().map_or(0, |a| a.port());
     let _ = write!(
         out,
-        "# Server\r\nredis_version:{}\r\nredis_git_sha1:00000000\r\nredis_git_dirty:0\r\northrus_version:{}\r\nredis_mode:standalone\r\nos:{} {}\r\narch_bits:{}\r\nmultiplexing_api:epoll\r\nprocess_id:{}\r\ntcp_port:{port}\r\nuptime_in_seconds:{uptime}\r\nuptime_in_days:{}\r\nexecutable:{}\r\nconfig_file:{}\r\nthreads:{}\r\n",
-        shared.redis_version.load(),
+        "# Server\r\nredis_version:{}\r\n{}redis_git_sha1:00000000\r\nredis_git_dirty:0\r\northrus_version:{}\r\nredis_mode:standalone\r\nos:{} {}\r\narch_bits:{}\r\nmultiplexing_api:epoll\r\nprocess_id:{}\r\ntcp_port:{port}\r\nuptime_in_seconds:{uptime}\r\nuptime_in_days:{}\r\nexecutable:{}\r\nconfig_file:{}\r\nthreads:{}\r\n",
+        engine.redis_version,
+        // Valkey names itself and its own version after `redis_version`.
+        match engine.is_valkey() {
+            true => format!(
+                "server_name:{}\r\n{}_version:{}\r\n",
+                engine.name, engine.name, engine.version
+            ),
+            false => String::new(),
+        },
         env!("CARGO_PKG_VERSION"),
         std::env::consts::OS,
         std::env::consts::ARCH,

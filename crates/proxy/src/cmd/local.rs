@@ -249,10 +249,11 @@ fn hello(req: &Request, client: &mut Client, ctx: &WorkerCtx) -> Bytes {
     }
     let mut out = BytesMut::with_capacity(160);
     encode::map_header(&mut out, 7, proto);
+    let engine = ctx.shared.engine.load();
     encode::bulk(&mut out, b"server");
-    encode::bulk(&mut out, b"redis");
+    encode::bulk(&mut out, engine.name.as_bytes());
     encode::bulk(&mut out, b"version");
-    encode::bulk(&mut out, ctx.shared.redis_version.load().as_bytes());
+    encode::bulk(&mut out, engine.version.as_bytes());
     encode::bulk(&mut out, b"proto");
     encode::integer(&mut out, proto.version().into());
     encode::bulk(&mut out, b"id");
@@ -262,7 +263,10 @@ fn hello(req: &Request, client: &mut Client, ctx: &WorkerCtx) -> Bytes {
     encode::bulk(&mut out, b"role");
     encode::bulk(&mut out, b"master");
     encode::bulk(&mut out, b"modules");
-    encode::array_header(&mut out, 0);
+    match &engine.modules {
+        Some(modules) => modules.encode_for(&mut out, proto),
+        None => encode::array_header(&mut out, 0),
+    }
     out.freeze()
 }
 

@@ -32,6 +32,7 @@ use crate::node::forward::{self, Target, send_frames};
 use crate::node::frames;
 use crate::node::retry::{Next, Retry};
 use crate::node::target::{can_take_over, owner};
+use crate::process::engine::Engine;
 use crate::route::kind::Local;
 use crate::route::prefix::{Place, Prefixes};
 use crate::route::table::cut::cuts_any;
@@ -65,7 +66,10 @@ pub fn command(
     }
     if is("multi") {
         return Pending::Ready(match client.multi {
-            Some(_) => error_reply("ERR MULTI calls can not be nested"),
+            Some(_) => error_reply(
+                &(ctx.shared.engine.load())
+                    .not_in_multi("multi", "ERR MULTI calls can not be nested"),
+            ),
             None => {
                 client.multi = Some(Box::new(Multi {
                     slot: client.watch.as_ref().map(|w| w.slot),
@@ -92,7 +96,9 @@ pub fn command(
     }
     if is("watch") {
         if client.multi.is_some() {
-            return Pending::Ready(error_reply("ERR WATCH inside MULTI is not allowed"));
+            let engine = ctx.shared.engine.load();
+            let text = engine.not_in_multi("watch", "ERR WATCH inside MULTI is not allowed");
+            return Pending::Ready(error_reply(&text));
         }
         return watch(client, req, table, ctx);
     }
@@ -136,7 +142,8 @@ pub fn queue_in_multi(
     let passthrough = ctx.live().admin.passthrough;
     multi.writes |= ctx.shared.scripts.may_write(table, req);
     let before = multi.queued.len();
-    let reply = queue(multi, req, (table, &ctx.prefixes()), passthrough);
+    let engine = ctx.shared.engine.load();
+    let reply = queue(multi, req, (table, &ctx.prefixes()), (passthrough, &engine));
     if multi.queued.len() > before {
         script::queued_in_multi(multi, req);
     }
@@ -163,12 +170,13 @@ fn queue(
     multi: &mut Multi,
     req: &Request,
     (table, prefixes): (&CommandTable, &Prefixes),
-    passthrough: bool,
+    (passthrough, engine): (bool, &Engine),
 ) -> Bytes {
     let name = req.arg(0).unwrap_or_default();
-    if table.get(name).is_some_and(|info| info.no_multi) {
+    if let Some(info) = table.get(name).filter(|info| info.no_multi) {
         // Before orthrus's own rules, as Redis checks it before running.
-        return abort(multi, "ERR Command not allowed inside a transaction");
+        let text = engine.not_in_multi(&info.name, "ERR Command not allowed inside a transaction");
+        return abort(multi, &text);
     }
     let (route, info) = table.route_info(req, prefixes);
     if prefixes.strips() && cuts_any(req, info, prefixes) {
@@ -569,11 +577,13 @@ async fn run(
             }
         };
         let frames: Vec<Bytes> = frames::split(&replies).collect();
-        // A queued command the node redirected: nothing ran (EXECABORT).
+        // A queued command the node redirected (Redis: EXEC then answers
+        // EXECABORT), or EXEC itself redirected (Valkey 9 checks the slot
+        // at EXEC): nothing ran.
         let redirected = frames
             .iter()
             .skip(1)
-            .take(count)
+            .take(count + 1)
             .find(|f| !matches!(classify(f), ReplyClass::Normal | ReplyClass::Error));
         let Some(redirected) = redirected else {
             return frames

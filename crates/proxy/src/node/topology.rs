@@ -22,6 +22,7 @@ use orthrus_resp::Value;
 use crate::config::{BackendConfig, BackendTls, DEFAULT_NAME, Mode};
 use crate::node::client::NodeClient;
 use crate::process::Shared;
+use crate::process::engine::Engine;
 use crate::route::prefix::{DEFAULT_UPSTREAM, Upstream};
 use crate::route::table::CommandTable;
 
@@ -262,14 +263,11 @@ async fn learn(shared: &Shared, addr: &NodeAddr, timeout: Duration) {
         }
     }
     if let Ok(info) = node.cmd(&[b"INFO", b"server"]).await {
-        if let Some(version) = info
-            .as_bytes()
-            .and_then(|b| std::str::from_utf8(b).ok())
-            .and_then(|text| text.lines().find_map(|l| l.strip_prefix("redis_version:")))
-        {
-            shared
-                .redis_version
-                .store(Arc::new(version.trim().to_owned()));
+        if let Some(text) = info.as_bytes().and_then(|b| std::str::from_utf8(b).ok()) {
+            // HELLO without a protocol answers in the one spoken.
+            let hello = node.cmd(&[b"HELLO"]).await.ok();
+            let engine = Engine::from_node(text, hello.as_ref());
+            shared.engine.store(Arc::new(engine));
         }
     }
 }

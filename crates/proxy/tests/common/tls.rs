@@ -12,6 +12,17 @@ use orthrus_devcluster::TlsFiles;
 use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 
+/// Whether the nodes' server was built with TLS. A test of TLS to the
+/// nodes cannot hold on one built without (Valkey from its Python wheel):
+/// it says so on stderr and stops there.
+pub fn nodes_have_tls(test: &str) -> bool {
+    let tls = orthrus_devcluster::server_kind().tls;
+    if !tls {
+        eprintln!("SKIPPED {test}: the nodes' server was built without TLS");
+    }
+    tls
+}
+
 /// A directory of CAs and certificates, removed on drop.
 pub struct Pki {
     dir: tempfile::TempDir,

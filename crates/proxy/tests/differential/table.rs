@@ -79,6 +79,19 @@ pub(super) fn parse_mode(line: &str) -> Result<(Mode, &str), String> {
         "sleep" => Mode::Sleep(number(words.next())?),
         other => return Err(format!("unknown mode [{other}]")),
     };
+    // `[MODE on ENGINE]`: that mode on that engine, byte-identical on the
+    // other.
+    let mode = match (words.next(), words.next()) {
+        (None, _) => mode,
+        (Some("on"), Some(engine)) => {
+            let running = match orthrus_devcluster::server_kind().engine {
+                orthrus_devcluster::Engine::Redis => "redis",
+                orthrus_devcluster::Engine::Valkey => "valkey",
+            };
+            if engine == running { mode } else { Mode::Exact }
+        }
+        (Some(other), _) => return Err(format!("[{spec}]: unexpected {other:?}")),
+    };
     Ok((mode, rest.trim_start()))
 }
 
