@@ -68,8 +68,9 @@ pub struct ServerKind {
     pub tls: bool,
 }
 
-/// The kind of the server that [`locate_server`] finds; Redis with TLS when
-/// it cannot be run (starting a node then says why).
+/// The kind of the server the nodes run (`$REDIS_SERVER`, else
+/// `redis-server` on `PATH`); Redis with TLS when it cannot be run
+/// (starting a node then says why).
 pub fn server_kind() -> ServerKind {
     static KIND: std::sync::OnceLock<ServerKind> = std::sync::OnceLock::new();
     *KIND.get_or_init(|| {
