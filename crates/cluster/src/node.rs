@@ -31,6 +31,9 @@ pub struct Node {
     pub addr: NodeAddr,
     pub role: Role,
     pub health: Health,
+    /// The availability zone it announces (Valkey's `availability-zone`,
+    /// in CLUSTER SHARDS), if any.
+    pub zone: Option<Arc<str>>,
 }
 
 // === impl Health ===

@@ -57,6 +57,7 @@ impl SlotMap {
             addr,
             role: Role::Master,
             health: Health::Online,
+            zone: None,
         });
         map.replicas.push(Vec::new());
         map.owners.fill(0);
@@ -94,6 +95,12 @@ impl SlotMap {
             .get(addr)
             .and_then(|&idx| self.replicas.get(usize::from(idx)))
             .map_or(&[], Vec::as_slice)
+    }
+
+    /// The availability zone the node at `addr` announces, if known.
+    pub fn zone_of(&self, addr: &NodeAddr) -> Option<&str> {
+        let idx = self.index.get(addr)?;
+        self.nodes.get(usize::from(*idx))?.zone.as_deref()
     }
 
     /// The distinct masters that own at least one slot, sorted.
@@ -144,6 +151,7 @@ impl SlotMap {
                     addr,
                     role: Role::Master,
                     health: Health::Unknown,
+                    zone: None,
                 };
                 match self.intern(node) {
                     Ok(idx) => idx,

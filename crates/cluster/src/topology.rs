@@ -184,6 +184,10 @@ fn shard_node(value: &Value, seed: &NodeAddr) -> Result<Option<Node>, TopologyEr
             addr,
             role,
             health,
+            zone: field("availability-zone")
+                .and_then(Value::as_str)
+                .filter(|z| !z.is_empty())
+                .map(Arc::from),
         })),
         Err(_) if role == Role::Replica => Ok(None),
         Err(e) => Err(TopologyError::BadAddr(e)),
@@ -211,6 +215,7 @@ fn slots_node(value: &Value, role: Role, seed: &NodeAddr) -> Result<Node, Topolo
         addr,
         role,
         health: Health::Unknown,
+        zone: None,
     })
 }
 

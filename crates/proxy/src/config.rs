@@ -151,8 +151,14 @@ pub struct ClusterConfig {
     /// when none is usable or one declines). Replica reads may be stale:
     /// replication is asynchronous. A client that sends `READONLY` gets
     /// replica reads whatever this says, `READWRITE` takes its connection
-    /// back to the master. Default `master`.
+    /// back to the master. `az-affinity` is `replica` that says
+    /// `availability_zone` must be set. Default `master`.
     pub read_from: String,
+    /// The availability zone orthrus runs in. When set, a read sent to
+    /// replicas goes to a replica that announces this zone (Valkey's
+    /// `availability-zone`, in CLUSTER SHARDS) first, then to another
+    /// replica, then to the master. Read at start-up. Default: none.
+    pub availability_zone: Option<String>,
 }
 
 /// What the seeds are (`cluster.mode`).
@@ -309,6 +315,7 @@ impl Default for ClusterConfig {
             mode: "cluster".to_owned(),
             refresh_interval_ms: 5000,
             read_from: "master".to_owned(),
+            availability_zone: None,
         }
     }
 }
@@ -463,7 +470,8 @@ impl ReadFrom {
     ) -> Result<ReadFrom, ConfigError> {
         match value.to_ascii_lowercase().as_str() {
             "master" => Ok(ReadFrom::Master),
-            "replica" => Ok(ReadFrom::Replica),
+            // With `cluster.availability_zone`, checked by `validate`.
+            "replica" | "az-affinity" => Ok(ReadFrom::Replica),
             "prefer-replica" | "prefer_replica" | "preferreplica" => Err(invalid(
                 setting,
                 "\"prefer-replica\" is not offered: \"replica\" already sends reads to a \
@@ -473,7 +481,7 @@ impl ReadFrom {
             )),
             other => Err(invalid(
                 setting,
-                format!("{other:?} is not one of master, replica"),
+                format!("{other:?} is not one of master, replica, az-affinity"),
             )),
         }
     }

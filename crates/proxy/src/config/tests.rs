@@ -199,6 +199,14 @@ fn read_from_comes_from_the_file_the_environment_and_the_flag() {
     assert_eq!(load(&vars, None).unwrap().read_from, ReadFrom::Replica);
     let flag = load(&vars, Some("Master")).unwrap();
     assert_eq!(flag.read_from, ReadFrom::Master);
+    // az-affinity: replica reads, with the zone orthrus runs in.
+    let zoned = [
+        ("ORTHRUS_CLUSTER__READ_FROM", "az-affinity"),
+        ("ORTHRUS_CLUSTER__AVAILABILITY_ZONE", "az-1"),
+    ];
+    assert_eq!(load(&zoned, None).unwrap().read_from, ReadFrom::Replica);
+    let err = load(&zoned[..1], None).unwrap_err().to_string();
+    assert!(err.contains("needs cluster.availability_zone"), "{err}");
     for (value, says) in [
         ("prefer-replica", "not offered"),
         ("slave", "not one of master, replica"),

@@ -42,6 +42,15 @@ impl Config {
             ));
         }
         let read_from = ReadFrom::parse(&self.cluster.read_from)?;
+        if self.cluster.read_from.eq_ignore_ascii_case("az-affinity")
+            && self.cluster.availability_zone.is_none()
+        {
+            return Err(invalid(
+                "cluster.read_from",
+                "\"az-affinity\" needs cluster.availability_zone, the zone orthrus runs in"
+                    .to_owned(),
+            ));
+        }
         let (upstreams, prefixes) =
             super::upstreams::validate(&self.upstreams, &self.routes, (&seeds, read_from))?;
         let announce = socket_addr("announce", self.announce.as_deref())?;

@@ -178,6 +178,15 @@ fn traffic_metrics(m: &mut Exposition, t: &stats::Totals, refreshes: u64) {
         t.replica_fallbacks,
     );
 
+    let name = "orthrus_replica_reads_by_zone_total";
+    m.family(
+        name,
+        "counter",
+        "Replica reads with cluster.availability_zone set, by whether the replica was in that zone.",
+    );
+    m.sample(name, &[("zone", "same")], t.reads_same_zone);
+    m.sample(name, &[("zone", "other")], t.reads_other_zone);
+
     let help = "Times the workers' tasks (client sessions, node connections, ...) were polled.";
     m.counter("orthrus_task_polls_total", help, t.task_polls);
 

@@ -26,7 +26,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
-use orthrus_cluster::{NodeAddr, replica_declined};
+use orthrus_cluster::{NodeAddr, SlotMap, replica_declined};
 use orthrus_resp::{Protocol, ReplyClass, classify};
 
 use super::answer::{error_reply, no_owner, still_moving};
@@ -207,12 +207,12 @@ pub fn forward_from(
     let map = target.map(env);
     let replica = match (access, &target) {
         (Access::ReplicaRead, Target::Slot(place)) => {
-            pick_replica(env, map.replicas(place.slot), None)
+            pick_replica(env, &map, map.replicas(place.slot), None)
         }
         (Access::UpstreamRead, Target::Slot(place))
             if env.shared.read_from_of(place.upstream) == ReadFrom::Replica =>
         {
-            pick_replica(env, map.replicas(place.slot), None)
+            pick_replica(env, &map, map.replicas(place.slot), None)
         }
         _ => None,
     };
@@ -256,8 +256,11 @@ pub fn forward_from(
 
 /// A replica from `replicas` for one read, turning over on each call, that
 /// is not `skip` and whose connection is not in back-off after a failure.
+/// With `cluster.availability_zone`, one that announces that zone in `map`
+/// first (counted as a read in the zone or out of it).
 fn pick_replica<'a>(
     env: &Env,
+    map: &SlotMap,
     replicas: &'a [NodeAddr],
     skip: Option<&NodeAddr>,
 ) -> Option<&'a NodeAddr> {
@@ -265,9 +268,24 @@ fn pick_replica<'a>(
         return None;
     }
     let start = env.spread();
-    (0..replicas.len())
+    let mut turn = (0..replicas.len())
         .filter_map(|i| replicas.get(start.wrapping_add(i) % replicas.len()))
-        .find(|addr| Some(*addr) != skip && env.backing_off(addr).is_none())
+        .filter(|addr| Some(*addr) != skip && env.backing_off(addr).is_none());
+    let Some(zone) = env.shared.settings.raw.cluster.availability_zone.as_deref() else {
+        return turn.next();
+    };
+    let mut other = None;
+    for addr in turn {
+        if map.zone_of(addr) == Some(zone) {
+            WorkerStats::bump(&env.stats().reads_same_zone);
+            return Some(addr);
+        }
+        other = other.or(Some(addr));
+    }
+    if other.is_some() {
+        WorkerStats::bump(&env.stats().reads_other_zone);
+    }
+    other
 }
 
 /// Waits for the reply of `remote`, following redirections, and returns
@@ -411,7 +429,7 @@ async fn declined_by_replica(
     let map = remote.target.map(env);
     let another = match remote.target {
         Target::Slot(place) if remote.replicas_tried < 2 => {
-            pick_replica(env, map.replicas(place.slot), Some(&remote.sent_to))
+            pick_replica(env, &map, map.replicas(place.slot), Some(&remote.sent_to))
         }
         _ => None,
     };

@@ -46,6 +46,11 @@ pub struct WorkerStats {
     /// Replica reads sent on to another node (the replica failed, was
     /// loading, or answered a redirect).
     pub replica_fallbacks: AtomicU64,
+    /// Replica reads sent to a replica in `cluster.availability_zone`.
+    pub reads_same_zone: AtomicU64,
+    /// Replica reads sent to a replica of another (or no) zone: none in
+    /// the zone was usable.
+    pub reads_other_zone: AtomicU64,
     /// Times the worker's tasks were polled (the request path's hand-offs:
     /// divided by commands, task polls per request).
     pub task_polls: AtomicU64,
@@ -77,6 +82,8 @@ pub struct Totals {
     pub reads_master: u64,
     pub reads_replica: u64,
     pub replica_fallbacks: u64,
+    pub reads_same_zone: u64,
+    pub reads_other_zone: u64,
     pub task_polls: u64,
     pub mirror_sent: u64,
     pub mirror_dropped: u64,
@@ -104,6 +111,8 @@ impl WorkerStats {
             &self.reads_master,
             &self.reads_replica,
             &self.replica_fallbacks,
+            &self.reads_same_zone,
+            &self.reads_other_zone,
             &self.task_polls,
             &self.mirror_sent,
             &self.mirror_dropped,
@@ -152,6 +161,8 @@ pub fn totals(workers: &[WorkerStats]) -> Totals {
         t.reads_master += get(&w.reads_master);
         t.reads_replica += get(&w.reads_replica);
         t.replica_fallbacks += get(&w.replica_fallbacks);
+        t.reads_same_zone += get(&w.reads_same_zone);
+        t.reads_other_zone += get(&w.reads_other_zone);
         t.task_polls += get(&w.task_polls);
         t.mirror_sent += get(&w.mirror_sent);
         t.mirror_dropped += get(&w.mirror_dropped);

@@ -1,0 +1,152 @@
+//! Reads by availability zone (`cluster.availability_zone`, `read_from =
+//! "az-affinity"`) against nodes that announce zones. Only Valkey (8.1 and
+//! later) announces one: on Redis the test says so and stops.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{Proxy, cluster};
+use orthrus_devcluster::{Cluster, Engine, info_field, server_kind};
+use redis::Commands;
+
+/// GETs node `i` has run (0 for a node that is down).
+fn get_calls(cluster: &Cluster, i: usize) -> u64 {
+    let Ok(info) = cluster.nodes()[i].cmd(&["INFO", "commandstats"]) else {
+        return 0;
+    };
+    let text = info.as_str().unwrap_or_default().to_owned();
+    info_field(&text, "cmdstat_get")
+        .and_then(|stats| stats.split(',').find_map(|kv| kv.strip_prefix("calls=")))
+        .map_or(0, |calls| calls.parse().expect("numeric calls"))
+}
+
+/// Waits until every replica's replication offset reached its master's.
+fn wait_replicated(cluster: &Cluster) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let offset = |i: usize, name: &str| -> u64 {
+        let info = cluster.nodes()[i].cmd(&["INFO", "replication"]).ok();
+        let text = info.as_ref().and_then(|v| v.as_str()).unwrap_or_default();
+        info_field(text, name)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    };
+    for master in cluster.masters().expect("masters") {
+        let target = offset(master, "master_repl_offset");
+        for replica in cluster.replicas_of(master).expect("replicas") {
+            while offset(replica, "slave_repl_offset") < target {
+                assert!(Instant::now() < deadline, "replica {replica} behind");
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+    }
+}
+
+/// Waits until node 0's CLUSTER SHARDS shows every node's zone (they
+/// travel by gossip).
+fn wait_zones_known(cluster: &Cluster, zones: usize) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let shards = cluster.nodes()[0]
+            .cmd(&["CLUSTER", "SHARDS"])
+            .map(|v| format!("{v:?}"))
+            .unwrap_or_default();
+        if shards.matches("az-").count() >= zones {
+            return;
+        }
+        assert!(Instant::now() < deadline, "zones not gossiped: {shards}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn az_affinity_reads_stay_in_the_zone_and_fall_back_when_it_is_gone() {
+    if server_kind().engine != Engine::Valkey {
+        eprintln!(
+            "SKIPPED: Redis announces no availability zone (REDIS_SERVER=valkey-server runs this)"
+        );
+        return;
+    }
+    let mut cluster = cluster(3, 2);
+    // Per master: one replica in orthrus's zone, the other replica and the
+    // master in another.
+    let mut near = Vec::new();
+    for master in cluster.masters().expect("masters") {
+        let replicas = cluster.replicas_of(master).expect("replicas");
+        for (n, &i) in replicas.iter().enumerate() {
+            let zone = if n == 0 { "az-near" } else { "az-far" };
+            cluster.nodes()[i]
+                .cmd(&["CONFIG", "SET", "availability-zone", zone])
+                .expect("CONFIG SET availability-zone");
+            if n == 0 {
+                near.push(i);
+            }
+        }
+        cluster.nodes()[master]
+            .cmd(&["CONFIG", "SET", "availability-zone", "az-far"])
+            .expect("CONFIG SET availability-zone");
+    }
+    wait_zones_known(&cluster, 9);
+    let proxy = Proxy::spawn(
+        &cluster.seeds(),
+        &[],
+        &[
+            ("ORTHRUS_CLUSTER__READ_FROM", "az-affinity"),
+            ("ORTHRUS_CLUSTER__AVAILABILITY_ZONE", "az-near"),
+            ("ORTHRUS_CLUSTER__REFRESH_INTERVAL_MS", "200"),
+        ],
+    );
+    proxy.wait_ready(Duration::from_secs(20));
+    let mut con = proxy.client();
+    let keys: Vec<String> = (0..300).map(|i| format!("zone:{i}")).collect();
+    for k in &keys {
+        let () = con.set(k, "v").expect("SET");
+    }
+    // Written through the masters: read once every replica has it.
+    wait_replicated(&cluster);
+    let count = |cluster: &Cluster| -> Vec<u64> {
+        (0..cluster.nodes().len())
+            .map(|i| get_calls(cluster, i))
+            .collect()
+    };
+    let before = count(&cluster);
+    for k in &keys {
+        let got: Option<String> = con.get(k).expect("GET");
+        assert_eq!(got.as_deref(), Some("v"), "GET {k}");
+    }
+    let ran: Vec<u64> = count(&cluster)
+        .iter()
+        .zip(&before)
+        .map(|(a, b)| a - b)
+        .collect();
+    let in_zone: u64 = near.iter().map(|&i| ran[i]).sum();
+    let all: u64 = ran.iter().sum();
+    eprintln!("{in_zone} of {all} reads on same-zone replicas");
+    assert_eq!(all, 300, "{ran:?}");
+    assert!(in_zone * 100 >= all * 95, "{in_zone} of {all}: {ran:?}");
+    let info: String = redis::cmd("INFO")
+        .arg("stats")
+        .query(&mut con)
+        .expect("INFO");
+    let same: u64 = info_field(&info, "orthrus_reads_same_zone")
+        .and_then(|v| v.parse().ok())
+        .expect("orthrus_reads_same_zone");
+    assert!(same >= in_zone, "{info}");
+
+    // The zone's replicas gone: every read still answered.
+    for &i in &near {
+        cluster.kill(i);
+    }
+    for k in &keys {
+        let got: Option<String> = con.get(k).expect("GET with the zone's replicas gone");
+        assert_eq!(got.as_deref(), Some("v"), "GET {k}");
+    }
+    let info: String = redis::cmd("INFO")
+        .arg("stats")
+        .query(&mut con)
+        .expect("INFO");
+    let other: u64 = info_field(&info, "orthrus_reads_other_zone")
+        .and_then(|v| v.parse().ok())
+        .expect("orthrus_reads_other_zone");
+    assert!(other > 0, "{info}");
+}
