@@ -464,7 +464,7 @@ fn retry_after_failure(
         // client's back.
         BackendError::Lost | BackendError::TimedOut if !remote.access.reads() => None,
         // The wait for a place already took the request's deadline.
-        BackendError::Crowded => None,
+        BackendError::Crowded | BackendError::NoDescriptor => None,
         // Sent again once the node's connect back-off is over, not after a
         // fixed wait: a pipelining client's requests that a lost connection
         // never wrote are sent again one by one (only the head of its queue
@@ -534,6 +534,9 @@ fn give_up(env: &Env, remote: &Remote, error: BackendError) -> Bytes {
         BackendError::Crowded => format!(
             "ERR orthrus: all {} connections orthrus may open to node {node} stayed in use for {ms} ms (backend.max_connections_per_node)",
             env.shared.node_quota.per_node()
+        ),
+        BackendError::NoDescriptor => format!(
+            "ERR orthrus: every node connection the open files limit leaves room for stayed in use for {ms} ms (RLIMIT_NOFILE: raise ulimit -n)"
         ),
     })
 }

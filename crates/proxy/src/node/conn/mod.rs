@@ -98,6 +98,10 @@ pub enum BackendError {
     /// `backend.max_connections_per_node` allows, for the whole wait.
     #[error("as many connections open to the node as backend.max_connections_per_node allows")]
     Crowded,
+    /// Never written: every node connection the open files limit leaves
+    /// room for was in use for the whole wait.
+    #[error("as many node connections open as the open files limit leaves room for")]
+    NoDescriptor,
 }
 
 /// A request for a node, with where its reply goes. The connection copies
@@ -255,7 +259,15 @@ async fn run(task: Task, queue: Rc<Queue>) {
         Ok(opened) => opened,
         Err(e) if quota::is_full(&e) => {
             tracing::warn!(node = %addr, error = %e, "cannot connect to node");
-            queue.close(BackendError::Crowded); // never resent
+            // Never resent: the wait took the request's deadline.
+            let bound = match e
+                .get_ref()
+                .is_some_and(|inner| inner.is::<quota::NoDescriptor>())
+            {
+                true => BackendError::NoDescriptor,
+                false => BackendError::Crowded,
+            };
+            queue.close(bound);
             return;
         }
         Err(e) => {
