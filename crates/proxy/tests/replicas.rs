@@ -9,39 +9,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use common::replication::{all_get_calls, ran_since, wait_replicated};
 use common::{Proxy, cluster, send};
 use orthrus_cluster::Slot;
 use orthrus_devcluster::{Cluster, ClusterSpec, NodeOptions, info_field};
 use redis::Commands;
-
-/// How many GETs node `i` has run (`cmdstat_get` calls; 0 before the
-/// first, and for a node that is down).
-fn get_calls(cluster: &Cluster, i: usize) -> u64 {
-    let Ok(info) = cluster.nodes()[i].cmd(&["INFO", "commandstats"]) else {
-        return 0;
-    };
-    let text = info.as_str().unwrap_or_default().to_owned();
-    info_field(&text, "cmdstat_get")
-        .and_then(|stats| stats.split(',').find_map(|kv| kv.strip_prefix("calls=")))
-        .map_or(0, |calls| calls.parse().expect("numeric calls"))
-}
-
-/// GETs run by each node, by index.
-fn all_get_calls(cluster: &Cluster) -> Vec<u64> {
-    (0..cluster.nodes().len())
-        .map(|i| get_calls(cluster, i))
-        .collect()
-}
-
-/// GETs each node ran since `before` (a restarted node starts from 0).
-fn ran_since(cluster: &Cluster, before: &[u64]) -> Vec<u64> {
-    let after = all_get_calls(cluster);
-    after
-        .iter()
-        .zip(before)
-        .map(|(a, b)| a.saturating_sub(*b))
-        .collect()
-}
 
 /// GETs run since `before`: (on masters, on replicas), by the roles the
 /// cluster gives the nodes now.
@@ -56,34 +28,6 @@ fn split_by_role(cluster: &Cluster, before: &[u64]) -> (u64, u64) {
         }
     }
     split
-}
-
-/// A field of `INFO replication` on node `i`.
-fn replication_field(cluster: &Cluster, i: usize, name: &str) -> Option<String> {
-    let info = cluster.nodes()[i].cmd(&["INFO", "replication"]).ok()?;
-    info_field(info.as_str()?, name).map(str::to_owned)
-}
-
-/// Waits until every replica has applied everything its master has (its
-/// replication offset reached the master's): what was written through
-/// orthrus is then readable on the replicas.
-fn wait_replicated(cluster: &Cluster) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    for master in cluster.masters().expect("masters") {
-        let offset = |i: usize, name: &str| -> Option<u64> {
-            replication_field(cluster, i, name)?.parse().ok()
-        };
-        let target = offset(master, "master_repl_offset").expect("master offset");
-        for replica in cluster.replicas_of(master).expect("replicas") {
-            while offset(replica, "slave_repl_offset").unwrap_or(0) < target {
-                assert!(
-                    Instant::now() < deadline,
-                    "replica {replica} did not catch up with master {master}"
-                );
-                std::thread::sleep(Duration::from_millis(10));
-            }
-        }
-    }
 }
 
 /// GETs `keys` on `con` and says where they ran: (on masters, on

@@ -6,41 +6,10 @@ mod common;
 
 use std::time::{Duration, Instant};
 
+use common::replication::{all_get_calls, ran_since, wait_replicated};
 use common::{Proxy, cluster};
 use orthrus_devcluster::{Cluster, Engine, info_field, server_kind};
 use redis::Commands;
-
-/// GETs node `i` has run (0 for a node that is down).
-fn get_calls(cluster: &Cluster, i: usize) -> u64 {
-    let Ok(info) = cluster.nodes()[i].cmd(&["INFO", "commandstats"]) else {
-        return 0;
-    };
-    let text = info.as_str().unwrap_or_default().to_owned();
-    info_field(&text, "cmdstat_get")
-        .and_then(|stats| stats.split(',').find_map(|kv| kv.strip_prefix("calls=")))
-        .map_or(0, |calls| calls.parse().expect("numeric calls"))
-}
-
-/// Waits until every replica's replication offset reached its master's.
-fn wait_replicated(cluster: &Cluster) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let offset = |i: usize, name: &str| -> u64 {
-        let info = cluster.nodes()[i].cmd(&["INFO", "replication"]).ok();
-        let text = info.as_ref().and_then(|v| v.as_str()).unwrap_or_default();
-        info_field(text, name)
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0)
-    };
-    for master in cluster.masters().expect("masters") {
-        let target = offset(master, "master_repl_offset");
-        for replica in cluster.replicas_of(master).expect("replicas") {
-            while offset(replica, "slave_repl_offset") < target {
-                assert!(Instant::now() < deadline, "replica {replica} behind");
-                std::thread::sleep(Duration::from_millis(10));
-            }
-        }
-    }
-}
 
 /// Waits until node 0's CLUSTER SHARDS shows every node's zone (they
 /// travel by gossip).
@@ -104,21 +73,12 @@ fn az_affinity_reads_stay_in_the_zone_and_fall_back_when_it_is_gone() {
     }
     // Written through the masters: read once every replica has it.
     wait_replicated(&cluster);
-    let count = |cluster: &Cluster| -> Vec<u64> {
-        (0..cluster.nodes().len())
-            .map(|i| get_calls(cluster, i))
-            .collect()
-    };
-    let before = count(&cluster);
+    let before = all_get_calls(&cluster);
     for k in &keys {
         let got: Option<String> = con.get(k).expect("GET");
         assert_eq!(got.as_deref(), Some("v"), "GET {k}");
     }
-    let ran: Vec<u64> = count(&cluster)
-        .iter()
-        .zip(&before)
-        .map(|(a, b)| a - b)
-        .collect();
+    let ran = ran_since(&cluster, &before);
     let in_zone: u64 = near.iter().map(|&i| ran[i]).sum();
     let all: u64 = ran.iter().sum();
     eprintln!("{in_zone} of {all} reads on same-zone replicas");
