@@ -152,7 +152,9 @@ pub struct ClusterConfig {
     /// replication is asynchronous. A client that sends `READONLY` gets
     /// replica reads whatever this says, `READWRITE` takes its connection
     /// back to the master. `az-affinity` is `replica` that says
-    /// `availability_zone` must be set. Default `master`.
+    /// `availability_zone` must be set; `az-affinity-replicas-and-primary`
+    /// also takes the slot's master in that zone before a replica of
+    /// another. Default `master`.
     pub read_from: String,
     /// The availability zone orthrus runs in. When set, a read sent to
     /// replicas goes to a replica that announces this zone (Valkey's
@@ -471,7 +473,7 @@ impl ReadFrom {
         match value.to_ascii_lowercase().as_str() {
             "master" => Ok(ReadFrom::Master),
             // With `cluster.availability_zone`, checked by `validate`.
-            "replica" | "az-affinity" => Ok(ReadFrom::Replica),
+            "replica" | "az-affinity" | "az-affinity-replicas-and-primary" => Ok(ReadFrom::Replica),
             "prefer-replica" | "prefer_replica" | "preferreplica" => Err(invalid(
                 setting,
                 "\"prefer-replica\" is not offered: \"replica\" already sends reads to a \
@@ -481,7 +483,9 @@ impl ReadFrom {
             )),
             other => Err(invalid(
                 setting,
-                format!("{other:?} is not one of master, replica, az-affinity"),
+                format!(
+                    "{other:?} is not one of master, replica, az-affinity, az-affinity-replicas-and-primary"
+                ),
             )),
         }
     }

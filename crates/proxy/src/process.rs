@@ -76,6 +76,10 @@ pub struct Shared {
     /// `replica`: if none, a read of a client that said neither READONLY
     /// nor READWRITE goes to the master without asking its upstream.
     pub replica_reads: bool,
+    /// `cluster.availability_zone`, and whether reads sent to replicas take
+    /// the slot's master in that zone before a replica of another
+    /// (`read_from = "az-affinity-replicas-and-primary"`).
+    pub zone: Option<(String, bool)>,
     /// The current slot map; empty until the first discovery succeeds.
     pub slots: Swapped<SlotMap>,
     /// The named upstreams, upstream `n` at `n - 1` (the default one's
@@ -161,6 +165,13 @@ impl Shared {
                 .upstreams
                 .iter()
                 .any(|u| u.read_from == ReadFrom::Replica);
+        let zone = settings.raw.cluster.availability_zone.clone().map(|zone| {
+            let read_from = &settings.raw.cluster.read_from;
+            (
+                zone,
+                read_from.eq_ignore_ascii_case("az-affinity-replicas-and-primary"),
+            )
+        });
         Arc::new(Shared {
             live: Swapped::from_pointee(settings.raw.clone()),
             users: Swapped::from_pointee(settings.raw.client.parsed_users()),
@@ -168,6 +179,7 @@ impl Shared {
             settings,
             policy,
             replica_reads,
+            zone,
             slots: Swapped::from_pointee(SlotMap::empty()),
             upstreams,
             prefixes: Swapped::from_pointee(prefixes),

@@ -11,20 +11,22 @@ use common::{Proxy, cluster};
 use orthrus_devcluster::{Cluster, Engine, info_field, server_kind};
 use redis::Commands;
 
-/// Waits until node 0's CLUSTER SHARDS shows every node's zone (they
-/// travel by gossip).
+/// Waits until every node's CLUSTER SHARDS shows `zones` zones (they
+/// travel by gossip, and orthrus may ask any node).
 fn wait_zones_known(cluster: &Cluster, zones: usize) {
     let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let shards = cluster.nodes()[0]
-            .cmd(&["CLUSTER", "SHARDS"])
-            .map(|v| format!("{v:?}"))
-            .unwrap_or_default();
-        if shards.matches("az-").count() >= zones {
-            return;
+    for node in cluster.nodes() {
+        loop {
+            let shards = node
+                .cmd(&["CLUSTER", "SHARDS"])
+                .map(|v| format!("{v:?}"))
+                .unwrap_or_default();
+            if shards.matches("az-").count() >= zones {
+                break;
+            }
+            assert!(Instant::now() < deadline, "zones not gossiped: {shards}");
+            std::thread::sleep(Duration::from_millis(100));
         }
-        assert!(Instant::now() < deadline, "zones not gossiped: {shards}");
-        std::thread::sleep(Duration::from_millis(100));
     }
 }
 
@@ -109,4 +111,60 @@ fn az_affinity_reads_stay_in_the_zone_and_fall_back_when_it_is_gone() {
         .and_then(|v| v.parse().ok())
         .expect("orthrus_reads_other_zone");
     assert!(other > 0, "{info}");
+}
+
+/// With no replica in orthrus's zone, `az-affinity` reads from a replica of
+/// another zone, and `az-affinity-replicas-and-primary` from the master
+/// when the master is in orthrus's zone.
+#[test]
+fn replicas_and_primary_takes_the_master_in_the_zone_before_a_far_replica() {
+    if server_kind().engine != Engine::Valkey {
+        eprintln!(
+            "SKIPPED: Redis announces no availability zone (REDIS_SERVER=valkey-server runs this)"
+        );
+        return;
+    }
+    let cluster = cluster(3, 1);
+    let masters = cluster.masters().expect("masters");
+    for i in 0..cluster.nodes().len() {
+        let zone = if masters.contains(&i) {
+            "az-near"
+        } else {
+            "az-far"
+        };
+        cluster.nodes()[i]
+            .cmd(&["CONFIG", "SET", "availability-zone", zone])
+            .expect("CONFIG SET availability-zone");
+    }
+    wait_zones_known(&cluster, 6);
+    let keys: Vec<String> = (0..100).map(|i| format!("zone2:{i}")).collect();
+    for (mode, on_masters) in [
+        ("az-affinity", false),
+        ("az-affinity-replicas-and-primary", true),
+    ] {
+        let proxy = Proxy::spawn(
+            &cluster.seeds(),
+            &[],
+            &[
+                ("ORTHRUS_CLUSTER__READ_FROM", mode),
+                ("ORTHRUS_CLUSTER__AVAILABILITY_ZONE", "az-near"),
+            ],
+        );
+        proxy.wait_ready(Duration::from_secs(20));
+        let mut con = proxy.client();
+        for k in &keys {
+            let () = con.set(k, "v").expect("SET");
+        }
+        wait_replicated(&cluster);
+        let before = all_get_calls(&cluster);
+        for k in &keys {
+            let got: Option<String> = con.get(k).expect("GET");
+            assert_eq!(got.as_deref(), Some("v"), "{mode}: GET {k}");
+        }
+        let ran = ran_since(&cluster, &before);
+        let by_masters: u64 = masters.iter().map(|&i| ran[i]).sum();
+        let expected = if on_masters { 100 } else { 0 };
+        assert_eq!(by_masters, expected, "{mode}: {ran:?}");
+        assert_eq!(ran.iter().sum::<u64>(), 100, "{mode}: {ran:?}");
+    }
 }

@@ -207,6 +207,12 @@ fn read_from_comes_from_the_file_the_environment_and_the_flag() {
     assert_eq!(load(&zoned, None).unwrap().read_from, ReadFrom::Replica);
     let err = load(&zoned[..1], None).unwrap_err().to_string();
     assert!(err.contains("needs cluster.availability_zone"), "{err}");
+    let primary = [(
+        "ORTHRUS_CLUSTER__READ_FROM",
+        "az-affinity-replicas-and-primary",
+    )];
+    let err = load(&primary, None).unwrap_err().to_string();
+    assert!(err.contains("needs cluster.availability_zone"), "{err}");
     for (value, says) in [
         ("prefer-replica", "not offered"),
         ("slave", "not one of master, replica"),

@@ -42,13 +42,15 @@ impl Config {
             ));
         }
         let read_from = ReadFrom::parse(&self.cluster.read_from)?;
-        if self.cluster.read_from.eq_ignore_ascii_case("az-affinity")
-            && self.cluster.availability_zone.is_none()
+        let zoned = ["az-affinity", "az-affinity-replicas-and-primary"];
+        if let Some(mode) = zoned
+            .iter()
+            .find(|z| self.cluster.read_from.eq_ignore_ascii_case(z))
+            .filter(|_| self.cluster.availability_zone.is_none())
         {
             return Err(invalid(
                 "cluster.read_from",
-                "\"az-affinity\" needs cluster.availability_zone, the zone orthrus runs in"
-                    .to_owned(),
+                format!("{mode:?} needs cluster.availability_zone, the zone orthrus runs in"),
             ));
         }
         let (upstreams, prefixes) =

@@ -26,7 +26,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
-use orthrus_cluster::{NodeAddr, SlotMap, replica_declined};
+use orthrus_cluster::{NodeAddr, Slot, SlotMap, replica_declined};
 use orthrus_resp::{Protocol, ReplyClass, classify};
 
 use super::answer::{error_reply, no_owner, still_moving};
@@ -206,13 +206,11 @@ pub fn forward_from(
     let env = pool.env();
     let map = target.map(env);
     let replica = match (access, &target) {
-        (Access::ReplicaRead, Target::Slot(place)) => {
-            pick_replica(env, &map, map.replicas(place.slot), None)
-        }
+        (Access::ReplicaRead, Target::Slot(place)) => pick_replica(env, &map, place.slot, None),
         (Access::UpstreamRead, Target::Slot(place))
             if env.shared.read_from_of(place.upstream) == ReadFrom::Replica =>
         {
-            pick_replica(env, &map, map.replicas(place.slot), None)
+            pick_replica(env, &map, place.slot, None)
         }
         _ => None,
     };
@@ -254,16 +252,17 @@ pub fn forward_from(
     })
 }
 
-/// A replica from `replicas` for one read, turning over on each call, that
-/// is not `skip` and whose connection is not in back-off after a failure.
-/// With `cluster.availability_zone`, one that announces that zone in `map`
-/// first (counted as a read in the zone or out of it).
+/// A usable replica of `slot`'s master for one read, turning over on each
+/// call, that is not `skip` and whose connection is not in back-off after a
+/// failure. With `cluster.availability_zone`, one that announces that zone
+/// in `map` first (counted as a read in the zone or out of it).
 fn pick_replica<'a>(
     env: &Env,
-    map: &SlotMap,
-    replicas: &'a [NodeAddr],
+    map: &'a SlotMap,
+    slot: Slot,
     skip: Option<&NodeAddr>,
 ) -> Option<&'a NodeAddr> {
+    let replicas = map.replicas(slot);
     if replicas.is_empty() {
         return None;
     }
@@ -271,16 +270,22 @@ fn pick_replica<'a>(
     let mut turn = (0..replicas.len())
         .filter_map(|i| replicas.get(start.wrapping_add(i) % replicas.len()))
         .filter(|addr| Some(*addr) != skip && env.backing_off(addr).is_none());
-    let Some(zone) = env.shared.settings.raw.cluster.availability_zone.as_deref() else {
+    let Some((zone, primary)) = &env.shared.zone else {
         return turn.next();
     };
     let mut other = None;
     for addr in turn {
-        if map.zone_of(addr) == Some(zone) {
+        if map.zone_of(addr) == Some(zone.as_str()) {
             WorkerStats::bump(&env.stats().reads_same_zone);
             return Some(addr);
         }
         other = other.or(Some(addr));
+    }
+    // az-affinity-replicas-and-primary: the master, when in the zone,
+    // before a replica of another (None sends the read to the master).
+    let master = map.master(slot);
+    if *primary && master.is_some_and(|m| map.zone_of(m) == Some(zone.as_str())) {
+        return None;
     }
     if other.is_some() {
         WorkerStats::bump(&env.stats().reads_other_zone);
@@ -429,7 +434,7 @@ async fn declined_by_replica(
     let map = remote.target.map(env);
     let another = match remote.target {
         Target::Slot(place) if remote.replicas_tried < 2 => {
-            pick_replica(env, &map, map.replicas(place.slot), Some(&remote.sent_to))
+            pick_replica(env, &map, place.slot, Some(&remote.sent_to))
         }
         _ => None,
     };
