@@ -387,6 +387,57 @@ fn client_kill_of_itself_replies_before_closing() {
     assert_eq!(rest, b"+OK\r\n+OK\r\n");
 }
 
+/// Clients CLIENT KILL closed are no longer counted in INFO's
+/// `connected_clients`, also by an INFO right behind the kill (Redis frees
+/// them before it answers; Redis's suite counts on it: `CLIENT KILL SKIPME
+/// YES/NO will kill all clients` opens two clients after the kill and
+/// expects 3). One worker, so that the killed sessions cannot end between
+/// the two pipelined commands.
+#[test]
+fn clients_killed_are_not_counted_as_connected() {
+    use std::io::{Read, Write};
+
+    let cluster = cluster(1, 0);
+    let proxy = Proxy::start(&cluster.seeds(), &["--threads", "1"]);
+    let mut victims: Vec<_> = (0..3).map(|_| proxy.stream()).collect();
+    for v in &mut victims {
+        assert_eq!(common::send(v, &["PING"]), "+PONG\r\n");
+    }
+    let mut me = proxy.stream();
+    assert_eq!(common::send(&mut me, &["PING"]), "+PONG\r\n");
+    let mut batch = common::encode(&["CLIENT", "KILL", "SKIPME", "yes"]);
+    batch.extend(common::encode(&["INFO", "clients"]));
+    me.write_all(&batch).unwrap();
+    let killed = common::reply_text(&mut me);
+    let killed: i64 = killed.trim_start_matches(':').trim().parse().unwrap();
+    assert!(killed >= 3, "the three other clients: {killed}");
+    let info = common::reply_text(&mut me);
+    assert!(
+        info.contains("connected_clients:1\r\n"),
+        "only the client asking: {info}"
+    );
+    // They are closed, and once gone are not counted out twice.
+    for v in &mut victims {
+        v.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+            .unwrap();
+        let mut rest = Vec::new();
+        if let Err(e) = v.read_to_end(&mut rest) {
+            assert_eq!(e.kind(), std::io::ErrorKind::ConnectionReset, "closed");
+        }
+        assert!(rest.is_empty(), "{rest:?}");
+    }
+    let _extra = proxy.stream();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let info = common::send(&mut me, &["INFO", "clients"]);
+        if info.contains("connected_clients:2\r\n") {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{info}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 /// INFO commandstats and errorstats count what clients sent through
 /// orthrus (a failed call, a refused one), CONFIG RESETSTAT clears them,
 /// and INFO has Redis's cpu and memory sections (orthrus's own figures).

@@ -248,7 +248,7 @@ fn clients(out: &mut String, ctx: &WorkerCtx) {
     let _ = write!(
         out,
         "# Clients\r\nconnected_clients:{}\r\nblocked_clients:{}\r\npubsub_clients:{}\r\ntracking_clients:{}\r\nmaxclients:{}\r\n",
-        t.connected_clients.max(0),
+        (t.connected_clients - ctx.shared.clients.killed()).max(0),
         t.blocked_clients.max(0),
         t.pubsub_clients.max(0),
         t.tracking_clients.max(0),

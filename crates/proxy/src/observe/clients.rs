@@ -12,7 +12,7 @@ use dashmap::DashMap;
 use orthrus_resp::Protocol;
 use std::sync::Arc;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU8, AtomicU64, AtomicUsize, Ordering};
 use std::task::Waker;
 
 /// What never changes about a client, the signal that closes it and the
@@ -52,6 +52,10 @@ pub struct Registry {
     /// Invalidations for clients that others name in CLIENT TRACKING
     /// REDIRECT, until their task takes them (written only for those).
     mail: DashMap<u64, Vec<Invalidation>>,
+    /// Clients CLIENT KILL closed whose task has not ended yet: Redis
+    /// frees a killed client before it answers, so INFO does not count
+    /// them ([`Registry::killed`]).
+    killed: AtomicI64,
 }
 
 /// An invalidation of client-side caches: the keys, or `None` for every
@@ -180,6 +184,9 @@ impl Signal {
     /// Invalidations another client redirects to this one are waiting in
     /// the registry ([`Registry::take_invalidations`]).
     pub const MAIL: u8 = 4;
+    /// CLIENT KILL closed it (counted in [`Registry::killed`] until its
+    /// task ends).
+    pub const KILLED: u8 = 8;
 
     pub fn raise(&self, bit: u8) {
         self.bits.fetch_or(bit, Ordering::AcqRel);
@@ -187,6 +194,11 @@ impl Signal {
         if let Some(waker) = waker {
             waker.wake();
         }
+    }
+
+    /// Raises `bit` without waking the task; whether it was down.
+    fn mark(&self, bit: u8) -> bool {
+        self.bits.fetch_or(bit, Ordering::AcqRel) & bit == 0
     }
 
     /// Wakes the task without raising anything (it looks again at what it
@@ -322,8 +334,12 @@ impl Registry {
 
     pub fn remove(&self, id: u64) {
         if let Some((_, entry)) = self.clients.remove(&id) {
-            if entry.identity.signal.bits() & Signal::MAIL != 0 {
+            let bits = entry.identity.signal.bits();
+            if bits & Signal::MAIL != 0 {
                 self.mail.remove(&id);
+            }
+            if bits & Signal::KILLED != 0 {
+                self.killed.fetch_sub(1, Ordering::AcqRel);
             }
         }
     }
@@ -409,11 +425,10 @@ impl Registry {
             let found = self
                 .clients
                 .iter()
-                .find(|e| e.identity.peer.to_string() == addr)
-                .map(|e| (e.closer(), e.identity.id == me));
+                .find(|e| e.identity.peer.to_string() == addr);
             return match found {
-                Some((closer, itself)) => {
-                    close(&closer, itself);
+                Some(e) => {
+                    self.close(&e.closer(), e.identity.id == me);
                     Ok(KillReply::Ok)
                 }
                 None => Err("ERR No such client"),
@@ -473,7 +488,7 @@ impl Registry {
                 && filter.user.as_deref().is_none_or(|u| u == e.user())
                 && !(filter.skip_me && who.id == me);
             if matches {
-                close(&e.closer(), who.id == me);
+                self.close(&e.closer(), who.id == me);
                 killed += 1;
             }
         }
@@ -496,12 +511,26 @@ impl Registry {
     }
 }
 
-/// A client killing itself still gets the reply, as in Redis.
-fn close(closer: &Closer, itself: bool) {
-    if itself {
-        closer.close_after_reply();
-    } else {
+impl Registry {
+    /// A client killing itself still gets the reply, as in Redis; another
+    /// is counted as gone at once ([`Registry::killed`]).
+    fn close(&self, closer: &Closer, itself: bool) {
+        if itself {
+            closer.close_after_reply();
+            return;
+        }
+        // The caller holds the client's entry: its removal, which counts
+        // it out again, waits until this is done.
+        if closer.identity.signal.mark(Signal::KILLED) {
+            self.killed.fetch_add(1, Ordering::AcqRel);
+        }
         closer.close();
+    }
+
+    /// Clients CLIENT KILL closed whose task has not ended yet (it ends at
+    /// its worker's next turn): not connected any more, as Redis sees it.
+    pub fn killed(&self) -> i64 {
+        self.killed.load(Ordering::Acquire)
     }
 }
 
