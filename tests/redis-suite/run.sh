@@ -19,6 +19,10 @@
 #   --skiptest NAME             passed on to runtest (a test that cannot end
 #                               through orthrus would take the rest of its
 #                               file with it); may be repeated
+#   --one-deployment            every file against the same cluster and
+#                               orthrus, nothing reset between files (as an
+#                               operator runs it against a staging
+#                               deployment); default: a fresh one per file
 # Files given after the options replace the list of every unit file.
 #
 # Needs tclsh 8.5+ and redis-server/redis-cli on PATH (7.0.x). Only the
@@ -40,6 +44,7 @@ out=""
 tags="-slow"
 skip=()
 files=()
+one=false
 while [ $# -gt 0 ]; do
   case "$1" in
     --target) target="${2:?}"; shift 2 ;;
@@ -48,6 +53,7 @@ while [ $# -gt 0 ]; do
     --out) out="${2:?}"; shift 2 ;;
     --tags) tags="${2:?}"; shift 2 ;;
     --skiptest) skip+=(--skiptest "${2:?}"); shift 2 ;;
+    --one-deployment) one=true; shift ;;
     -h|--help) usage ;;
     -*) die "unknown option $1 (see --help)" ;;
     *) files+=("${1%.tcl}"); shift ;;
@@ -117,11 +123,16 @@ start_target() {
 }
 
 total_ok=0 total_err=0 total_exc=0
+started=false
+if $one; then
+  start_target || die "the deployment did not start"
+  started=true
+fi
 printf '%-32s %6s %6s %6s %s\n' file passed failed errors note
 for f in "${files[@]}"; do
   note=""
   log="$tmp/run.log"
-  if ! start_target; then
+  if ! $started && ! start_target; then
     note="target did not start"
     ok=0 err=0 exc=1
   else
@@ -140,7 +151,7 @@ for f in "${files[@]}"; do
     fi
     [ -n "$out" ] && cp "$log" "$out/$(echo "$f" | tr / _).log"
   fi
-  stop_all
+  $one || stop_all
   printf '%-32s %6d %6d %6d %s\n' "$f" "$ok" "$err" "$exc" "$note"
   total_ok=$((total_ok + ok)) total_err=$((total_err + err)) total_exc=$((total_exc + exc))
 done
