@@ -29,7 +29,12 @@ fn resp3_and_resp2_side_by_side(proxy: &Proxy) {
         "HELLO 3 must reply with a map: {hello}"
     );
     assert!(hello.contains("proto\r\n:3\r\n"), "{hello}");
-    assert!(hello.contains("redis"), "{hello}");
+    // The nodes' engine, as they name it.
+    let engine = match orthrus_devcluster::server_kind().engine {
+        orthrus_devcluster::Engine::Redis => "server\r\n$5\r\nredis\r\n",
+        orthrus_devcluster::Engine::Valkey => "server\r\n$6\r\nvalkey\r\n",
+    };
+    assert!(hello.contains(engine), "{hello}");
 
     send(&mut v2, &["DEL", "h3", "z3"]);
     assert_eq!(send(&mut v2, &["HSET", "h3", "a", "1"]), ":1\r\n");

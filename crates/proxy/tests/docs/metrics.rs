@@ -202,8 +202,19 @@ fn check_info(page: &str, served: &Names, failures: &mut Vec<String>) -> Vec<Str
             }
         }
     }
+    // A row "on Valkey nodes only" is served only in front of Valkey.
+    let valkey = orthrus_devcluster::server_kind().engine == orthrus_devcluster::Engine::Valkey;
     for (section, name) in &documented {
         let live = served.get(section);
+        let valkey_only = table_rows(page, "field").iter().any(|row| {
+            code(&row[0]) == Some(name)
+                && row
+                    .last()
+                    .is_some_and(|m| m.contains("on Valkey nodes only"))
+        });
+        if valkey_only && !valkey {
+            continue;
+        }
         if !live.is_some_and(|fields| fields.iter().any(|f| matches(name, f))) {
             failures.push(format!(
                 "{PAGE} names the INFO field {name} ({section}), which INFO does not give"
