@@ -26,12 +26,13 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
-use orthrus_cluster::{NodeAddr, Slot, SlotMap, replica_declined};
+use orthrus_cluster::{NodeAddr, replica_declined};
 use orthrus_resp::{Protocol, ReplyClass, classify};
 
 use super::answer::{error_reply, no_owner, still_moving};
 use super::conn::{BackendError, Delivered, Job, Reply, ReplyRx};
 use super::pool::{Lane, Pool};
+use super::replica::pick_replica;
 use super::retry::{Next, Retry};
 use super::slot::Hook;
 pub use super::target::Target;
@@ -250,47 +251,6 @@ pub fn forward_from(
         backend_us: 0,
         rx,
     })
-}
-
-/// A usable replica of `slot`'s master for one read, turning over on each
-/// call, that is not `skip` and whose connection is not in back-off after a
-/// failure. With `cluster.availability_zone`, one that announces that zone
-/// in `map` first (counted as a read in the zone or out of it).
-fn pick_replica<'a>(
-    env: &Env,
-    map: &'a SlotMap,
-    slot: Slot,
-    skip: Option<&NodeAddr>,
-) -> Option<&'a NodeAddr> {
-    let replicas = map.replicas(slot);
-    if replicas.is_empty() {
-        return None;
-    }
-    let start = env.spread();
-    let mut turn = (0..replicas.len())
-        .filter_map(|i| replicas.get(start.wrapping_add(i) % replicas.len()))
-        .filter(|addr| Some(*addr) != skip && env.backing_off(addr).is_none());
-    let Some((zone, primary)) = &env.shared.zone else {
-        return turn.next();
-    };
-    let mut other = None;
-    for addr in turn {
-        if map.zone_of(addr) == Some(zone.as_str()) {
-            WorkerStats::bump(&env.stats().reads_same_zone);
-            return Some(addr);
-        }
-        other = other.or(Some(addr));
-    }
-    // az-affinity-replicas-and-primary: the master, when in the zone,
-    // before a replica of another (None sends the read to the master).
-    let master = map.master(slot);
-    if *primary && master.is_some_and(|m| map.zone_of(m) == Some(zone.as_str())) {
-        return None;
-    }
-    if other.is_some() {
-        WorkerStats::bump(&env.stats().reads_other_zone);
-    }
-    other
 }
 
 /// Waits for the reply of `remote`, following redirections, and returns

@@ -48,6 +48,7 @@ pub mod dedicated;
 pub mod forward;
 pub mod frames;
 pub mod pool;
+pub mod replica;
 pub mod retry;
 pub mod slot;
 pub mod stream;
