@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use common::replication::{all_get_calls, ran_since, wait_replicated};
+use common::replication::{all_get_calls, ran_since, wait_replicas_linked, wait_replicated};
 use common::{Proxy, cluster, send};
 use orthrus_cluster::Slot;
 use orthrus_devcluster::{Cluster, ClusterSpec, NodeOptions, info_field};
@@ -62,10 +62,19 @@ fn get_all(con: &mut redis::Connection, keys: &[(String, String)]) {
 #[test]
 fn read_from_replica_sends_reads_to_replicas() {
     let cluster = cluster(3, 1);
-    let proxy = Proxy::start(&cluster.seeds(), &["--read-from", "replica"]);
+    wait_replicas_linked(&cluster);
+    // A replica the cluster still reports loading (no offset gossiped yet)
+    // is left out until the next refresh: refreshes every 200 ms here.
+    let proxy = Proxy::spawn(
+        &cluster.seeds(),
+        &["--read-from", "replica"],
+        &[("ORTHRUS_CLUSTER__REFRESH_INTERVAL_MS", "200")],
+    );
+    proxy.wait_ready(Duration::from_secs(20));
     let mut con = proxy.client();
     let keys = set_keys(&mut con, "replica-read", 300);
     wait_replicated(&cluster);
+    std::thread::sleep(Duration::from_millis(600));
 
     let before = all_get_calls(&cluster);
     let replica_reads = proxy.info_field("orthrus_reads_replica");

@@ -40,6 +40,27 @@ pub fn replication_field(cluster: &Cluster, i: usize, name: &str) -> Option<Stri
     info_field(info.as_str()?, name).map(str::to_owned)
 }
 
+/// Waits until every replica's link to its master is up and its first
+/// sync is done, so that the cluster reports it online (not loading) to
+/// an orthrus started after: on a busy machine a replica can still be
+/// syncing when the cluster is up.
+pub fn wait_replicas_linked(cluster: &Cluster) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    for master in cluster.masters().expect("masters") {
+        for replica in cluster.replicas_of(master).expect("replicas") {
+            let linked = || {
+                replication_field(cluster, replica, "master_link_status").as_deref() == Some("up")
+                    && replication_field(cluster, replica, "master_sync_in_progress").as_deref()
+                        == Some("0")
+            };
+            while !linked() {
+                assert!(Instant::now() < deadline, "replica {replica} never linked");
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+    }
+}
+
 /// Waits until every replica has applied everything its master has (its
 /// replication offset reached the master's): what was written through
 /// orthrus is then readable on the replicas.
