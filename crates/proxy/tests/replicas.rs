@@ -161,10 +161,19 @@ fn readonly_and_readwrite_per_connection() {
 #[test]
 fn a_replica_killed_under_reads_costs_no_client_error() {
     let mut cluster = cluster(3, 1);
-    let proxy = Proxy::start(&cluster.seeds(), &["--read-from", "replica"]);
+    wait_replicas_linked(&cluster);
+    // Refreshes every 200 ms until the replica is killed: see
+    // read_from_replica_sends_reads_to_replicas.
+    let proxy = Proxy::spawn(
+        &cluster.seeds(),
+        &["--read-from", "replica"],
+        &[("ORTHRUS_CLUSTER__REFRESH_INTERVAL_MS", "200")],
+    );
+    proxy.wait_ready(Duration::from_secs(20));
     let mut con = proxy.client();
     let keys = Arc::new(set_keys(&mut con, "kill-replica", 200));
     wait_replicated(&cluster);
+    std::thread::sleep(Duration::from_millis(600));
 
     let stop = Arc::new(AtomicBool::new(false));
     let readers: Vec<_> = (0..4)
@@ -342,12 +351,18 @@ fn a_loading_replica_is_skipped() {
 fn replica_reads_with_a_backend_password_in_resp2_and_resp3() {
     let spec = ClusterSpec::new(3, 1).with_node(NodeOptions::cluster().with_password("node-pw-4"));
     let cluster = Cluster::start(spec).unwrap();
-    let env = [("ORTHRUS_BACKEND__PASSWORD", "node-pw-4")];
+    wait_replicas_linked(&cluster);
+    // Refreshes every 200 ms: see read_from_replica_sends_reads_to_replicas.
+    let env = [
+        ("ORTHRUS_BACKEND__PASSWORD", "node-pw-4"),
+        ("ORTHRUS_CLUSTER__REFRESH_INTERVAL_MS", "200"),
+    ];
     let proxy = Proxy::spawn(&cluster.seeds(), &["--read-from", "replica"], &env);
     proxy.wait_ready(Duration::from_secs(20));
     let mut con = proxy.client();
     let keys = set_keys(&mut con, "auth-read", 30);
     wait_replicated(&cluster);
+    std::thread::sleep(Duration::from_millis(600));
 
     // RESP2: AUTH and READONLY in the replica connections' handshake.
     let before = all_get_calls(&cluster);
