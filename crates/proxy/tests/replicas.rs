@@ -231,6 +231,7 @@ fn a_replica_killed_under_reads_costs_no_client_error() {
 #[test]
 fn after_a_failover_reads_follow_the_roles() {
     let mut cluster = cluster(3, 1);
+    wait_replicas_linked(&cluster);
     let env = [("ORTHRUS_CLUSTER__REFRESH_INTERVAL_MS", "200")];
     let proxy = Proxy::spawn(&cluster.seeds(), &["--read-from", "replica"], &env);
     proxy.wait_ready(Duration::from_secs(20));
@@ -251,6 +252,7 @@ fn after_a_failover_reads_follow_the_roles() {
         })
         .collect();
     wait_replicated(&cluster);
+    std::thread::sleep(Duration::from_millis(600)); // a refresh sees node 3 online
 
     // Before: node 3, the replica, serves them.
     let before = all_get_calls(&cluster);
