@@ -59,18 +59,23 @@ fn get_all(con: &mut redis::Connection, keys: &[(String, String)]) {
     }
 }
 
+/// orthrus with `--read-from replica` (and `env`) in front of `cluster`,
+/// once its replicas finished their first sync. It refreshes every 200 ms:
+/// a replica the cluster still reports loading (no offset gossiped yet) at
+/// orthrus's first look is left out until the next refresh.
+fn replica_reader(cluster: &Cluster, env: &[(&str, &str)]) -> Proxy {
+    wait_replicas_linked(cluster);
+    let mut env = env.to_vec();
+    env.push(("ORTHRUS_CLUSTER__REFRESH_INTERVAL_MS", "200"));
+    let proxy = Proxy::spawn(&cluster.seeds(), &["--read-from", "replica"], &env);
+    proxy.wait_ready(Duration::from_secs(20));
+    proxy
+}
+
 #[test]
 fn read_from_replica_sends_reads_to_replicas() {
     let cluster = cluster(3, 1);
-    wait_replicas_linked(&cluster);
-    // A replica the cluster still reports loading (no offset gossiped yet)
-    // is left out until the next refresh: refreshes every 200 ms here.
-    let proxy = Proxy::spawn(
-        &cluster.seeds(),
-        &["--read-from", "replica"],
-        &[("ORTHRUS_CLUSTER__REFRESH_INTERVAL_MS", "200")],
-    );
-    proxy.wait_ready(Duration::from_secs(20));
+    let proxy = replica_reader(&cluster, &[]);
     let mut con = proxy.client();
     let keys = set_keys(&mut con, "replica-read", 300);
     wait_replicated(&cluster);
@@ -161,15 +166,7 @@ fn readonly_and_readwrite_per_connection() {
 #[test]
 fn a_replica_killed_under_reads_costs_no_client_error() {
     let mut cluster = cluster(3, 1);
-    wait_replicas_linked(&cluster);
-    // Refreshes every 200 ms until the replica is killed: see
-    // read_from_replica_sends_reads_to_replicas.
-    let proxy = Proxy::spawn(
-        &cluster.seeds(),
-        &["--read-from", "replica"],
-        &[("ORTHRUS_CLUSTER__REFRESH_INTERVAL_MS", "200")],
-    );
-    proxy.wait_ready(Duration::from_secs(20));
+    let proxy = replica_reader(&cluster, &[]);
     let mut con = proxy.client();
     let keys = Arc::new(set_keys(&mut con, "kill-replica", 200));
     wait_replicated(&cluster);
@@ -353,14 +350,7 @@ fn a_loading_replica_is_skipped() {
 fn replica_reads_with_a_backend_password_in_resp2_and_resp3() {
     let spec = ClusterSpec::new(3, 1).with_node(NodeOptions::cluster().with_password("node-pw-4"));
     let cluster = Cluster::start(spec).unwrap();
-    wait_replicas_linked(&cluster);
-    // Refreshes every 200 ms: see read_from_replica_sends_reads_to_replicas.
-    let env = [
-        ("ORTHRUS_BACKEND__PASSWORD", "node-pw-4"),
-        ("ORTHRUS_CLUSTER__REFRESH_INTERVAL_MS", "200"),
-    ];
-    let proxy = Proxy::spawn(&cluster.seeds(), &["--read-from", "replica"], &env);
-    proxy.wait_ready(Duration::from_secs(20));
+    let proxy = replica_reader(&cluster, &[("ORTHRUS_BACKEND__PASSWORD", "node-pw-4")]);
     let mut con = proxy.client();
     let keys = set_keys(&mut con, "auth-read", 30);
     wait_replicated(&cluster);
