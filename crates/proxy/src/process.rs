@@ -25,6 +25,7 @@ use crate::route::prefix::{Prefixes, Upstream};
 use crate::route::table::CommandTable;
 use crate::scripts::Scripts;
 
+pub mod databases;
 pub mod engine;
 pub mod quota;
 pub mod room;
@@ -89,6 +90,8 @@ pub struct Shared {
     /// upstreams stay the same.
     pub prefixes: Swapped<Prefixes>,
     pub commands: Swapped<CommandTable>,
+    /// How many databases each upstream's nodes serve.
+    pub databases: databases::Databases,
     /// What the nodes run, reported in INFO and HELLO.
     pub engine: ArcSwap<engine::Engine>,
     /// One entry per worker.
@@ -199,6 +202,7 @@ impl Shared {
             scripts: Scripts::default(),
             started: Instant::now(),
             refresh: (0..=named).map(|_| Notify::new()).collect(),
+            databases: databases::Databases::new(named + 1),
             clients_that_fit: AtomicUsize::new(usize::MAX),
             over_memory: AtomicBool::new(false),
             memory_room,

@@ -70,6 +70,7 @@ pub use limits::{
     DEFAULT_MAX_ARRAY_LEN, DEFAULT_MAX_BULK_LEN, DEFAULT_MAX_DEPTH, DEFAULT_MAX_INLINE_LEN, Limits,
     PREAUTH_MAX_ARGS, PREAUTH_MAX_BULK_LEN,
 };
+pub use number::parse_i64;
 pub use parser::RequestParser;
 pub use protocol::Protocol;
 pub use reply::{ReplyClass, ReplyScanner, array_header, classify, integer_reply, scan_reply};

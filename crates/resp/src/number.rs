@@ -4,7 +4,7 @@
 /// Parses a signed decimal the way Redis's `string2ll` does: an optional
 /// `-`, then digits with no leading zero (except `0` itself), no `+`, no
 /// spaces, no overflow. `-0` is refused, as in Redis.
-pub(crate) fn parse_i64(s: &[u8]) -> Option<i64> {
+pub fn parse_i64(s: &[u8]) -> Option<i64> {
     let (negative, digits) = match s.split_first() {
         Some((b'-', rest)) => (true, rest),
         Some(_) => (false, s),

@@ -13,6 +13,7 @@ use orthrus_resp::Protocol;
 
 use crate::config::ReadFrom;
 use crate::node::Done;
+use crate::node::client::Dialect;
 use crate::node::forward::Remote;
 use crate::observe::clients::{ClientAddr, ClientEntry, Closer, Identity, Names, Signal};
 
@@ -60,6 +61,8 @@ pub struct Client {
     /// the client registry.
     pub identity: Arc<Identity>,
     pub proto: Protocol,
+    /// The database it selected (SELECT), 0 until then and after RESET.
+    pub db: u32,
     /// CLIENT SETNAME and SETINFO; `None` until the client names itself.
     pub names: Option<Box<Names>>,
     /// Between MULTI and EXEC.
@@ -98,6 +101,16 @@ impl Client {
         self.names.get_or_insert_with(Box::default)
     }
 
+    /// How its requests' connections to the nodes are set up: its
+    /// protocol and its database.
+    #[inline]
+    pub fn dialect(&self) -> Dialect {
+        Dialect {
+            proto: self.proto,
+            db: self.db,
+        }
+    }
+
     /// What closes this client from anywhere.
     pub fn closer(&self) -> Closer {
         Closer {
@@ -129,6 +142,7 @@ impl Client {
             identity: self.identity.clone(),
             names: self.names.clone(),
             proto: self.proto,
+            db: self.db,
             subscribed: self.pubsub.as_ref().is_some_and(PubSub::active),
             worker: u32::try_from(worker).unwrap_or(u32::MAX),
         }

@@ -6,13 +6,13 @@
 use std::rc::Rc;
 
 use orthrus_cluster::NodeAddr;
-use orthrus_resp::Protocol;
 use tokio::io::AsyncWriteExt;
 use tokio::sync::oneshot;
 use tokio::task::AbortHandle;
 
 use crate::client::PushSink;
 use crate::node::answer::error_reply;
+use crate::node::client::Dialect;
 use crate::node::conn;
 use crate::node::frames::{Frame, FrameReader};
 use crate::worker::WorkerCtx;
@@ -56,7 +56,7 @@ impl Drop for Monitor {
 /// One node's MONITOR stream, until it fails or is aborted.
 async fn stream(addr: NodeAddr, ctx: Rc<WorkerCtx>, push: PushSink, ready: oneshot::Sender<()>) {
     let mut ready = Some(ready);
-    let stream = match conn::connect(&addr, Protocol::Resp2, &ctx.shared).await {
+    let stream = match conn::connect(&addr, Dialect::default(), &ctx.shared).await {
         Ok(s) => s,
         Err(e) => {
             push.push(error_reply(&format!(

@@ -49,6 +49,7 @@ use crate::client::PushSink;
 use crate::client::invalidation::{invalidate_push, invalidation, redir_broken};
 use crate::client::subscriptions::Links;
 use crate::node::answer::error_reply;
+use crate::node::client::Dialect;
 use crate::node::client::call;
 use crate::node::conn::{self, Hooks};
 use crate::node::forward::send_frames;
@@ -90,7 +91,8 @@ struct State {
     broken: Cell<bool>,
     /// CLIENT CACHING was given for the next command.
     caching: Cell<bool>,
-    proto: Cell<Protocol>,
+    /// The client's protocol and database: its connections' set-up.
+    dialect: Cell<Dialect>,
     push: PushSink,
     shared: Arc<Shared>,
     /// Per node, the id (on that node) of the connection that listens for
@@ -107,14 +109,14 @@ impl Tracking {
         options.bcast && !options.noloop
     }
 
-    /// Turns tracking on for a client of `proto` whose pushes go to `push`:
+    /// Turns tracking on for a client of `dialect` whose pushes go to `push`:
     /// on `links` when given (see [`Tracking::on_links`]), else over a
     /// private pool.
     pub fn new(
         ctx: &Rc<WorkerCtx>,
         options: Options,
         redirect: u64,
-        proto: Protocol,
+        dialect: Dialect,
         push: PushSink,
         links: Option<Links>,
     ) -> Tracking {
@@ -125,7 +127,7 @@ impl Tracking {
             redirect: Cell::new(redirect),
             broken: Cell::new(false),
             caching: Cell::new(false),
-            proto: Cell::new(proto),
+            dialect: Cell::new(dialect),
             push,
             shared: ctx.shared.clone(),
             listeners: RefCell::new(HashMap::new()),
@@ -160,7 +162,7 @@ impl Tracking {
     /// a write right after the `+OK` is seen.
     pub fn ready(&self) -> impl Future<Output = Result<(), Bytes>> + use<> {
         let ctx = self.ctx.clone();
-        let proto = self.state.proto.get();
+        let dialect = self.state.dialect.get();
         let bcast = self.state.options.borrow().bcast;
         let on_links = self.links.as_ref().map(|links| {
             let on = {
@@ -178,8 +180,8 @@ impl Tracking {
                 return Ok(());
             }
             let masters = ctx.shared.masters();
-            let targets: Vec<(NodeAddr, Protocol)> =
-                masters.into_iter().map(|addr| (addr, proto)).collect();
+            let targets: Vec<(NodeAddr, Dialect)> =
+                masters.into_iter().map(|addr| (addr, dialect)).collect();
             exchange(&ctx.pool, &targets, |_| PING.clone()).await
         }
     }
@@ -203,8 +205,8 @@ impl Tracking {
             // Connections still opening are set up once this answers.
             exchange(&ctx.pool, &open, |_| PING.clone()).await?;
             let listeners = state.listeners.borrow().clone();
-            let result = exchange(&ctx.pool, &open, |(addr, proto)| {
-                let listener = match proto {
+            let result = exchange(&ctx.pool, &open, |(addr, dialect)| {
+                let listener = match dialect.proto {
                     Protocol::Resp2 => listeners.get(addr).copied(),
                     Protocol::Resp3 => None,
                 };
@@ -237,10 +239,11 @@ impl Tracking {
         self.state.redirect.get()
     }
 
-    /// The client switched protocols (HELLO): its pushes change form, and
-    /// its next commands go over connections of the new protocol.
-    pub fn set_proto(&self, proto: Protocol) {
-        self.state.proto.set(proto);
+    /// The client switched protocols (HELLO) or databases (SELECT): its
+    /// pushes change form, and its next commands go over connections of
+    /// the new protocol and database (set up for tracking as they open).
+    pub fn set_dialect(&self, dialect: Dialect) {
+        self.state.dialect.set(dialect);
     }
 
     /// CLIENT CACHING YES|NO (checked against the mode already).
@@ -267,7 +270,7 @@ impl Tracking {
             (_, true) => CACHING_NO.clone(),
             _ => return,
         };
-        let proto = self.state.proto.get();
+        let dialect = self.state.dialect.get();
         let masters = match route {
             Route::Slot(place) | Route::Blocking(place) => self
                 .ctx
@@ -284,7 +287,7 @@ impl Tracking {
             _ => self.ctx.shared.masters(),
         };
         for addr in masters {
-            let rx = send_frames(&self.ctx.pool, &addr, &frame, proto, false, 1);
+            let rx = send_frames(&self.ctx.pool, &addr, &frame, dialect, false, 1);
             // Kept until written (a dropped reply slot is not sent).
             self.ctx.spawn(async move {
                 let _ = rx.await;
@@ -356,7 +359,7 @@ impl State {
     /// Hands an invalidation to whoever gets the client's.
     fn relay(&self, keys: Invalidation) {
         let redirect = self.redirect.get();
-        let resp3 = self.proto.get() == Protocol::Resp3;
+        let resp3 = self.dialect.get().proto == Protocol::Resp3;
         if redirect != 0 {
             if !self.shared.clients.send_invalidation(redirect, keys) {
                 self.broken.set(true);
@@ -374,15 +377,20 @@ impl Hooks for State {
     fn prepare<'a>(
         &'a self,
         addr: &'a NodeAddr,
-        proto: Protocol,
+        dialect: Dialect,
         shared: &'a Shared,
         stream: &'a mut NodeStream,
     ) -> Pin<Box<dyn Future<Output = io::Result<Option<NodeStream>>> + 'a>> {
         Box::pin(async move {
-            let (side, listener) = match proto {
+            let (side, listener) = match dialect.proto {
                 Protocol::Resp3 => (None, None),
                 Protocol::Resp2 => {
-                    let mut side = conn::connect(addr, Protocol::Resp3, shared).await?;
+                    // Pushes only: any database.
+                    let pushes = Dialect {
+                        proto: Protocol::Resp3,
+                        db: 0,
+                    };
+                    let mut side = conn::connect(addr, pushes, shared).await?;
                     let id = call(&mut side, CLIENT_ID)
                         .await?
                         .as_int()
@@ -442,8 +450,8 @@ const CACHING_NO: Bytes =
 /// and waits for every reply; the first failure is the error.
 async fn exchange(
     pool: &Pool,
-    targets: &[(NodeAddr, Protocol)],
-    frame: impl Fn(&(NodeAddr, Protocol)) -> Bytes,
+    targets: &[(NodeAddr, Dialect)],
+    frame: impl Fn(&(NodeAddr, Dialect)) -> Bytes,
 ) -> Result<(), Bytes> {
     let sent: Vec<_> = targets
         .iter()
@@ -541,10 +549,10 @@ async fn keep_bcast(ctx: Weak<WorkerCtx>, state: Weak<State>) {
         if !state.on.get() {
             return;
         }
-        let proto = state.proto.get();
+        let dialect = state.dialect.get();
         for addr in ctx.shared.masters() {
             if ctx.pool.env().backing_off(&addr).is_none() {
-                ctx.pool.open(&addr, proto);
+                ctx.pool.open(&addr, dialect);
             }
         }
     }

@@ -24,7 +24,7 @@ use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 use orthrus_cluster::{NodeAddr, Slot};
-use orthrus_resp::{Limits, Protocol, Request, Value, encode};
+use orthrus_resp::{Limits, Request, Value, encode};
 
 use crate::client::monitor::Monitor;
 use crate::client::{Client, Pending, PushSink};
@@ -32,6 +32,7 @@ use crate::cmd::fanout;
 use crate::cmd::reply::{parse_integer, simple};
 use crate::node::Done;
 use crate::node::answer::{error_reply, no_owner};
+use crate::node::client::Dialect;
 use crate::node::forward::{self, Access, Sent, Target};
 use crate::route::table::CommandInfo;
 use crate::worker::WorkerCtx;
@@ -54,7 +55,7 @@ pub fn dispatch(
     ctx: &Rc<WorkerCtx>,
     req: &Request,
     info: &Arc<CommandInfo>,
-    proto: Protocol,
+    dialect: Dialect,
 ) -> Pending {
     let map = ctx.slots();
     let nodes: Vec<NodeAddr> = match scope(&full_name(info, req)) {
@@ -82,9 +83,9 @@ pub fn dispatch(
         return Pending::Ready(no_owner(&map));
     }
     if full_name(info, req) == "latency|histogram" {
-        return histograms(ctx, nodes, req.frame(), proto);
+        return histograms(ctx, nodes, req.frame(), dialect);
     }
-    let pending = send(ctx, nodes, req.frame(), proto);
+    let pending = send(ctx, nodes, req.frame(), dialect);
     match slowlog_settings(req) {
         Some((slower, max_len, busy)) => {
             let ctx = ctx.clone();
@@ -144,13 +145,13 @@ fn slowlog_settings(req: &Request) -> Option<(Option<i64>, Option<usize>, Option
 /// Sends `frame` to every node, masters and replicas, merged as the
 /// administrative commands' replies are (CONFIG RESETSTAT under
 /// passthrough, after orthrus reset its own).
-pub fn every_node(ctx: &Rc<WorkerCtx>, frame: &Bytes, proto: Protocol) -> Pending {
+pub fn every_node(ctx: &Rc<WorkerCtx>, frame: &Bytes, dialect: Dialect) -> Pending {
     let map = ctx.slots();
     let nodes: Vec<NodeAddr> = map.nodes().iter().map(|n| n.addr.clone()).collect();
     if nodes.is_empty() {
         return Pending::Ready(no_owner(&map));
     }
-    send(ctx, nodes, frame, proto)
+    send(ctx, nodes, frame, dialect)
 }
 
 /// MONITOR: every master's stream, pushed to the client (see
@@ -174,20 +175,20 @@ pub fn monitor(ctx: &Rc<WorkerCtx>, client: &mut Client, push: &PushSink) -> Pen
 
 /// Sends `frame` to each of `nodes`; one node's reply is the client's as
 /// it is, several are merged.
-fn send(ctx: &Rc<WorkerCtx>, nodes: Vec<NodeAddr>, frame: &Bytes, proto: Protocol) -> Pending {
+fn send(ctx: &Rc<WorkerCtx>, nodes: Vec<NodeAddr>, frame: &Bytes, dialect: Dialect) -> Pending {
     if let [one] = nodes.as_slice() {
         return match forward::forward(
             &ctx.pool,
             frame.clone(),
             Target::Node(one.clone()),
-            proto,
+            dialect,
             Access::Write,
         ) {
             Sent::Remote(remote) => Pending::Remote(remote),
             Sent::Refused { reply, .. } => Pending::Ready(reply),
         };
     }
-    let sent = fanout::send_to_each(ctx, nodes.clone(), frame, proto, false);
+    let sent = fanout::send_to_each(ctx, nodes.clone(), frame, dialect, false);
     let ctx = ctx.clone();
     Pending::Future(Box::pin(async move {
         let (replies, backend) = forward::resolve_all(&ctx.pool, sent).await;
@@ -238,16 +239,16 @@ fn histograms(
     ctx: &Rc<WorkerCtx>,
     nodes: Vec<NodeAddr>,
     frame: &Bytes,
-    proto: Protocol,
+    dialect: Dialect,
 ) -> Pending {
-    let sent = fanout::send_to_each(ctx, nodes.clone(), frame, proto, false);
+    let sent = fanout::send_to_each(ctx, nodes.clone(), frame, dialect, false);
     let ctx = ctx.clone();
     Pending::Future(Box::pin(async move {
         let (replies, backend) = forward::resolve_all(&ctx.pool, sent).await;
         let reply = match merge_histograms(&replies) {
             Some(merged) => {
                 let mut out = BytesMut::new();
-                merged.encode_for(&mut out, proto);
+                merged.encode_for(&mut out, dialect.proto);
                 out.freeze()
             }
             None => merge(&nodes, &replies),
@@ -385,7 +386,7 @@ mod tests {
         let mut out = BytesMut::new();
         merge_histograms(&[a, b])
             .unwrap()
-            .encode_for(&mut out, Protocol::Resp2);
+            .encode_for(&mut out, orthrus_resp::Protocol::Resp2);
         assert_eq!(
             &out[..],
             &b"*2\r\n$3\r\nset\r\n*4\r\n$5\r\ncalls\r\n:3\r\n$14\r\nhistogram_usec\r\n*4\r\n:8\r\n:2\r\n:16\r\n:1\r\n"[..]

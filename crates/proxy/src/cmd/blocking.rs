@@ -18,11 +18,12 @@ use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 
-use orthrus_resp::{Protocol, Request};
+use orthrus_resp::Request;
 
 use crate::client::Pending;
 use crate::node::Done;
 use crate::node::answer::{error_reply, no_owner};
+use crate::node::client::Dialect;
 use crate::node::conn::ASKING;
 use crate::node::dedicated::{DedicatedPool, Holding, Share, TakeError};
 use crate::node::retry::{Next, Retry};
@@ -35,7 +36,7 @@ pub fn dispatch(
     ctx: &Rc<WorkerCtx>,
     req: &Request,
     slot: Place,
-    proto: Protocol,
+    dialect: Dialect,
     client: &Holding,
 ) -> Pending {
     let frame = req.frame().clone();
@@ -55,7 +56,7 @@ pub fn dispatch(
             frame,
             own,
             started: Instant::now(),
-            proto,
+            dialect,
         };
         // A client that leaves ends its session, which drops this future
         // and so closes the dedicated connection: Redis forgets the block.
@@ -70,7 +71,7 @@ struct Command {
     own: Option<Own>,
     /// When it started: the wait for a connection counts in its timeout.
     started: Instant,
-    proto: Protocol,
+    dialect: Dialect,
 }
 
 /// A command's own timeout: where it is in the request, in which unit,
@@ -91,8 +92,8 @@ impl Command {
     fn nil(&self) -> Bytes {
         let mut out = BytesMut::new();
         match self.own.as_ref().is_some_and(|o| o.bulk) {
-            true => orthrus_resp::encode::null(&mut out, self.proto),
-            false => orthrus_resp::encode::null_array(&mut out, self.proto),
+            true => orthrus_resp::encode::null(&mut out, self.dialect.proto),
+            false => orthrus_resp::encode::null_array(&mut out, self.dialect.proto),
         }
         out.freeze()
     }
@@ -165,7 +166,7 @@ async fn run(ctx: &Rc<WorkerCtx>, command: Command, slot: Place, account: &Accou
     loop {
         let until = command.wait_until(retry.deadline());
         let taken =
-            DedicatedPool::take_for(pool, &addr, command.proto, held, until, Share::Blocking);
+            DedicatedPool::take_for(pool, &addr, command.dialect, held, until, Share::Blocking);
         let mut lease = match taken.await {
             Ok(lease) => lease,
             // Its own timeout passed while it waited: what Redis answers.

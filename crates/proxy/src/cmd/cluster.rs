@@ -76,7 +76,7 @@ fn forward_to_owner(req: &Request, client: &Client, ctx: &Rc<WorkerCtx>) -> Pend
         &ctx.pool,
         req.frame().clone(),
         Target::Slot(Place::of(slot)),
-        client.proto,
+        client.dialect(),
         Access::Read,
     ) {
         Sent::Remote(remote) => Pending::Remote(remote),

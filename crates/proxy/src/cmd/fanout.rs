@@ -12,12 +12,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use bytes::{Bytes, BytesMut};
 use orthrus_cluster::NodeAddr;
-use orthrus_resp::{Protocol, Request, encode};
+use orthrus_resp::{Request, encode};
 
 use crate::client::Pending;
 use crate::cmd::reply::{array_elements, parse_integer};
 use crate::node::Done;
 use crate::node::answer::{error_reply, no_owner};
+use crate::node::client::Dialect;
 use crate::node::forward::{self, Access, Sent, Target};
 use crate::route::kind::FanOut;
 use crate::worker::WorkerCtx;
@@ -31,7 +32,7 @@ pub fn dispatch(
     ctx: &Rc<WorkerCtx>,
     req: &Request,
     how: FanOut,
-    proto: Protocol,
+    dialect: Dialect,
     readonly: bool,
 ) -> Pending {
     let map = ctx.slots();
@@ -49,7 +50,7 @@ pub fn dispatch(
                 .unwrap_or(0),
         );
     }
-    let sent = send_to_each(ctx, masters, req.frame(), proto, readonly);
+    let sent = send_to_each(ctx, masters, req.frame(), dialect, readonly);
     let ctx = ctx.clone();
     Pending::Future(Box::pin(async move {
         let (replies, backend) = forward::resolve_all(&ctx.pool, sent).await;
@@ -63,14 +64,14 @@ pub fn send_to_each(
     ctx: &Rc<WorkerCtx>,
     nodes: Vec<NodeAddr>,
     frame: &Bytes,
-    proto: Protocol,
+    dialect: Dialect,
     readonly: bool,
 ) -> Vec<Sent> {
     nodes
         .into_iter()
         .map(|n| {
             let access = Access::of(readonly);
-            forward::forward(&ctx.pool, frame.clone(), Target::Node(n), proto, access)
+            forward::forward(&ctx.pool, frame.clone(), Target::Node(n), dialect, access)
         })
         .collect()
 }

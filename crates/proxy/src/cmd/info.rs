@@ -5,10 +5,11 @@ use std::fmt::Write as _;
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
 
-use orthrus_resp::{Protocol, Request};
+use orthrus_resp::Request;
 
 use crate::client::Pending;
 use crate::node::Done;
+use crate::node::client::Dialect;
 use crate::node::forward;
 
 use crate::client::Client;
@@ -70,7 +71,7 @@ pub fn reply(req: &Request, client: &Client, ctx: &Rc<WorkerCtx>) -> Pending {
     // progress (scripts wait for them with INFO): ask every master.
     let frame =
         orthrus_resp::encode::command(["INFO", "persistence", "memory", "keyspace", "stats"]);
-    let sent = fanout::send_to_each(ctx, ctx.shared.masters(), &frame, Protocol::Resp2, true);
+    let sent = fanout::send_to_each(ctx, ctx.shared.masters(), &frame, Dialect::default(), true);
     let ctx = ctx.clone();
     Pending::Future(Box::pin(async move {
         let (replies, backend) = forward::resolve_all(&ctx.pool, sent).await;
@@ -90,16 +91,18 @@ pub fn reply(req: &Request, client: &Client, ctx: &Rc<WorkerCtx>) -> Pending {
             }
         }
         if keyspace {
-            let (mut keys, mut expires) = (0u64, 0u64);
+            // Per database, summed over the masters, in database order.
+            let mut dbs = std::collections::BTreeMap::<u32, (u64, u64)>::new();
             for reply in &replies {
-                if let Some((k, e)) = db0_counts(reply) {
-                    keys += k;
-                    expires += e;
+                for (db, k, e) in db_counts(reply) {
+                    let sum = dbs.entry(db).or_default();
+                    sum.0 += k;
+                    sum.1 += e;
                 }
             }
             let mut text = String::from("# Keyspace\r\n");
-            if keys > 0 {
-                let _ = write!(text, "db0:keys={keys},expires={expires},avg_ttl=0\r\n");
+            for (db, (keys, expires)) in dbs.into_iter().filter(|(_, (keys, _))| *keys > 0) {
+                let _ = write!(text, "db{db}:keys={keys},expires={expires},avg_ttl=0\r\n");
             }
             parts.push(("keyspace", text));
         }
@@ -195,16 +198,28 @@ fn merged(replies: &[bytes::Bytes], section: &str, combine: fn(i64, i64) -> i64)
     out
 }
 
-/// `keys` and `expires` of `db0` in a node's `INFO keyspace` bulk reply.
-fn db0_counts(reply: &[u8]) -> Option<(u64, u64)> {
-    let text = std::str::from_utf8(reply).ok()?;
-    let line = text.lines().find_map(|l| l.strip_prefix("db0:"))?;
-    let field = |name: &str| {
-        line.split(',')
-            .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))
-            .and_then(|v| v.trim().parse::<u64>().ok())
+/// Each database's number, `keys` and `expires` in a node's `INFO
+/// keyspace` bulk reply (`db3:keys=1,expires=0,avg_ttl=0`).
+fn db_counts(reply: &[u8]) -> Vec<(u32, u64, u64)> {
+    let Ok(text) = std::str::from_utf8(reply) else {
+        return Vec::new();
     };
-    Some((field("keys")?, field("expires").unwrap_or(0)))
+    text.lines()
+        .filter_map(|l| {
+            let (db, fields) = l.strip_prefix("db")?.split_once(':')?;
+            let field = |name: &str| {
+                fields
+                    .split(',')
+                    .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))
+                    .and_then(|v| v.trim().parse::<u64>().ok())
+            };
+            Some((
+                db.parse().ok()?,
+                field("keys")?,
+                field("expires").unwrap_or(0),
+            ))
+        })
+        .collect()
 }
 
 fn server(out: &mut String, ctx: &WorkerCtx) {

@@ -18,6 +18,7 @@ use crate::observe::acl_log::Reason;
 use crate::observe::clients::{Current, KillReply};
 use crate::observe::throttle::Throttle;
 use crate::route::kind::Local;
+use crate::route::prefix::DEFAULT_UPSTREAM;
 use crate::worker::WorkerCtx;
 
 const NO_PASSWORD: &str = "ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?";
@@ -39,7 +40,7 @@ pub fn execute(cmd: Local, req: &Request, client: &mut Client, ctx: &Rc<WorkerCt
         },
         Local::Echo => bulk(req.arg(1).unwrap_or_default()),
         Local::Quit => return Pending::Last(simple("OK")),
-        Local::Select => select(req),
+        Local::Select => select(req, client, ctx),
         // As on a cluster node, for this connection only: its keyed reads
         // go to replicas, or back to the masters.
         Local::ReadOnly => {
@@ -52,6 +53,7 @@ pub fn execute(cmd: Local, req: &Request, client: &mut Client, ctx: &Rc<WorkerCt
         }
         Local::Reset => {
             client.proto = Protocol::Resp2;
+            client.db = 0;
             client.names = None;
             client.multi = None;
             client.watch = None;
@@ -82,7 +84,7 @@ pub fn execute(cmd: Local, req: &Request, client: &mut Client, ctx: &Rc<WorkerCt
             shared.commands_seen.reset();
             if ctx.live().admin.passthrough {
                 // The nodes' statistics too (LATENCY, commandstats there).
-                return crate::cmd::admin::every_node(ctx, req.frame(), client.proto);
+                return crate::cmd::admin::every_node(ctx, req.frame(), client.dialect());
             }
             simple("OK")
         }
@@ -91,7 +93,10 @@ pub fn execute(cmd: Local, req: &Request, client: &mut Client, ctx: &Rc<WorkerCt
         Local::HotKeys => crate::cmd::hotkeys::hotkeys(req, client.proto, ctx),
         Local::Orthrus => crate::cmd::hotkeys::orthrus(req, client.proto, ctx),
     };
-    if matches!(cmd, Local::Hello | Local::Client | Local::Reset) {
+    if matches!(
+        cmd,
+        Local::Hello | Local::Client | Local::Reset | Local::Select
+    ) {
         ctx.shared.clients.update(client.entry(ctx.index));
     }
     Pending::Ready(reply)
@@ -108,16 +113,46 @@ fn ping(req: &Request, proto: Protocol) -> Bytes {
     }
 }
 
-fn select(req: &Request) -> Bytes {
-    let index = req
-        .arg(1)
-        .and_then(|a| std::str::from_utf8(a).ok())
-        .and_then(|s| s.parse::<i64>().ok());
-    match index {
-        None => error_reply(NOT_INTEGER),
-        Some(0) => simple("OK"),
-        Some(_) => error_reply("ERR SELECT is not allowed in cluster mode"),
+/// `SELECT n`: answered as the default upstream's nodes answer it (they
+/// were asked once how many databases they serve: a Redis 7 cluster one,
+/// a Valkey 9 cluster its `cluster-databases`, a standalone server its
+/// `databases`); the client's next requests go on connections to that
+/// database.
+fn select(req: &Request, client: &mut Client, ctx: &WorkerCtx) -> Bytes {
+    // Redis reads an int.
+    let Some(index) = req.arg(1).and_then(orthrus_resp::parse_i64) else {
+        return error_reply(NOT_INTEGER);
+    };
+    let Ok(index) = i32::try_from(index) else {
+        return error_reply(
+            "ERR value is out of range, value must between -2147483648 and 2147483647",
+        );
+    };
+    let db = match u32::try_from(index) {
+        Ok(0) => 0,
+        served => match ctx.shared.databases.of(DEFAULT_UPSTREAM) {
+            None => {
+                return error_reply(
+                    "CLUSTERDOWN orthrus: how many databases the nodes serve is not known yet",
+                );
+            }
+            Some(known) => match served {
+                Ok(db) if db < known.count => db,
+                _ => return error_reply(&known.refusal),
+            },
+        },
+    };
+    if db != client.db && client.watch.is_some() {
+        // The watch is on a connection to the other database.
+        return error_reply(
+            "ERR orthrus: SELECT while keys are watched is not supported (UNWATCH first)",
+        );
     }
+    client.db = db;
+    if let Some(tracking) = &client.tracking {
+        tracking.set_dialect(client.dialect());
+    }
+    simple("OK")
 }
 
 /// `AUTH [user] password`, against `[client] password` (the default
@@ -236,7 +271,7 @@ fn hello(req: &Request, client: &mut Client, ctx: &WorkerCtx) -> Bytes {
     }
     client.proto = proto;
     if let Some(tracking) = &client.tracking {
-        tracking.set_proto(proto);
+        tracking.set_dialect(client.dialect());
     }
     // Subscriptions speak the protocol they were made in; a client
     // subscribed to nothing hears its next ones in this one (its links,

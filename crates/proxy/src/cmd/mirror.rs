@@ -14,6 +14,7 @@ use std::rc::Rc;
 use bytes::Bytes;
 use orthrus_resp::Protocol;
 
+use crate::node::client::Dialect;
 use crate::node::forward::{self, Access, Sent, Target};
 use crate::observe::stats::WorkerStats;
 use crate::route::prefix::{Mirror, Place, Upstream};
@@ -32,14 +33,20 @@ thread_local! {
     static DRAW: Cell<u64> = const { Cell::new(0x9e37_79b9_7f4a_7c15) };
 }
 
-/// Copies `frame` (a request for `place`) to `mirror`, the mirroring of
-/// its keys' route, if this request is one to copy.
-pub fn copy(ctx: &Rc<WorkerCtx>, mirror: &Mirror, place: Place, frame: &Bytes, readonly: bool) {
+/// Copies `frame` (a request for `place`, in database `db`) to `mirror`,
+/// the mirroring of its keys' route, if this request is one to copy.
+pub fn copy(
+    ctx: &Rc<WorkerCtx>,
+    mirror: &Mirror,
+    (place, db): (Place, u32),
+    frame: &Bytes,
+    readonly: bool,
+) {
     if (mirror.writes_only && readonly) || !drawn(mirror) {
         return;
     }
     for &upstream in &mirror.to {
-        send(ctx, frame.clone(), Place { upstream, ..place });
+        send(ctx, frame.clone(), Place { upstream, ..place }, db);
     }
 }
 
@@ -94,19 +101,28 @@ fn release(upstream: Upstream, bytes: usize) {
     });
 }
 
-fn send(ctx: &Rc<WorkerCtx>, frame: Bytes, place: Place) {
+fn send(ctx: &Rc<WorkerCtx>, frame: Bytes, place: Place, db: u32) {
     let stats = ctx.stats();
+    if ctx.shared.databases.refusal(place.upstream, db).is_some() {
+        // The mirror's nodes lack the client's database.
+        WorkerStats::bump(&stats.mirror_errors);
+        return;
+    }
     let bytes = frame.len();
     if !reserve(place.upstream, bytes) {
         WorkerStats::bump(&stats.mirror_dropped);
         return;
     }
     // RESP2 always: the reply is only looked at for an error.
+    let dialect = Dialect {
+        proto: Protocol::Resp2,
+        db,
+    };
     match forward::forward(
         &ctx.pool,
         frame,
         Target::Slot(place),
-        Protocol::Resp2,
+        dialect,
         Access::Write,
     ) {
         Sent::Remote(remote) => {

@@ -34,14 +34,15 @@ enum Mirrors<'p> {
     Mixed(Vec<&'p Mirror>),
 }
 
-/// `req`, to go to `place`, as its upstream is to get it: its keys cut
-/// where their route removes its prefix, and (with `copies`) its copies
-/// sent to the mirrors of its keys' routes. `None` when it goes as it is.
+/// `req`, to go to `place` in database `db`, as its upstream is to get
+/// it: its keys cut where their route removes its prefix, and (with
+/// `copies`) its copies sent to the mirrors of its keys' routes. `None`
+/// when it goes as it is.
 #[cold]
 pub fn request(
     ctx: &Rc<WorkerCtx>,
     req: &Request,
-    place: Place,
+    (place, db): (Place, u32),
     info: Option<&Arc<CommandInfo>>,
     copies: bool,
 ) -> Option<Request> {
@@ -61,19 +62,19 @@ pub fn request(
         Mirrors::None => {}
         Mirrors::All(mirror) => {
             let frame = for_mirror(ctx, sent.as_ref().unwrap_or(req));
-            mirror::copy(ctx, mirror, place, &frame, readonly);
+            mirror::copy(ctx, mirror, (place, db), &frame, readonly);
         }
         Mirrors::Mixed(mirrors) => match info.split {
             Some(merge) => {
                 let step = step_of(merge);
                 let keys = req.arg_count().saturating_sub(1).checked_div(step);
                 let keys = 0..keys.unwrap_or(0);
-                copy_by_route(ctx, (req, step, &prefixes), keys, place, readonly);
+                copy_by_route(ctx, (req, step, &prefixes), keys, (place, db), readonly);
             }
             None => {
                 let frame = for_mirror(ctx, sent.as_ref().unwrap_or(req));
                 for mirror in mirrors {
-                    mirror::copy(ctx, mirror, place, &frame, readonly);
+                    mirror::copy(ctx, mirror, (place, db), &frame, readonly);
                 }
             }
         },
@@ -99,12 +100,13 @@ fn for_mirror(ctx: &WorkerCtx, req: &Request) -> Bytes {
 /// The frame of one part of a split command: the keys numbered `keys` of
 /// `req` (whose keys come every `step` arguments from the first, with
 /// their values), cut where their route removes its prefix; the mirrors
-/// of their routes get their copies.
+/// of their routes get their copies (`to`: the part's place and the
+/// client's database).
 pub fn part(
     ctx: &Rc<WorkerCtx>,
     (req, step, prefixes): (&Request, usize, &Prefixes),
     keys: impl Iterator<Item = usize> + Clone,
-    place: Place,
+    to: (Place, u32),
     readonly: bool,
 ) -> Bytes {
     let frame = frame_of_keys((req, step, prefixes), keys.clone());
@@ -113,9 +115,9 @@ pub fn part(
         let first = mirrored.next().flatten();
         match first {
             Some(mirror) if mirrored.all(|m| m.is_some_and(|m| std::ptr::eq(m, mirror))) => {
-                mirror::copy(ctx, mirror, place, &frame, readonly);
+                mirror::copy(ctx, mirror, to, &frame, readonly);
             }
-            _ => copy_by_route(ctx, (req, step, prefixes), keys, place, readonly),
+            _ => copy_by_route(ctx, (req, step, prefixes), keys, to, readonly),
         }
     }
     frame
@@ -128,7 +130,7 @@ fn copy_by_route(
     ctx: &Rc<WorkerCtx>,
     (req, step, prefixes): (&Request, usize, &Prefixes),
     keys: impl Iterator<Item = usize> + Clone,
-    place: Place,
+    to: (Place, u32),
     readonly: bool,
 ) {
     let mut seen: Vec<&Mirror> = Vec::new();
@@ -144,7 +146,7 @@ fn copy_by_route(
             mirror_of_key(prefixes, req, step, k).is_some_and(|m| std::ptr::eq(m, mirror))
         });
         let frame = frame_of_keys((req, step, prefixes), its);
-        mirror::copy(ctx, mirror, place, &frame, readonly);
+        mirror::copy(ctx, mirror, to, &frame, readonly);
     }
 }
 

@@ -12,12 +12,13 @@
 use std::rc::Rc;
 
 use bytes::{Bytes, BytesMut};
-use orthrus_resp::{Protocol, Request, encode};
+use orthrus_resp::{Request, encode};
 
 use crate::client::Pending;
 use crate::cmd::reply::array_elements;
 use crate::node::Done;
 use crate::node::answer::{error_reply, no_owner};
+use crate::node::client::Dialect;
 use crate::node::forward::{self, Access, Sent, Target};
 use crate::worker::WorkerCtx;
 
@@ -25,7 +26,7 @@ const NODE_BITS: u32 = 10;
 const NODE_MASK: u64 = (1 << NODE_BITS) - 1;
 
 /// Starts `SCAN cursor ...` on the master the cursor names.
-pub fn dispatch(ctx: &Rc<WorkerCtx>, req: &Request, proto: Protocol) -> Pending {
+pub fn dispatch(ctx: &Rc<WorkerCtx>, req: &Request, dialect: Dialect) -> Pending {
     let cursor = req
         .arg(1)
         .and_then(|c| std::str::from_utf8(c).ok())
@@ -49,7 +50,7 @@ pub fn dispatch(ctx: &Rc<WorkerCtx>, req: &Request, proto: Protocol) -> Pending 
     }
     let frame = orthrus_resp::encode::command(&args);
     let target = Target::Node(node.clone());
-    let sent = forward::forward(&ctx.pool, frame, target, proto, Access::Read);
+    let sent = forward::forward(&ctx.pool, frame, target, dialect, Access::Read);
     let count = masters.len();
     let ctx = ctx.clone();
     Pending::Future(Box::pin(async move {

@@ -17,7 +17,7 @@ use std::rc::Rc;
 use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
-use orthrus_resp::{Protocol, Request, encode};
+use orthrus_resp::{Request, encode};
 
 use crate::client::Pending;
 use crate::client::transaction::Multi;
@@ -25,6 +25,7 @@ use crate::cmd::fanout::send_to_each;
 use crate::cmd::reply::{array_elements, integer};
 use crate::node::Done;
 use crate::node::answer::no_owner;
+use crate::node::client::Dialect;
 use crate::node::dedicated::DedicatedPool;
 use crate::node::forward::{self, Access, Sent, Target};
 use crate::route::table::Route;
@@ -124,7 +125,7 @@ pub fn intercept(
     ctx: &Rc<WorkerCtx>,
     req: &Request,
     route: &Route,
-    proto: Protocol,
+    dialect: Dialect,
     access: Access,
 ) -> Option<Pending> {
     let name = req.arg(0)?;
@@ -152,16 +153,16 @@ pub fn intercept(
             // Loaded everywhere: sent as it is, NOSCRIPT (a node restarted
             // since) followed by loading it again.
             Some(body) if scripts.everywhere(req.arg(1)?) => {
-                evalsha(ctx, frame, body, target?, proto, access)
+                evalsha(ctx, frame, body, target?, dialect, access)
             }
             // Run with EVAL on one master only: sent as the EVAL of it, in
             // its place among the client's requests (following a NOSCRIPT
             // would run it after requests pipelined behind it).
             Some(body) => {
                 let as_eval = as_eval(req, &body)?;
-                timed(ctx, as_eval, target?, proto, access, false)
+                timed(ctx, as_eval, target?, dialect, access, false)
             }
-            None => timed(ctx, frame, target?, proto, access, fcall),
+            None => timed(ctx, frame, target?, dialect, access, fcall),
         });
     }
     let sub = req.arg(1)?;
@@ -172,13 +173,13 @@ pub fn intercept(
                 "ERR wrong number of arguments for '{name}|kill' command"
             ))));
         }
-        return Some(kill(ctx, req.frame().clone(), proto));
+        return Some(kill(ctx, req.frame().clone(), dialect));
     }
     if is(b"function") && sub.eq_ignore_ascii_case(b"stats") && req.arg_count() == 2 {
-        return Some(function_stats(ctx, req.frame().clone(), proto));
+        return Some(function_stats(ctx, req.frame().clone(), dialect));
     }
     if is(b"script") && sub.eq_ignore_ascii_case(b"exists") && req.arg_count() > 2 {
-        return Some(exists(ctx, req, proto));
+        return Some(exists(ctx, req, dialect));
     }
     None
 }
@@ -189,14 +190,14 @@ fn timed(
     ctx: &Rc<WorkerCtx>,
     frame: Bytes,
     target: Target,
-    proto: Protocol,
+    dialect: Dialect,
     access: Access,
     function: bool,
 ) -> Pending {
     // From when it is sent: its future is polled only once the client's
     // earlier replies are in.
     let running = ctx.shared.scripts.started(function);
-    let sent = forward::forward(&ctx.pool, frame, target, proto, access);
+    let sent = forward::forward(&ctx.pool, frame, target, dialect, access);
     let ctx = ctx.clone();
     Pending::Future(Box::pin(async move {
         let _running = running;
@@ -211,11 +212,11 @@ fn evalsha(
     frame: Bytes,
     body: Bytes,
     target: Target,
-    proto: Protocol,
+    dialect: Dialect,
     access: Access,
 ) -> Pending {
     let running = ctx.shared.scripts.started(false);
-    let first = forward::forward(&ctx.pool, frame.clone(), target.clone(), proto, access);
+    let first = forward::forward(&ctx.pool, frame.clone(), target.clone(), dialect, access);
     let ctx = ctx.clone();
     Pending::Future(Box::pin(async move {
         let _running = running;
@@ -229,13 +230,13 @@ fn evalsha(
         encode::bulk(&mut load, b"LOAD");
         encode::bulk(&mut load, &body);
         let masters = ctx.shared.masters();
-        let sent = send_to_each(&ctx, masters, &load.freeze(), proto, false);
+        let sent = send_to_each(&ctx, masters, &load.freeze(), dialect, false);
         let (replies, _) = forward::resolve_all(&ctx.pool, sent).await;
         if let Some(err) = replies.into_iter().find(|r| r.starts_with(b"-")) {
             return Done::from_nodes(err, std::time::Duration::ZERO);
         }
         ctx.shared.scripts.keep_everywhere(&body);
-        let again = forward::forward(&ctx.pool, frame, target, proto, access);
+        let again = forward::forward(&ctx.pool, frame, target, dialect, access);
         resolve(&ctx, again).await
     }))
 }
@@ -252,10 +253,10 @@ async fn resolve(ctx: &Rc<WorkerCtx>, sent: Sent) -> Done {
 /// master running the script answers `+OK`, the others `-NOTBUSY`; the
 /// client gets the `+OK`, else the busy master's error (`-BUSY`: SCRIPT
 /// KILL of a function), else the first master's.
-fn kill(ctx: &Rc<WorkerCtx>, frame: Bytes, proto: Protocol) -> Pending {
+fn kill(ctx: &Rc<WorkerCtx>, frame: Bytes, dialect: Dialect) -> Pending {
     let ctx = ctx.clone();
     Pending::Future(Box::pin(async move {
-        let replies = ask_every_master(&ctx, &frame, proto).await;
+        let replies = ask_every_master(&ctx, &frame, dialect).await;
         let pick = replies
             .iter()
             .find(|r| !r.starts_with(b"-"))
@@ -269,10 +270,10 @@ fn kill(ctx: &Rc<WorkerCtx>, frame: Bytes, proto: Protocol) -> Pending {
 /// FUNCTION STATS: every master over connections of their own (a busy one
 /// still answers it, not over its shared connection); the reply of the
 /// master running a script, else the first master's.
-fn function_stats(ctx: &Rc<WorkerCtx>, frame: Bytes, proto: Protocol) -> Pending {
+fn function_stats(ctx: &Rc<WorkerCtx>, frame: Bytes, dialect: Dialect) -> Pending {
     let ctx = ctx.clone();
     Pending::Future(Box::pin(async move {
-        let replies = ask_every_master(&ctx, &frame, proto).await;
+        let replies = ask_every_master(&ctx, &frame, dialect).await;
         let limits = orthrus_resp::Limits::for_replies();
         let running = |reply: &Bytes| {
             let Ok(Some((value, _))) = orthrus_resp::Value::parse(reply, &limits) else {
@@ -305,7 +306,7 @@ fn function_stats(ctx: &Rc<WorkerCtx>, frame: Bytes, proto: Protocol) -> Pending
 
 /// Sends `frame` to every master over dedicated connections, at once; the
 /// replies (or orthrus's errors) in the masters' order.
-async fn ask_every_master(ctx: &Rc<WorkerCtx>, frame: &Bytes, proto: Protocol) -> Vec<Bytes> {
+async fn ask_every_master(ctx: &Rc<WorkerCtx>, frame: &Bytes, dialect: Dialect) -> Vec<Bytes> {
     let masters = ctx.shared.masters();
     let now = Instant::now();
     let asks = masters.iter().map(|addr| {
@@ -314,7 +315,7 @@ async fn ask_every_master(ctx: &Rc<WorkerCtx>, frame: &Bytes, proto: Protocol) -
         let timeout = ctx.shared.request_timeout_at(addr);
         let deadline = now + timeout;
         async move {
-            let taken = DedicatedPool::take(&ctx.dedicated, addr, proto, None, deadline).await;
+            let taken = DedicatedPool::take(&ctx.dedicated, addr, dialect, None, deadline).await;
             let mut conn = match taken {
                 Ok(conn) => conn,
                 Err(e) => {
@@ -368,7 +369,7 @@ async fn futures_join_all<F: std::future::Future>(
 
 /// SCRIPT EXISTS: 1 where every master has the script, or orthrus holds
 /// its body (an EVALSHA of it runs).
-pub fn exists(ctx: &Rc<WorkerCtx>, req: &Request, proto: Protocol) -> Pending {
+pub fn exists(ctx: &Rc<WorkerCtx>, req: &Request, dialect: Dialect) -> Pending {
     let held: Vec<bool> = (2..req.arg_count())
         .map(|i| {
             req.arg(i)
@@ -376,7 +377,7 @@ pub fn exists(ctx: &Rc<WorkerCtx>, req: &Request, proto: Protocol) -> Pending {
         })
         .collect();
     let masters = ctx.shared.masters();
-    let sent = send_to_each(ctx, masters, req.frame(), proto, true);
+    let sent = send_to_each(ctx, masters, req.frame(), dialect, true);
     let ctx = ctx.clone();
     Pending::Future(Box::pin(async move {
         let (replies, backend) = forward::resolve_all(&ctx.pool, sent).await;

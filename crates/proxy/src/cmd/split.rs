@@ -12,13 +12,14 @@ use std::rc::Rc;
 
 use bytes::{Bytes, BytesMut};
 use orthrus_cluster::SLOT_COUNT;
-use orthrus_resp::{Protocol, Request, encode};
+use orthrus_resp::{Request, encode};
 
 use crate::client::Pending;
 use crate::cmd::outbound::{self, arg_of_key, step_of};
 use crate::cmd::reply::{array_element_ranges, parse_integer};
 use crate::node::Done;
 use crate::node::answer::error_reply;
+use crate::node::client::Dialect;
 use crate::node::forward::{self, Access, Sent, Target};
 use crate::process::Shared;
 use crate::route::kind::Merge;
@@ -83,7 +84,7 @@ pub fn dispatch(
     ctx: &Rc<WorkerCtx>,
     req: &Request,
     (merge, cross): (Merge, CrossSlot),
-    proto: Protocol,
+    dialect: Dialect,
     access: Access,
 ) -> Pending {
     let step = step_of(merge);
@@ -103,7 +104,7 @@ pub fn dispatch(
         let mut parts = Parts::new(key_count, upstreams, cross);
         parts.add(req, (step, &prefixes), 0..key_count);
         for part in &mut parts.parts {
-            part.send(&ctx, (req, step, &prefixes), (proto, access));
+            part.send(&ctx, (req, step, &prefixes), (dialect, access));
         }
         return Pending::Future(Box::pin(finish(ctx, merge, parts, key_count)));
     }
@@ -122,7 +123,7 @@ pub fn dispatch(
             at = end;
         }
         for part in &mut parts.parts {
-            part.send(&ctx, (&req, step, &prefixes), (proto, access));
+            part.send(&ctx, (&req, step, &prefixes), (dialect, access));
             turns.worked(part.len()).await;
         }
         finish(ctx, merge, parts, key_count).await
@@ -357,20 +358,20 @@ impl Part {
         &mut self,
         ctx: &Rc<WorkerCtx>,
         (req, step, prefixes): (&Request, usize, &Prefixes),
-        (proto, access): (Protocol, Access),
+        (dialect, access): (Dialect, Access),
     ) {
         let frame = outbound::part(
             ctx,
             (req, step, prefixes),
             self.keys(),
-            self.place,
+            (self.place, dialect.db),
             access.reads(),
         );
         self.sent = Some(forward::forward(
             &ctx.pool,
             frame,
             Target::Slot(self.place),
-            proto,
+            dialect,
             access,
         ));
     }

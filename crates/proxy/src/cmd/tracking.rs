@@ -123,7 +123,7 @@ fn tracking(
                     .get_or_insert_with(|| PubSub::new(ctx.clone(), client.proto, push.clone()))
                     .links()
             });
-            let tracking = Tracking::new(ctx, options, redirect, client.proto, push, links);
+            let tracking = Tracking::new(ctx, options, redirect, client.dialect(), push, links);
             let ready = Box::pin(tracking.ready());
             client.tracking = Some(Box::new(tracking));
             ready

@@ -18,7 +18,7 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
-use orthrus_resp::{Protocol, ReplyClass, Request, classify};
+use orthrus_resp::{ReplyClass, Request, classify};
 
 use crate::client::transaction::{Multi, Watch};
 use crate::client::{Client, Pending};
@@ -26,6 +26,7 @@ use crate::cmd::reply::{array_elements, simple};
 use crate::cmd::script;
 use crate::node::Done;
 use crate::node::answer::{error_reply, no_owner};
+use crate::node::client::Dialect;
 use crate::node::conn::BackendError;
 use crate::node::forward::{self, Target, send_frames};
 use crate::node::frames;
@@ -264,7 +265,7 @@ fn exec(mut multi: Multi, watch: Option<Watch>, client: &Client, ctx: &Rc<Worker
     }
     script::at_exec(&mut multi, &ctx.shared.scripts);
     if !multi.side.is_empty() {
-        return exec_mixed(multi, watch, client.proto, ctx);
+        return exec_mixed(multi, watch, client.dialect(), ctx);
     }
     let count = multi.queued.len();
     let mut frame =
@@ -275,7 +276,7 @@ fn exec(mut multi: Multi, watch: Option<Watch>, client: &Client, ctx: &Rc<Worker
     }
     frame.extend_from_slice(b"*1\r\n$4\r\nEXEC\r\n");
     let frame = frame.freeze();
-    let proto = client.proto;
+    let dialect = client.dialect();
     let ctx = ctx.clone();
     let scripts = std::mem::take(&mut multi.scripts);
     let ran = move |ctx: &WorkerCtx| script::ran_in_multi(&ctx.shared.scripts, &scripts, 0..count);
@@ -308,7 +309,7 @@ fn exec(mut multi: Multi, watch: Option<Watch>, client: &Client, ctx: &Rc<Worker
             let target = multi.slot.map_or(Target::Any, Target::Slot);
             Pending::deferred(Box::pin(async move {
                 let waited = Cell::new(Duration::ZERO);
-                let reply = run(&ctx, frame, target, proto, count, &waited).await;
+                let reply = run(&ctx, frame, target, dialect, count, &waited).await;
                 if script::exec_ran(&reply) {
                     ran(&ctx);
                 }
@@ -325,7 +326,12 @@ fn exec(mut multi: Multi, watch: Option<Watch>, client: &Client, ctx: &Rc<Worker
 /// pieces. A WATCH is checked first (an empty MULTI/EXEC on its
 /// connection): if a watched key changed, nothing runs and the reply is
 /// nil, as in Redis.
-fn exec_mixed(multi: Multi, watch: Option<Watch>, proto: Protocol, ctx: &Rc<WorkerCtx>) -> Pending {
+fn exec_mixed(
+    multi: Multi,
+    watch: Option<Watch>,
+    dialect: Dialect,
+    ctx: &Rc<WorkerCtx>,
+) -> Pending {
     let ctx = ctx.clone();
     Pending::deferred(Box::pin(async move {
         let waited = Cell::new(Duration::ZERO);
@@ -375,7 +381,7 @@ fn exec_mixed(multi: Multi, watch: Option<Watch>, proto: Protocol, ctx: &Rc<Work
                     &ctx,
                     frame.freeze(),
                     target.clone(),
-                    proto,
+                    dialect,
                     segment.len(),
                     &waited,
                 )
@@ -390,7 +396,7 @@ fn exec_mixed(multi: Multi, watch: Option<Watch>, proto: Protocol, ctx: &Rc<Work
                 from = until;
             }
             let Some((_, req)) = next else { break };
-            out.push(run_side(&ctx, req, proto).await);
+            out.push(run_side(&ctx, req, dialect).await);
         }
         let mut reply = BytesMut::with_capacity(out.iter().map(Bytes::len).sum::<usize>() + 16);
         orthrus_resp::encode::array_header(&mut reply, out.len());
@@ -400,7 +406,7 @@ fn exec_mixed(multi: Multi, watch: Option<Watch>, proto: Protocol, ctx: &Rc<Work
 }
 
 /// One of orthrus's own commands queued in a MULTI, run at EXEC.
-async fn run_side(ctx: &Rc<WorkerCtx>, req: Request, proto: Protocol) -> Bytes {
+async fn run_side(ctx: &Rc<WorkerCtx>, req: Request, dialect: Dialect) -> Bytes {
     let table = ctx.commands();
     let (route, info) = table.route_info(&req, &ctx.prefixes());
     let readonly = info.is_some_and(|i| i.readonly);
@@ -413,12 +419,12 @@ async fn run_side(ctx: &Rc<WorkerCtx>, req: Request, proto: Protocol) -> Bytes {
             .is_some_and(|s| s.eq_ignore_ascii_case(b"exists"))
         && req.arg_count() > 2;
     let pending = match route {
-        Route::FanOut(_) if script_exists => script::exists(ctx, &req, proto),
-        Route::FanOut(how) => crate::cmd::fanout::dispatch(ctx, &req, how, proto, readonly),
+        Route::FanOut(_) if script_exists => script::exists(ctx, &req, dialect),
+        Route::FanOut(how) => crate::cmd::fanout::dispatch(ctx, &req, how, dialect, readonly),
         Route::Local(Local::SlowLog) => {
             Pending::Ready(crate::observe::slowlog::command(&ctx.shared.slowlog, &req))
         }
-        Route::Admin(info) => crate::cmd::admin::dispatch(ctx, &req, &info, proto),
+        Route::Admin(info) => crate::cmd::admin::dispatch(ctx, &req, &info, dialect),
         Route::Reject(rejection) => Pending::Ready(error_reply(&rejection.message(&req))),
         _ => Pending::Ready(error_reply(
             "ERR orthrus: this command cannot run inside MULTI",
@@ -437,7 +443,7 @@ async fn run(
     ctx: &Rc<WorkerCtx>,
     frame: Bytes,
     target: Target,
-    proto: orthrus_resp::Protocol,
+    dialect: Dialect,
     count: usize,
     waited: &Cell<Duration>,
 ) -> Bytes {
@@ -449,7 +455,7 @@ async fn run(
             Some(addr) => addr,
             None => return no_owner(&map),
         };
-        let reply = send_frames(&ctx.pool, &addr, &frame, proto, false, count + 2)
+        let reply = send_frames(&ctx.pool, &addr, &frame, dialect, false, count + 2)
             .await
             .unwrap_or(Err(BackendError::Lost));
         let replies = match reply {

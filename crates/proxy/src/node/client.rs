@@ -16,6 +16,26 @@ use crate::config::{BackendConfig, BackendTls};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+/// How a connection to a node is set up beyond its address: the protocol
+/// its `HELLO` chose and the database its `SELECT` chose. Part of a
+/// connection's identity: requests of a client in database 1 go only on
+/// connections set to database 1, and nothing is ever selected per request.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Dialect {
+    pub proto: Protocol,
+    pub db: u32,
+}
+
+/// The handshake's `SELECT` was refused: the node serves fewer databases
+/// (a Redis 7 cluster serves one). The node is not at fault, and its
+/// other connections are not affected.
+#[derive(Debug, thiserror::Error)]
+#[error("node refused SELECT {db}: {reply}")]
+pub struct NoDatabase {
+    pub db: u32,
+    pub reply: String,
+}
+
 /// Replies of topology and `COMMAND` queries can be large, never unbounded.
 const MAX_REPLY: usize = 64 * 1024 * 1024;
 /// The `READONLY` command: a replica connection that sent it serves reads.
@@ -55,21 +75,21 @@ async fn exchange(
 }
 
 /// Authenticates a new node connection (when a backend password is set),
-/// switches it to RESP3 when asked and, with `readonly`, sends `READONLY`
-/// (a replica then answers reads of its master's slots), all in one round
-/// trip. With `confirm`, a connection that needs none of these gets a
+/// switches it to RESP3 when asked, selects a database other than 0 and,
+/// with `readonly`, sends `READONLY` (a replica then answers reads of its
+/// master's slots), all in one round trip. With `confirm`, a connection that needs none of these gets a
 /// PING: over TLS 1.3 a node that refuses orthrus's certificate says so
 /// only at the first read, and that should fail the connect, not the first
 /// request sent on it.
 pub async fn handshake(
     stream: &mut (impl AsyncRead + AsyncWrite + Unpin),
-    proto: Protocol,
+    dialect: Dialect,
     backend: &BackendConfig,
     readonly: bool,
     confirm: bool,
 ) -> io::Result<()> {
     let user = backend.username.as_deref().unwrap_or("default");
-    let hello = match (&backend.password, proto) {
+    let hello = match (&backend.password, dialect.proto) {
         (None, Protocol::Resp2) if confirm && !readonly => Some(Request::from_args(&["PING"])),
         (None, Protocol::Resp2) => None,
         (None, Protocol::Resp3) => Some(Request::from_args(&["HELLO", "3"])),
@@ -85,10 +105,15 @@ pub async fn handshake(
     if let Some(req) = &hello {
         frames.extend_from_slice(req.frame());
     }
+    let select = dialect.db != 0;
+    if select {
+        let db = dialect.db.to_string();
+        frames.extend_from_slice(Request::from_args(&["SELECT", &db]).frame());
+    }
     if readonly {
         frames.extend_from_slice(READONLY);
     }
-    let count = usize::from(hello.is_some()) + usize::from(readonly);
+    let count = usize::from(hello.is_some()) + usize::from(select) + usize::from(readonly);
     if count == 0 {
         return Ok(());
     }
@@ -100,6 +125,14 @@ pub async fn handshake(
                 "node refused the handshake: {}",
                 String::from_utf8_lossy(&e)
             )));
+        }
+    }
+    if select {
+        if let Some(Value::Error(e)) = replies.next() {
+            return Err(io::Error::other(NoDatabase {
+                db: dialect.db,
+                reply: String::from_utf8_lossy(&e).into_owned(),
+            }));
         }
     }
     if let Some(Value::Error(e)) = replies.next() {
@@ -114,7 +147,7 @@ pub async fn handshake(
 /// [`handshake`], each step within `timeout`.
 pub async fn connect(
     addr: &NodeAddr,
-    proto: Protocol,
+    dialect: Dialect,
     timeout: Duration,
     backend: &BackendConfig,
     readonly: bool,
@@ -131,7 +164,7 @@ pub async fn connect(
     let tls = matches!(stream, NodeStream::Tls(..));
     crate::time::timeout(
         timeout,
-        handshake(&mut stream, proto, backend, readonly, tls),
+        handshake(&mut stream, dialect, backend, readonly, tls),
     )
     .await
     .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "handshake timed out"))?
@@ -164,7 +197,7 @@ impl NodeClient {
         backend: &BackendConfig,
         tls: Option<&BackendTls>,
     ) -> io::Result<NodeClient> {
-        let stream = connect(addr, Protocol::Resp2, timeout, backend, false, tls).await?;
+        let stream = connect(addr, Dialect::default(), timeout, backend, false, tls).await?;
         Ok(NodeClient { stream, timeout })
     }
 

@@ -21,24 +21,24 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use orthrus_cluster::NodeAddr;
-use orthrus_resp::Protocol;
 use tokio::io::AsyncWriteExt;
 use tokio::sync::Notify;
 
+use super::client::Dialect;
 use super::frames::FrameReader;
 use super::stream::NodeStream;
 use super::{Env, conn};
 use crate::observe::clients::Identity;
 use crate::process::quota;
 
-/// Idle connections kept per node and protocol.
+/// Idle connections kept per node, protocol and database.
 const MAX_IDLE: usize = 8;
 
 /// One connection, used by one client at a time.
 pub struct Dedicated {
     stream: FrameReader<NodeStream>,
     addr: NodeAddr,
-    proto: Protocol,
+    dialect: Dialect,
 }
 
 /// The client a lease is counted on (its `dedicated` count, within
@@ -77,7 +77,7 @@ pub enum TakeError {
 pub struct DedicatedPool {
     env: Rc<Env>,
     max_per_node: usize,
-    idle: RefCell<HashMap<(NodeAddr, Protocol), Vec<Dedicated>>>,
+    idle: RefCell<HashMap<(NodeAddr, Dialect), Vec<Dedicated>>>,
     nodes: RefCell<HashMap<NodeAddr, NodeUse>>,
 }
 
@@ -149,11 +149,11 @@ impl DedicatedPool {
     pub async fn take(
         pool: &Rc<DedicatedPool>,
         addr: &NodeAddr,
-        proto: Protocol,
+        dialect: Dialect,
         client: Option<&Holding>,
         deadline: Instant,
     ) -> Result<Lease, TakeError> {
-        DedicatedPool::take_for(pool, addr, proto, client, deadline, Share::Exclusive).await
+        DedicatedPool::take_for(pool, addr, dialect, client, deadline, Share::Exclusive).await
     }
 
     /// Takes an idle connection to `addr` or opens one, within the bound
@@ -166,7 +166,7 @@ impl DedicatedPool {
     pub async fn take_for(
         pool: &Rc<DedicatedPool>,
         addr: &NodeAddr,
-        proto: Protocol,
+        dialect: Dialect,
         client: Option<&Holding>,
         deadline: Instant,
         share: Share,
@@ -191,17 +191,17 @@ impl DedicatedPool {
         let idle = pool
             .idle
             .borrow_mut()
-            .get_mut(&(addr.clone(), proto))
+            .get_mut(&(addr.clone(), dialect))
             .and_then(Vec::pop);
         let conn = match idle {
             Some(conn) => conn,
             None => {
-                let connect = conn::connect(addr, proto, &pool.env.shared);
+                let connect = conn::connect(addr, dialect, &pool.env.shared);
                 match crate::time::timeout_at(deadline, connect).await {
                     Ok(Ok(stream)) => Dedicated {
                         stream: FrameReader::new(stream, usize::MAX),
                         addr: addr.clone(),
-                        proto,
+                        dialect,
                     },
                     Ok(Err(e)) if quota::is_full(&e) => return Err(TakeError::Crowded(e)),
                     Ok(Err(e)) => return Err(TakeError::Connect(e)),
@@ -377,7 +377,7 @@ impl Lease {
     pub fn release(mut self) {
         if let Some(conn) = self.conn.take() {
             let mut idle = self.place.pool.idle.borrow_mut();
-            let list = idle.entry((conn.addr.clone(), conn.proto)).or_default();
+            let list = idle.entry((conn.addr.clone(), conn.dialect)).or_default();
             if list.len() < MAX_IDLE && conn.stream.is_idle() {
                 list.push(conn);
             }
@@ -430,7 +430,7 @@ mod tests {
     async fn take_soon(pool: &Rc<DedicatedPool>) -> Result<Lease, TakeError> {
         let deadline = Instant::now() + Duration::from_millis(20);
         let addr = addr();
-        let taken = DedicatedPool::take(pool, &addr, Protocol::Resp2, None, deadline);
+        let taken = DedicatedPool::take(pool, &addr, Dialect::default(), None, deadline);
         crate::time::timeout(BOUND, taken)
             .await
             .expect("waited past the deadline")

@@ -27,9 +27,10 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use orthrus_cluster::{NodeAddr, replica_declined};
-use orthrus_resp::{Protocol, ReplyClass, classify};
+use orthrus_resp::{ReplyClass, classify};
 
 use super::answer::{error_reply, no_owner, still_moving};
+use super::client::Dialect;
 use super::conn::{BackendError, Delivered, Job, Reply, ReplyRx};
 use super::pool::{Lane, Pool};
 use super::replica::pick_replica;
@@ -67,7 +68,7 @@ pub enum Access {
 pub struct Remote {
     frame: Bytes,
     target: Target,
-    proto: Protocol,
+    dialect: Dialect,
     access: Access,
     /// Replicas this read was sent to; the last of them is `sent_to` while
     /// `on_replica`.
@@ -190,8 +191,14 @@ pub fn is_answer(delivered: &Delivered) -> bool {
 }
 
 /// Sends `frame` towards `target` on this worker's connections.
-pub fn forward(pool: &Pool, frame: Bytes, target: Target, proto: Protocol, access: Access) -> Sent {
-    forward_from(pool, frame, target, proto, access, Tick::now())
+pub fn forward(
+    pool: &Pool,
+    frame: Bytes,
+    target: Target,
+    dialect: Dialect,
+    access: Access,
+) -> Sent {
+    forward_from(pool, frame, target, dialect, access, Tick::now())
 }
 
 /// [`forward`] for a request whose deadline counts from `start` (when it
@@ -200,7 +207,7 @@ pub fn forward_from(
     pool: &Pool,
     frame: Bytes,
     target: Target,
-    proto: Protocol,
+    dialect: Dialect,
     access: Access,
     start: Tick,
 ) -> Sent {
@@ -238,11 +245,11 @@ pub fn forward_from(
     } else {
         Lane::Master
     };
-    let rx = send_on(pool, &addr, &frame, proto, lane, false);
+    let rx = send_on(pool, &addr, &frame, dialect, lane, false);
     Sent::Remote(Remote {
         frame,
         target,
-        proto,
+        dialect,
         access,
         replicas_tried: u8::from(on_replica),
         on_replica,
@@ -341,7 +348,7 @@ async fn follow(pool: &Pool, remote: &mut Remote) -> Bytes {
                 if retry.attempt() > env.shared.policy.free_redirects {
                     last = Some(still_moving(env, &addr, remote.target.upstream()));
                 }
-                remote.rx = send(pool, &addr, &remote.frame, remote.proto, asking);
+                remote.rx = send(pool, &addr, &remote.frame, remote.dialect, asking);
                 remote.sent_to = addr;
             }
             Next::Again => {
@@ -404,7 +411,7 @@ async fn declined_by_replica(
             pool,
             addr,
             &remote.frame,
-            remote.proto,
+            remote.dialect,
             Lane::Replica,
             false,
         );
@@ -429,7 +436,7 @@ fn retry_after_failure(
         // client's back.
         BackendError::Lost | BackendError::TimedOut if !remote.access.reads() => None,
         // The wait for a place already took the request's deadline.
-        BackendError::Crowded | BackendError::NoDescriptor => None,
+        BackendError::Crowded | BackendError::NoDescriptor | BackendError::NoDatabase => None,
         // Sent again once the node's connect back-off is over, not after a
         // fixed wait: a pipelining client's requests that a lost connection
         // never wrote are sent again one by one (only the head of its queue
@@ -503,6 +510,10 @@ fn give_up(env: &Env, remote: &Remote, error: BackendError) -> Bytes {
         BackendError::NoDescriptor => format!(
             "ERR orthrus: every node connection the open files limit leaves room for stayed in use for {ms} ms (RLIMIT_NOFILE: raise ulimit -n)"
         ),
+        BackendError::NoDatabase => format!(
+            "ERR DB index is out of range: node {node} refused to select database {}",
+            remote.dialect.db
+        ),
     })
 }
 
@@ -510,13 +521,13 @@ fn give_up(env: &Env, remote: &Remote, error: BackendError) -> Bytes {
 fn resend(pool: &Pool, remote: &mut Remote) -> Result<(), Bytes> {
     let map = remote.target.map(pool.env());
     let addr = owner(&map, &remote.target).ok_or_else(|| no_owner(&map))?;
-    remote.rx = send(pool, addr, &remote.frame, remote.proto, false);
+    remote.rx = send(pool, addr, &remote.frame, remote.dialect, false);
     remote.sent_to = addr.clone();
     Ok(())
 }
 
-fn send(pool: &Pool, addr: &NodeAddr, frame: &Bytes, proto: Protocol, asking: bool) -> ReplyRx {
-    send_on(pool, addr, frame, proto, Lane::Master, asking)
+fn send(pool: &Pool, addr: &NodeAddr, frame: &Bytes, dialect: Dialect, asking: bool) -> ReplyRx {
+    send_on(pool, addr, frame, dialect, Lane::Master, asking)
 }
 
 /// Queues `frame` on a shared connection to `addr` of `lane`.
@@ -524,11 +535,11 @@ fn send_on(
     pool: &Pool,
     addr: &NodeAddr,
     frame: &Bytes,
-    proto: Protocol,
+    dialect: Dialect,
     lane: Lane,
     asking: bool,
 ) -> ReplyRx {
-    send_frames_on(pool, addr, frame, proto, lane, asking, 1)
+    send_frames_on(pool, addr, frame, dialect, lane, asking, 1)
 }
 
 /// Queues `frame` on a shared connection to `addr` (as the slot's master);
@@ -537,18 +548,18 @@ pub fn send_frames(
     pool: &Pool,
     addr: &NodeAddr,
     frame: &Bytes,
-    proto: Protocol,
+    dialect: Dialect,
     asking: bool,
     frames: usize,
 ) -> ReplyRx {
-    send_frames_on(pool, addr, frame, proto, Lane::Master, asking, frames)
+    send_frames_on(pool, addr, frame, dialect, Lane::Master, asking, frames)
 }
 
 fn send_frames_on(
     pool: &Pool,
     addr: &NodeAddr,
     frame: &Bytes,
-    proto: Protocol,
+    dialect: Dialect,
     lane: Lane,
     asking: bool,
     frames: usize,
@@ -560,6 +571,6 @@ fn send_frames_on(
         frames,
         reply: tx,
     };
-    pool.send(addr, proto, lane, job);
+    pool.send(addr, dialect, lane, job);
     rx
 }

@@ -1,10 +1,10 @@
-//! A worker's backend connections: per node, per protocol and per lane
-//! (master requests, or replica reads on connections that sent `READONLY`),
-//! a few long-lived multiplexed connections, made on first use and remade
+//! A worker's backend connections: per node, per database, per protocol
+//! and per lane (master requests, or replica reads on connections that sent
+//! `READONLY`), a few long-lived multiplexed connections, made on first use and remade
 //! after a failure, with a back-off so a dead node is not hammered with
 //! connects. A client that tracks keys for client-side caching has a
-//! private pool of its own ([`Pool::private`]): one connection per node
-//! and protocol, set up and listened to by its [`Hooks`], its departed nodes
+//! private pool of its own ([`Pool::private`]): one connection per node,
+//! database and protocol, set up and listened to by its [`Hooks`], its departed nodes
 //! forgotten with the worker's.
 
 use rustc_hash::FxHashMap as HashMap;
@@ -14,6 +14,7 @@ use std::rc::Rc;
 use orthrus_cluster::NodeAddr;
 use orthrus_resp::Protocol;
 
+use super::client::Dialect;
 use super::conn::{BackendConn, BackendError, Hooks, Job};
 use super::{Blocked, Env};
 
@@ -21,12 +22,44 @@ use super::{Blocked, Env};
 pub struct Pool {
     env: Rc<Env>,
     per_node: usize,
-    /// Per node, the connections of each protocol and lane (see
-    /// [`list_mut`]).
-    conns: RefCell<HashMap<NodeAddr, [Vec<BackendConn>; 4]>>,
+    /// Per node, the connections of each database, protocol and lane.
+    conns: RefCell<HashMap<NodeAddr, NodeConns>>,
     next: Cell<usize>,
     /// A private pool's: what its connections do beyond requests.
     hooks: Option<Rc<dyn Hooks>>,
+}
+
+/// One node's connections: database 0's, by protocol and lane (see
+/// [`list_mut`]), and those of the other databases clients selected, each
+/// made on first use like database 0's. Few databases are in use at once
+/// in practice: they are looked up in order, and database 0, the common
+/// case, costs no lookup at all.
+#[derive(Default)]
+struct NodeConns {
+    zero: [Vec<BackendConn>; 4],
+    other: Vec<(u32, [Vec<BackendConn>; 4])>,
+}
+
+impl NodeConns {
+    fn list_mut(&mut self, dialect: Dialect, lane: Lane) -> &mut Vec<BackendConn> {
+        let lists = match dialect.db {
+            0 => &mut self.zero,
+            db => {
+                if !self.other.iter().any(|(d, _)| *d == db) {
+                    self.other.push((db, Default::default()));
+                }
+                match self.other.iter_mut().find(|(d, _)| *d == db) {
+                    Some((_, lists)) => lists,
+                    None => &mut self.zero, // never: pushed above
+                }
+            }
+        };
+        list_mut(lists, dialect.proto, lane)
+    }
+
+    fn all(&self) -> impl Iterator<Item = (u32, &[Vec<BackendConn>; 4])> {
+        std::iter::once((0, &self.zero)).chain(self.other.iter().map(|(db, lists)| (*db, lists)))
+    }
 }
 
 /// Which of a node's connections a request takes.
@@ -61,28 +94,31 @@ impl Pool {
         }
     }
 
-    /// Makes sure a connection to `addr` of `proto` (master lane) is open
-    /// or opening.
-    pub fn open(&self, addr: &NodeAddr, proto: Protocol) {
+    /// Makes sure a connection to `addr` of `dialect` (master lane) is
+    /// open or opening.
+    pub fn open(&self, addr: &NodeAddr, dialect: Dialect) {
         let mut conns = self.conns.borrow_mut();
-        let list = list_mut(conns.entry(addr.clone()).or_default(), proto, Lane::Master);
+        let list = conns
+            .entry(addr.clone())
+            .or_default()
+            .list_mut(dialect, Lane::Master);
         list.retain(|c| !c.is_closed());
         if list.is_empty() {
-            list.push(self.spawn(addr, proto, false));
+            list.push(self.spawn(addr, dialect, false));
         }
     }
 
-    /// The nodes and protocols of the master-lane connections open now.
-    pub fn open_conns(&self) -> Vec<(NodeAddr, Protocol)> {
-        let mut conns = self.conns.borrow_mut();
+    /// The nodes and dialects of the master-lane connections open now.
+    pub fn open_conns(&self) -> Vec<(NodeAddr, Dialect)> {
+        let conns = self.conns.borrow();
         let mut out = Vec::new();
-        for (addr, lists) in conns.iter_mut() {
-            for proto in [Protocol::Resp2, Protocol::Resp3] {
-                if list_mut(lists, proto, Lane::Master)
-                    .iter()
-                    .any(|c| !c.is_closed())
-                {
-                    out.push((addr.clone(), proto));
+        for (addr, node) in conns.iter() {
+            for (db, lists) in node.all() {
+                let [resp2, resp3, ..] = lists;
+                for (proto, list) in [(Protocol::Resp2, resp2), (Protocol::Resp3, resp3)] {
+                    if list.iter().any(|c| !c.is_closed()) {
+                        out.push((addr.clone(), Dialect { proto, db }));
+                    }
                 }
             }
         }
@@ -96,10 +132,10 @@ impl Pool {
         }
     }
 
-    fn spawn(&self, addr: &NodeAddr, proto: Protocol, readonly: bool) -> BackendConn {
+    fn spawn(&self, addr: &NodeAddr, dialect: Dialect, readonly: bool) -> BackendConn {
         BackendConn::spawn(
             addr.clone(),
-            proto,
+            dialect,
             readonly,
             self.env.clone(),
             self.hooks.clone(),
@@ -109,7 +145,7 @@ impl Pool {
     /// Queues `job` on a connection to `addr`. If the node is in back-off,
     /// the job fails at once as never sent (`Unreachable` when the node
     /// could not be connected to at all).
-    pub fn send(&self, addr: &NodeAddr, proto: Protocol, lane: Lane, job: Job<'_>) {
+    pub fn send(&self, addr: &NodeAddr, dialect: Dialect, lane: Lane, job: Job<'_>) {
         if let Some(blocked) = self.env.backing_off(addr) {
             let error = match blocked {
                 Blocked::Lost => BackendError::NotSent,
@@ -123,13 +159,16 @@ impl Pool {
         self.next.set(i);
         let mut conns = self.conns.borrow_mut();
         let list = match conns.get_mut(addr) {
-            Some(lists) => list_mut(lists, proto, lane),
+            Some(node) => node.list_mut(dialect, lane),
             // The address is cloned only the first time a node is used.
-            None => list_mut(conns.entry(addr.clone()).or_default(), proto, lane),
+            None => conns
+                .entry(addr.clone())
+                .or_default()
+                .list_mut(dialect, lane),
         };
         let readonly = lane == Lane::Replica;
         if list.len() < self.per_node {
-            list.push(self.spawn(addr, proto, readonly));
+            list.push(self.spawn(addr, dialect, readonly));
         }
         // Not empty: it holds at least one connection (most often just
         // one: no division then).
@@ -143,7 +182,7 @@ impl Pool {
             return;
         };
         if slot.is_closed() {
-            *slot = self.spawn(addr, proto, readonly);
+            *slot = self.spawn(addr, dialect, readonly);
         }
         if let Err(job) = slot.send(job, self.env.last_request()) {
             // A connection that ends as it is made refuses at once.
@@ -158,9 +197,13 @@ impl Pool {
     /// node would have invalidated is no longer heard.
     pub fn prune(&self, keep: impl Fn(&NodeAddr) -> bool) {
         let mut gone = Vec::new();
-        self.conns.borrow_mut().retain(|addr, lists| {
+        self.conns.borrow_mut().retain(|addr, node| {
             let kept = keep(addr);
-            if !kept && self.hooks.is_some() && lists.iter().flatten().any(|c| !c.is_closed()) {
+            let open = || {
+                node.all()
+                    .any(|(_, lists)| lists.iter().flatten().any(|c| !c.is_closed()))
+            };
+            if !kept && self.hooks.is_some() && open() {
                 gone.push(addr.clone());
             }
             kept

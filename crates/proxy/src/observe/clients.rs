@@ -40,6 +40,8 @@ pub struct ClientEntry {
     /// `None` until the client names itself (most never do).
     pub names: Option<Box<Names>>,
     pub proto: Protocol,
+    /// Its SELECTed database.
+    pub db: u32,
     pub subscribed: bool,
     pub worker: u32,
 }
@@ -569,12 +571,13 @@ impl ClientEntry {
         let names = self.names.as_deref().cloned().unwrap_or_default();
         let flags = if self.subscribed { "P" } else { "N" };
         format!(
-            "id={} addr={} laddr={} fd=-1 name={} age={} idle=0 flags={flags} db=0 sub=0 psub=0 ssub=0 multi=-1 qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user={} redir=-1 resp={} lib-name={} lib-ver={} worker={}\n",
+            "id={} addr={} laddr={} fd=-1 name={} age={} idle=0 flags={flags} db={} sub=0 psub=0 ssub=0 multi=-1 qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user={} redir=-1 resp={} lib-name={} lib-ver={} worker={}\n",
             who.id,
             who.peer,
             laddr,
             show(&names.name),
             who.created.elapsed().as_secs(),
+            self.db,
             now.map_or(0, |c| c.qbuf),
             now.map_or("NULL", |c| c.cmd),
             String::from_utf8_lossy(self.user()),

@@ -235,7 +235,6 @@ const WAIT: &str =
 /// over connections of their own).
 const SCRIPT_ADMIN: &str = "send it to the node that runs the script";
 const BLOCKING: &str = "it blocks but has no key, so orthrus cannot tell which node it is for";
-const ONE_DATABASE: &str = "Redis Cluster has only database 0";
 const NOT_THROUGH_PROXY: &str = "it cannot work through a proxy";
 /// Why administrative commands are refused (unless `admin.passthrough`).
 pub const ADMIN: &str = "administrative commands must be sent to the cluster nodes directly";
@@ -300,8 +299,10 @@ fn listed(name: &str) -> Option<Kind> {
         | "sunsubscribe" => Kind::Subscription,
         "keys" => Kind::FanOut(FanOut::Concat),
         "dbsize" => Kind::FanOut(FanOut::Sum),
-        "flushdb" | "flushall" | "script|flush" | "function|flush" | "function|delete"
-        | "function|restore" => Kind::FanOut(FanOut::AllOk),
+        // SWAPDB: a cluster's nodes refuse it in their own words; a
+        // standalone upstream's one node swaps.
+        "flushdb" | "flushall" | "swapdb" | "script|flush" | "function|flush"
+        | "function|delete" | "function|restore" => Kind::FanOut(FanOut::AllOk),
         "randomkey" => Kind::FanOut(FanOut::FirstNonNil),
         "script|load" | "function|load" => Kind::FanOut(FanOut::Same),
         "script|exists" => Kind::FanOut(FanOut::And),
@@ -316,7 +317,6 @@ fn listed(name: &str) -> Option<Kind> {
         }
         "script" | "function" | "script|kill" | "function|kill" => Kind::Unsupported(SCRIPT_ADMIN),
         "wait" | "waitaof" => Kind::Unsupported(WAIT),
-        "move" | "swapdb" => Kind::Unsupported(ONE_DATABASE),
         "sync" | "psync" | "replconf" => Kind::Unsupported(NOT_THROUGH_PROXY),
         "acl|whoami" | "acl|users" | "acl|list" | "acl|cat" | "acl|log" => Kind::Local(Acl),
         "debug" | "shutdown" | "config" | "save" | "bgsave" | "bgrewriteaof" | "replicaof"

@@ -1,7 +1,8 @@
 //! The first of a request's two stages: every check, on the request
 //! exactly as the client sent it (keys with their route prefixes, before
 //! anything is cut or copied). Authentication, the user's command, key and
-//! channel rules, the memory limit and RESP2's subscriber mode; a refusal
+//! channel rules, the memory limit, the client's database where a key's
+//! upstream lacks it, and RESP2's subscriber mode; a refusal
 //! inside MULTI marks the transaction failed, as Redis's queue-time
 //! refusals do (EXEC then answers `-EXECABORT`), and a refused EXEC
 //! discards it with the refusal as its reason. What is refused here is
@@ -55,6 +56,7 @@ pub fn admit(
     let checked = !client.authenticated
         || client.names.as_ref().is_some_and(|n| n.acl.is_some())
         || client.pubsub.is_some()
+        || client.db != 0
         || ctx.shared.over_memory.load(Ordering::Relaxed);
     if !checked {
         return None;
@@ -70,7 +72,7 @@ fn checks(
     (route, info): (&Route, Option<&Arc<CommandInfo>>),
     ctx: &WorkerCtx,
 ) -> Option<Pending> {
-    let refusal = refusal(client, req, info, ctx);
+    let refusal = refusal(client, req, info, ctx).or_else(|| lacks_database(client, route, ctx));
     if let Some(text) = refusal {
         WorkerStats::bump(&ctx.stats().rejected_commands);
         // Redis answers a refused EXEC this way in MULTI or not.
@@ -94,6 +96,27 @@ fn checks(
         return Some(pubsub::in_subscriber_mode(client, req, &name));
     }
     None
+}
+
+/// The nodes' own error when the client's database is not served where
+/// its keys go (a route to an upstream with fewer databases than the
+/// default one, where SELECT was checked). Keys of a split past its first
+/// two places are checked by their connections' SELECT.
+fn lacks_database(client: &Client, route: &Route, ctx: &WorkerCtx) -> Option<String> {
+    if client.db == 0 {
+        return None;
+    }
+    let databases = &ctx.shared.databases;
+    let places = match route {
+        Route::Slot(place) | Route::Blocking(place) => [Some(place), None],
+        Route::Split(_, cross) => [Some(&cross.first), Some(&cross.then)],
+        _ => return None,
+    };
+    places
+        .into_iter()
+        .flatten()
+        .find_map(|place| databases.refusal(place.upstream, client.db))
+        .map(str::to_owned)
 }
 
 /// The error text of a refused request, if it is refused.

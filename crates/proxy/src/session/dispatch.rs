@@ -10,7 +10,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use orthrus_resp::{Protocol, Request};
+use orthrus_resp::Request;
 
 use super::admit::admit;
 use crate::client::subscriptions::publish_target;
@@ -21,6 +21,7 @@ use crate::cmd::{
 use crate::config::ReadFrom;
 use crate::node::Done;
 use crate::node::answer::error_reply;
+use crate::node::client::Dialect;
 use crate::node::forward::{self, Access, Sent, Target};
 use crate::observe::clients::Closer;
 use crate::observe::hotkeys::Sample;
@@ -53,7 +54,7 @@ enum Next {
     Forward {
         target: Target,
         access: Access,
-        proto: Protocol,
+        dialect: Dialect,
         family: Family,
         /// The frame as forwarded, when it is not the one sent.
         sent: Option<Bytes>,
@@ -148,7 +149,7 @@ pub fn dispatch(
         Some(place) => Next::Forward {
             target: Target::Slot(place),
             access: access(info, client, ctx),
-            proto: client.proto,
+            dialect: client.dialect(),
             family,
             sent: None,
         },
@@ -162,7 +163,7 @@ pub fn dispatch(
         Next::Forward {
             target,
             access,
-            proto,
+            dialect,
             family,
             sent,
         } => {
@@ -172,7 +173,7 @@ pub fn dispatch(
                 Some(sent) => (sent, Some(req.into_frame())),
                 None => (req.into_frame(), None),
             };
-            match forward::forward_from(&ctx.pool, frame, target, proto, access, start) {
+            match forward::forward_from(&ctx.pool, frame, target, dialect, access, start) {
                 Sent::Remote(remote) => Started {
                     frame: as_sent,
                     ..Started::ran(Pending::Remote(remote), family)
@@ -310,7 +311,7 @@ fn run(
     }
     let readonly = info.is_some_and(|info| info.readonly);
     let access = access(info, client, ctx);
-    let proto = client.proto;
+    let dialect = client.dialect();
     let ran = |pending, family| Next::Started(Started::ran(pending, family));
     match &route {
         Route::Subscription(info) => {
@@ -331,15 +332,17 @@ fn run(
     // to get it (blocking commands are cut, never copied: a copy would
     // block a mirror's shared connection).
     let sent = match (&route, rewrites) {
-        (Route::Slot(place), true) => outbound::request(ctx, req, *place, info, true),
-        (Route::Blocking(place), true) => outbound::request(ctx, req, *place, info, false),
+        (Route::Slot(place), true) => outbound::request(ctx, req, (*place, client.db), info, true),
+        (Route::Blocking(place), true) => {
+            outbound::request(ctx, req, (*place, client.db), info, false)
+        }
         _ => None,
     };
     let req = sent.as_ref().unwrap_or(req);
     // Scripts are noted on their way (SCRIPT LOAD's body) or run by orthrus
     // (SCRIPT KILL, EVALSHA of a held body).
     if family == Family::Scripting {
-        if let Some(pending) = script::intercept(ctx, req, &route, proto, access) {
+        if let Some(pending) = script::intercept(ctx, req, &route, dialect, access) {
             return ran(pending, family);
         }
     }
@@ -361,15 +364,15 @@ fn run(
             access => (publish_target(), access),
         },
         Route::Split(merge, cross) => {
-            let pending = split::dispatch(ctx, req, (merge, cross), proto, access);
+            let pending = split::dispatch(ctx, req, (merge, cross), dialect, access);
             return ran(pending, family);
         }
         Route::FanOut(how) => {
-            return ran(fanout::dispatch(ctx, req, how, proto, readonly), family);
+            return ran(fanout::dispatch(ctx, req, how, dialect, readonly), family);
         }
-        Route::Scan => return ran(scan::dispatch(ctx, req, proto), family),
+        Route::Scan => return ran(scan::dispatch(ctx, req, dialect), family),
         Route::Blocking(slot) => {
-            let pending = blocking::dispatch(ctx, req, slot, proto, &client.identity);
+            let pending = blocking::dispatch(ctx, req, slot, dialect, &client.identity);
             return ran(pending, Family::Blocking);
         }
         Route::Admin(info) if ctx.live().admin.passthrough => {
@@ -377,7 +380,7 @@ fn run(
                 let push = sink(client.closer());
                 admin::monitor(ctx, client, &push)
             } else {
-                admin::dispatch(ctx, req, &info, proto)
+                admin::dispatch(ctx, req, &info, dialect)
             };
             return ran(pending, family);
         }
@@ -387,7 +390,7 @@ fn run(
     Next::Forward {
         target,
         access,
-        proto,
+        dialect,
         family,
         sent: sent.map(Request::into_frame),
     }

@@ -260,6 +260,7 @@ fn new_client(stream: &impl Stream, peer: ClientAddr, ctx: &WorkerCtx) -> Client
     Client {
         identity,
         proto: Protocol::Resp2,
+        db: 0,
         names: None,
         multi: None,
         watch: None,

@@ -16,10 +16,18 @@ use tokio::sync::mpsc;
 
 use super::{Inner, Kind, Link, ReplyTo, is_notification};
 use crate::node::answer::error_reply;
+use crate::node::client::Dialect;
 use crate::node::conn;
 use crate::node::frames::{Frame, FrameReader};
 use crate::route::prefix::Place;
 use crate::worker::WorkerCtx;
+
+/// A link's connection: RESP3, whose pushes carry the messages; channels
+/// are the same in every database.
+const PUSHES: Dialect = Dialect {
+    proto: Protocol::Resp3,
+    db: 0,
+};
 
 impl Inner {
     /// The command queue of the client's link to `addr`, opened if there
@@ -353,7 +361,7 @@ pub(super) async fn run(
     ctx: Rc<WorkerCtx>,
     mut rx: mpsc::UnboundedReceiver<Bytes>,
 ) {
-    let stream = match conn::connect(&addr, Protocol::Resp3, &ctx.shared).await {
+    let stream = match conn::connect(&addr, PUSHES, &ctx.shared).await {
         Ok(s) => s,
         Err(e) => {
             tracing::warn!(node = %addr, error = %e, "cannot open a subscription connection");

@@ -6,12 +6,13 @@ use std::rc::Rc;
 use std::time::Instant;
 
 use bytes::Bytes;
-use orthrus_resp::{Protocol, Request};
+use orthrus_resp::Request;
 
 use crate::client::transaction::Watch;
 use crate::client::{Client, Pending};
 use crate::node::Done;
 use crate::node::answer::{error_reply, no_owner};
+use crate::node::client::Dialect;
 use crate::node::dedicated::{DedicatedPool, Holding, Lease};
 use crate::node::retry::{Next, Retry};
 use crate::route::prefix::Place;
@@ -57,7 +58,7 @@ pub(super) fn watch(
         }
     };
     let frame = req.frame().clone();
-    let proto = client.proto;
+    let dialect = client.dialect();
     let ctx = ctx.clone();
     let held = client.identity.clone();
     Pending::deferred(Box::pin(async move {
@@ -66,7 +67,7 @@ pub(super) fn watch(
             lease: &lease,
             held: &held,
         };
-        let reply = watch_on_owner(&ctx, watch, &frame, slot, proto).await;
+        let reply = watch_on_owner(&ctx, watch, &frame, slot, dialect).await;
         Done::from_nodes(reply, started.elapsed())
     }))
 }
@@ -85,7 +86,7 @@ async fn watch_on_owner(
     watch: Watching<'_>,
     frame: &Bytes,
     slot: Place,
-    proto: Protocol,
+    dialect: Dialect,
 ) -> Bytes {
     let timeout = Some(ctx.shared.request_timeout_of(slot.upstream));
     let lease = watch.lease;
@@ -110,7 +111,8 @@ async fn watch_on_owner(
             return no_owner(&map);
         };
         let mut conn =
-            match DedicatedPool::take(&ctx.dedicated, &addr, proto, held, retry.deadline()).await {
+            match DedicatedPool::take(&ctx.dedicated, &addr, dialect, held, retry.deadline()).await
+            {
                 Ok(conn) => conn,
                 Err(e) => return error_reply(&format!("ERR orthrus: cannot WATCH now: {e}")),
             };

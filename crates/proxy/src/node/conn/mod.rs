@@ -18,15 +18,15 @@ use std::rc::Rc;
 use std::task::Poll;
 use std::time::Duration;
 
+use super::Env;
+use super::client::{self, Dialect, NoDatabase};
 use super::slot::{SlotRx, SlotTx, Stock, Stocked};
 use super::stream::{NodeStream, NodeWriteHalf};
-use super::{Env, client};
 use crate::process::Shared;
 use crate::process::quota::{self, Use};
 use crate::time::Tick;
 use bytes::{Bytes, BytesMut};
 use orthrus_cluster::NodeAddr;
-use orthrus_resp::Protocol;
 use tokio::io::AsyncWrite;
 
 mod queue;
@@ -102,6 +102,10 @@ pub enum BackendError {
     /// room for was in use for the whole wait.
     #[error("as many node connections open as the open files limit leaves room for")]
     NoDescriptor,
+    /// Never written: the node refused to select the client's database
+    /// (it serves fewer; a Redis 7 cluster serves one).
+    #[error("the node serves fewer databases than the client selected")]
+    NoDatabase,
 }
 
 /// A request for a node, with where its reply goes. The connection copies
@@ -135,7 +139,7 @@ pub trait Hooks {
     fn prepare<'a>(
         &'a self,
         addr: &'a NodeAddr,
-        proto: Protocol,
+        dialect: Dialect,
         shared: &'a Shared,
         stream: &'a mut NodeStream,
     ) -> Pin<Box<dyn Future<Output = io::Result<Option<NodeStream>>> + 'a>>;
@@ -178,7 +182,7 @@ impl BackendConn {
     /// `hooks` it is set up and its pushes handled by them.
     pub fn spawn(
         addr: NodeAddr,
-        proto: Protocol,
+        dialect: Dialect,
         readonly: bool,
         env: Rc<Env>,
         hooks: Option<Rc<dyn Hooks>>,
@@ -186,7 +190,7 @@ impl BackendConn {
         let queue = Rc::new(Queue::default());
         let task = Task {
             addr,
-            proto,
+            dialect,
             readonly,
             env,
             hooks,
@@ -217,7 +221,7 @@ impl Drop for BackendConn {
 /// What a connection task is for.
 struct Task {
     addr: NodeAddr,
-    proto: Protocol,
+    dialect: Dialect,
     readonly: bool,
     env: Rc<Env>,
     hooks: Option<Rc<dyn Hooks>>,
@@ -232,7 +236,7 @@ async fn start(task: &Task) -> io::Result<(NodeStream, Option<NodeStream>)> {
     };
     let mut stream = open(
         &task.addr,
-        task.proto,
+        task.dialect,
         (task.readonly, use_),
         &task.env.shared,
     )
@@ -240,7 +244,7 @@ async fn start(task: &Task) -> io::Result<(NodeStream, Option<NodeStream>)> {
     let side = match &task.hooks {
         Some(hooks) => {
             hooks
-                .prepare(&task.addr, task.proto, &task.env.shared, &mut stream)
+                .prepare(&task.addr, task.dialect, &task.env.shared, &mut stream)
                 .await?
         }
         None => None,
@@ -270,6 +274,12 @@ async fn run(task: Task, queue: Rc<Queue>) {
             queue.close(bound);
             return;
         }
+        Err(e) if e.get_ref().is_some_and(|inner| inner.is::<NoDatabase>()) => {
+            // The node is well: only this database is not to be had there.
+            tracing::debug!(node = %addr, error = %e, "database refused");
+            queue.close(BackendError::NoDatabase);
+            return;
+        }
         Err(e) => {
             tracing::warn!(node = %addr, error = %e, "cannot connect to node");
             env.failed(addr, true);
@@ -280,7 +290,7 @@ async fn run(task: Task, queue: Rc<Queue>) {
             return;
         }
     };
-    tracing::debug!(node = %addr, resp = task.proto.version(), "backend connected");
+    tracing::debug!(node = %addr, resp = task.dialect.proto.version(), db = task.dialect.db, "backend connected");
     let (rd, wr) = stream.into_split();
     *queue.wr.borrow_mut() = Some(wr);
     let inflight = &queue.inflight;
@@ -343,15 +353,15 @@ async fn run(task: Task, queue: Rc<Queue>) {
 /// timeout, credentials and TLS settings (its upstream's,
 /// [`Shared::node_settings`]), counted in the bounds (waiting for a place
 /// at most its request timeout).
-pub async fn connect(addr: &NodeAddr, proto: Protocol, shared: &Shared) -> io::Result<NodeStream> {
-    open(addr, proto, (false, Use::Client), shared).await
+pub async fn connect(addr: &NodeAddr, dialect: Dialect, shared: &Shared) -> io::Result<NodeStream> {
+    open(addr, dialect, (false, Use::Client), shared).await
 }
 
 /// [`connect`], sending `READONLY` in the handshake when `readonly`,
 /// counted for `use_`.
 async fn open(
     addr: &NodeAddr,
-    proto: Protocol,
+    dialect: Dialect,
     (readonly, use_): (bool, Use),
     shared: &Shared,
 ) -> io::Result<NodeStream> {
@@ -361,7 +371,7 @@ async fn open(
     let counted = shared.node_quota.take(addr, use_, deadline).await?;
     let stream = client::connect(
         addr,
-        proto,
+        dialect,
         Duration::from_millis(backend.connect_timeout_ms),
         backend,
         readonly,
