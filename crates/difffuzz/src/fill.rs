@@ -194,6 +194,10 @@ impl Fill for Keys<'_> {
             "val" => one((*rng.pick(VALUES)).to_string()),
             "int" => num(rng, -3, 20),
             "nat" => num(rng, 0, 5),
+            "db" => {
+                let n = crate::generate::DATABASES.load(std::sync::atomic::Ordering::Relaxed);
+                num(rng, 0, i64::from(n.saturating_sub(1)))
+            }
             "cnt" => num(rng, 1, 4),
             "idx" => num(rng, -4, 4),
             "ttl" => num(rng, 1000, 5000),

@@ -9,13 +9,14 @@
 //! keys take route prefixes by [`crate::routing`]'s rules.
 
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use crate::fill::{CHANNELS, Keys, TAGS, any_key, tag_key};
 use crate::grammar::{self, Entry};
 use crate::rng::Rng;
 use crate::routing::{self, Context};
 use crate::sequence::{Action, Args, Proto, Sequence, Step};
-use crate::spec::{COMMANDS, USER_COMMANDS};
+use crate::spec::{COMMANDS, DB_COMMANDS, USER_COMMANDS};
 use crate::world::World;
 
 const PATTERNS: &[&str] = &["ch*", "c?1", "*"];
@@ -107,6 +108,22 @@ fn auth(c: usize, world: &World, u: usize, resp3: bool) -> Step {
         conn: c,
         action: Action::Call(args),
     }
+}
+
+/// How many databases the targets serve (`--databases`): with more than
+/// one, sequences switch databases and move keys between them.
+pub static DATABASES: AtomicU32 = AtomicU32::new(1);
+
+/// The plain table with [`DB_COMMANDS`].
+fn db_table() -> &'static [Entry] {
+    static TABLE: OnceLock<Vec<Entry>> = OnceLock::new();
+    TABLE.get_or_init(|| {
+        COMMANDS
+            .iter()
+            .chain(DB_COMMANDS)
+            .filter_map(|(w, spec)| grammar::parse(*w, spec).ok())
+            .collect()
+    })
 }
 
 /// The parsed command table.
@@ -414,6 +431,8 @@ fn command_in(
     let in_multi = restricted;
     let entries = if world.is_some() {
         user_table()
+    } else if DATABASES.load(Ordering::Relaxed) > 1 {
+        db_table()
     } else {
         table()
     };

@@ -55,6 +55,12 @@ struct Cli {
     /// targets.
     #[arg(long, conflicts_with_all = ["single", "proxy"])]
     users: Option<usize>,
+    /// Databases to use (default 1): the cluster is started with
+    /// `cluster-databases N` (Valkey 9; REDIS_SERVER names its
+    /// valkey-server) and sequences SELECT among them and MOVE and COPY
+    /// keys between them.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=16))]
+    databases: u32,
     /// Report the known orthrus defects (`known.rs`) as differences
     /// instead of counting them.
     #[arg(long)]
@@ -84,7 +90,9 @@ fn resolve(s: &str) -> Result<SocketAddr> {
 }
 
 fn fuzz(cli: Cli) -> Result<usize> {
-    orthrus_difffuzz::known::STRICT.store(cli.strict, std::sync::atomic::Ordering::Relaxed);
+    use std::sync::atomic::Ordering;
+    orthrus_difffuzz::known::STRICT.store(cli.strict, Ordering::Relaxed);
+    orthrus_difffuzz::generate::DATABASES.store(cli.databases, Ordering::Relaxed);
     if let Some(n) = cli.users {
         let world = World::draw(cli.seed, n);
         eprintln!(
@@ -108,7 +116,7 @@ fn fuzz(cli: Cli) -> Result<usize> {
         (Some(_), Some(_)) => None,
         _ => {
             eprintln!("starting a redis-server, a 3-master cluster and orthrus");
-            Some(targets::start()?)
+            Some(targets::start(cli.databases)?)
         }
     };
     let targets = match (&cli.single, &cli.proxy, &started) {

@@ -17,7 +17,8 @@
 //!   `chan`, `cpat`, `name`, `lon`, `lat`, `lua` (a script with its keys),
 //!   `sha` (the same by its SHA1), `luabody`, `shaonly`, `library` (a
 //!   function library, [`LIBRARY`]),
-//!   `typ`, `tmo` (seconds of a short block), `tmoms`.
+//!   `typ`, `tmo` (seconds of a short block), `tmoms`, `db` (a database
+//!   below `--databases`).
 //!
 //! A spec that starts with `!` is never queued inside MULTI: orthrus answers
 //! those itself, and refuses them there (docs/commands.md, Transactions).
@@ -222,6 +223,16 @@ pub const COMMANDS: &[(u32, &str)] = &[
         "!PUBSUB (CHANNELS|SHARDCHANNELS|NUMPAT|NUMSUB chan|SHARDNUMSUB chan)",
     ),
     (1, "!PUBLISH chan val"),
+];
+
+/// Added to [`COMMANDS`] with `--databases N`: switching databases and
+/// moving keys between them (`db`: a database below N). Never `SWAPDB`: a
+/// cluster's nodes refuse it, a single server swaps (docs/commands.md,
+/// Databases).
+pub const DB_COMMANDS: &[(u32, &str)] = &[
+    (4, "!SELECT db"),
+    (2, "MOVE key db"),
+    (2, "COPY key key2 DB db [REPLACE]"),
 ];
 
 /// Values of `val`: strings, integers, floats, an empty and a binary one.

@@ -48,14 +48,18 @@ pub fn orthrus_binary() -> Result<PathBuf> {
     Ok(path)
 }
 
-/// Starts a redis-server, a 3-master cluster and orthrus.
-pub fn start() -> Result<Started> {
+/// Starts a redis-server, a 3-master cluster (serving `databases`
+/// databases: Valkey's `cluster-databases`) and orthrus.
+pub fn start(databases: u32) -> Result<Started> {
     let binary = orthrus_binary()?;
     let single =
         RedisNode::start(NodeOptions::default()).context("starting the single redis-server")?;
     // A long node timeout: a node starved of CPU is never failed over in
     // the middle of a run (this is about answers, not failover).
-    let node = NodeOptions::cluster().with_config("cluster-node-timeout", "30000");
+    let mut node = NodeOptions::cluster().with_config("cluster-node-timeout", "30000");
+    if databases > 1 {
+        node = node.with_config("cluster-databases", &databases.to_string());
+    }
     let cluster =
         Cluster::start(ClusterSpec::new(3, 0).with_node(node)).context("starting the cluster")?;
     let port = free_port()?;
