@@ -363,3 +363,87 @@ fn a_route_to_nodes_with_fewer_databases_is_refused_in_their_words() {
     assert_eq!(send(&mut s, &["SET", "c:k", "zero"]), "+OK\r\n");
     assert_eq!(send(&mut s, &["GET", "c:k"]), bulk("zero"));
 }
+
+/// A mirror gets each copy in the client's database: a standalone default
+/// upstream and a route `m:` mirrored to another standalone server.
+#[test]
+fn mirror_copies_go_to_the_clients_database() {
+    use common::routes::{config_file, start_routed};
+    use orthrus_devcluster::RedisNode;
+
+    let solo = RedisNode::start(NodeOptions::default()).expect("start server");
+    let mirror = RedisNode::start(NodeOptions::default()).expect("start mirror");
+    let toml = format!(
+        "[upstreams.mir]\nseeds = [\"{}\"]\nmode = \"standalone\"\n\n[[routes]]\nprefix = \"m:\"\nupstream = \"default\"\nmirror = [\"mir\"]\n",
+        mirror.addr()
+    );
+    let config = config_file("databases-mirror", &toml);
+    let proxy = start_routed(
+        &[solo.addr()],
+        &[
+            "--config",
+            config.0.to_str().unwrap(),
+            "--mode",
+            "standalone",
+        ],
+    );
+    let mut s = in_db(&proxy, 2);
+    assert_eq!(send(&mut s, &["SET", "m:k", "two"]), "+OK\r\n");
+    assert_eq!(send(&mut s, &["MSET", "m:a", "1", "m:b", "2"]), "+OK\r\n");
+    let mut on_mirror = TcpStream::connect(mirror.addr()).expect("mirror");
+    assert_eq!(send(&mut on_mirror, &["SELECT", "2"]), "+OK\r\n");
+    orthrus_devcluster::wait_until(
+        Duration::from_secs(5),
+        "copies on the mirror",
+        || match send(&mut on_mirror, &["DBSIZE"]).as_str() {
+            ":3\r\n" => Ok(()),
+            other => Err(other.to_owned()),
+        },
+    )
+    .unwrap();
+    assert_eq!(send(&mut on_mirror, &["GET", "m:k"]), bulk("two"));
+    assert_eq!(send(&mut on_mirror, &["SELECT", "0"]), "+OK\r\n");
+    assert_eq!(send(&mut on_mirror, &["DBSIZE"]), ":0\r\n");
+}
+
+/// Reads sent to replicas are read in the client's database there.
+#[test]
+fn replica_reads_in_database_one() {
+    if !valkey() {
+        return;
+    }
+    let mut node = NodeOptions::cluster();
+    node.config
+        .push(("cluster-databases".to_owned(), "4".to_owned()));
+    let cluster = Cluster::start(ClusterSpec::new(1, 1).with_node(node)).expect("start cluster");
+    let proxy = Proxy::spawn(
+        &cluster.seeds(),
+        &["--read-from", "replica"],
+        &[("ORTHRUS_CLUSTER__REFRESH_INTERVAL_MS", "200")],
+    );
+    proxy.wait_ready(Duration::from_secs(20));
+    let mut zero = in_db(&proxy, 0);
+    let mut one = in_db(&proxy, 1);
+    assert_eq!(send(&mut zero, &["SET", "r", "zero"]), "+OK\r\n");
+    assert_eq!(send(&mut one, &["SET", "r", "one"]), "+OK\r\n");
+    let master = &cluster.nodes()[0];
+    let _ = master.cmd(&["WAIT", "1", "5000"]);
+    let before = proxy.info_field("orthrus_reads_replica");
+    // Replicas may lag a moment: read until each database shows its value.
+    orthrus_devcluster::wait_until(Duration::from_secs(10), "replica reads", || {
+        let (z, o) = (
+            send(&mut zero, &["GET", "r"]),
+            send(&mut one, &["GET", "r"]),
+        );
+        if z == bulk("zero") && o == bulk("one") {
+            Ok(())
+        } else {
+            Err(format!("{z:?} {o:?}"))
+        }
+    })
+    .unwrap();
+    assert!(
+        proxy.info_field("orthrus_reads_replica") > before,
+        "the reads went to the replica"
+    );
+}
