@@ -9,6 +9,7 @@ use orthrus_cluster::NodeAddr;
 use serde::{Deserialize, Serialize};
 
 mod backend;
+mod cache;
 mod client;
 mod listen;
 mod tls;
@@ -20,6 +21,7 @@ pub use upstreams::{DEFAULT_NAME, RouteConfig, UpstreamConfig, UpstreamSettings}
 pub use users::{UserConfig, UserRules};
 
 pub use backend::BackendConfig;
+pub use cache::CacheConfig;
 pub use client::ClientConfig;
 pub use listen::Listen;
 pub use tls::{AuthClients, BackendTls, BackendTlsConfig, Tls, TlsConfig};
@@ -37,6 +39,7 @@ const SETTINGS: &[&str] = &[
     "memory_limit_mb",
     "protected_mode",
     "cluster",
+    "cache",
     "backend",
     "client",
     "slowlog",
@@ -108,6 +111,8 @@ pub struct Config {
     pub log: LogConfig,
     /// Administrative commands through orthrus.
     pub admin: AdminConfig,
+    /// The reply cache.
+    pub cache: CacheConfig,
     /// The TLS listener for clients.
     pub tls: TlsConfig,
     /// More clusters (or standalone servers) by name, besides the default
@@ -304,6 +309,7 @@ impl Default for Config {
             slowlog: SlowlogConfig::default(),
             log: LogConfig::default(),
             admin: AdminConfig::default(),
+            cache: CacheConfig::default(),
             tls: TlsConfig::default(),
             upstreams: std::collections::BTreeMap::new(),
             routes: Vec::new(),
@@ -374,6 +380,8 @@ impl Config {
                 .separator("__")
                 .list_separator(",")
                 .with_list_parse_key("seeds")
+                .with_list_parse_key("cache.prefixes")
+                .with_list_parse_key("cache.commands")
                 .try_parsing(true)
                 .source(Some(env)),
         );

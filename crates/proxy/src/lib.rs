@@ -58,6 +58,7 @@ pub mod config;
 pub mod rebalance;
 pub mod server;
 
+mod cache;
 mod client;
 mod cmd;
 mod http;

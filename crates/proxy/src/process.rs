@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use arc_swap::ArcSwap;
+use arc_swap::{ArcSwap, ArcSwapOption};
 use orthrus_cluster::{NodeAddr, RedirectPolicy, SlotMap};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
@@ -25,6 +25,7 @@ use crate::route::prefix::{Prefixes, Upstream};
 use crate::route::table::CommandTable;
 use crate::scripts::Scripts;
 
+pub mod cache;
 pub mod databases;
 pub mod engine;
 pub mod quota;
@@ -59,6 +60,11 @@ const LIVE: &[&str] = &[
     "tls.auth_clients",
     "backend.tls",
     "routes",
+    "cache.enabled",
+    "cache.max_memory_mb",
+    "cache.max_age_ms",
+    "cache.prefixes",
+    "cache.commands",
 ];
 
 /// What every worker reads.
@@ -90,6 +96,10 @@ pub struct Shared {
     /// upstreams stay the same.
     pub prefixes: Swapped<Prefixes>,
     pub commands: Swapped<CommandTable>,
+    /// The reply cache, while `[cache] enabled`; `cache_on` says so
+    /// without a look at it.
+    pub cache: ArcSwapOption<crate::process::cache::ReplyCache>,
+    pub cache_on: AtomicBool,
     /// How many databases each upstream's nodes serve.
     pub databases: databases::Databases,
     /// What the nodes run, reported in INFO and HELLO.
@@ -175,6 +185,7 @@ impl Shared {
                 read_from.eq_ignore_ascii_case("az-affinity-replicas-and-primary"),
             )
         });
+        let settings_cache = settings.raw.cache.clone();
         Arc::new(Shared {
             live: Swapped::from_pointee(settings.raw.clone()),
             users: Swapped::from_pointee(settings.raw.client.parsed_users()),
@@ -203,6 +214,12 @@ impl Shared {
             started: Instant::now(),
             refresh: (0..=named).map(|_| Notify::new()).collect(),
             databases: databases::Databases::new(named + 1),
+            cache: ArcSwapOption::from(
+                settings_cache
+                    .enabled
+                    .then(|| Arc::new(crate::process::cache::ReplyCache::new(&settings_cache))),
+            ),
+            cache_on: AtomicBool::new(settings_cache.enabled),
             clients_that_fit: AtomicUsize::new(usize::MAX),
             over_memory: AtomicBool::new(false),
             memory_room,
@@ -285,6 +302,16 @@ impl Shared {
         }
         self.slowlog
             .configure(new.slowlog.log_slower_than_us, new.slowlog.max_len);
+        if new.cache != old.cache {
+            // A new store (or none): the old one's memory goes with it.
+            let cache = new
+                .cache
+                .enabled
+                .then(|| Arc::new(crate::process::cache::ReplyCache::new(&new.cache)));
+            self.cache_on.store(false, Ordering::Release);
+            self.cache.store(cache);
+            self.cache_on.store(new.cache.enabled, Ordering::Release);
+        }
         self.users.store(Arc::new(new.client.parsed_users()));
         self.live.store(Arc::new(new));
         // A user changed or removed is logged out: its clients are closed,

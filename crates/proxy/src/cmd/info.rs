@@ -37,6 +37,7 @@ const SECTIONS: &[(&str, bool, Section)] = &[
     ("errorstats", true, errorstats),
     ("cluster", true, cluster),
     ("load", true, load),
+    ("cache", true, cache),
     ("upstreams", false, upstreams),
     ("latency", false, latency),
 ];
@@ -277,6 +278,36 @@ fn clients(out: &mut String, ctx: &WorkerCtx) {
 fn persistence(out: &mut String, _ctx: &WorkerCtx) {
     // Clients (ioredis) wait while `loading:1`; orthrus itself never loads.
     out.push_str("# Persistence\r\nloading:0\r\nasync_loading:0\r\n");
+}
+
+/// The reply cache's counters (zero, with `cache_enabled:0`, while off;
+/// a new store starts them again).
+fn cache(out: &mut String, ctx: &WorkerCtx) {
+    let cache = ctx.shared.cache.load();
+    let (on, [hits, misses, fills, invalidations, evictions], used, entries) = match cache.as_ref()
+    {
+        Some(c) => {
+            let s = &c.stats;
+            let n = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+            (
+                1,
+                [
+                    n(&s.hits),
+                    n(&s.misses),
+                    n(&s.fills),
+                    n(&s.invalidations),
+                    n(&s.evictions),
+                ],
+                c.used_bytes(),
+                c.entries(),
+            )
+        }
+        None => (0, [0; 5], 0, 0),
+    };
+    let _ = write!(
+        out,
+        "# Cache\r\ncache_enabled:{on}\r\ncache_hits:{hits}\r\ncache_misses:{misses}\r\ncache_fills:{fills}\r\ncache_invalidations:{invalidations}\r\ncache_evictions:{evictions}\r\ncache_used_bytes:{used}\r\ncache_entries:{entries}\r\n"
+    );
 }
 
 fn stats_section(out: &mut String, ctx: &WorkerCtx) {

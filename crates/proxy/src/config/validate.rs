@@ -119,6 +119,20 @@ impl Config {
         )?;
         positive("client.max_clients", self.client.max_clients as u64)?;
         positive("shutdown_timeout_ms", self.shutdown_timeout_ms)?;
+        positive("cache.max_memory_mb", self.cache.max_memory_mb)?;
+        positive("cache.max_age_ms", self.cache.max_age_ms)?;
+        for command in &mut self.cache.commands {
+            command.make_ascii_lowercase();
+            if !super::cache::DEFAULT_COMMANDS.contains(&command.as_str()) {
+                return Err(invalid(
+                    "cache.commands",
+                    format!(
+                        "{command:?} is not one of the read-only single-key commands orthrus caches ({})",
+                        super::cache::DEFAULT_COMMANDS.join(", ")
+                    ),
+                ));
+            }
+        }
         if self.slowlog.max_len > 10_000 {
             return Err(invalid("slowlog.max_len", "at most 10000".to_owned()));
         }

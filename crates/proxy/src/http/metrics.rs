@@ -21,7 +21,49 @@ pub fn exposition(shared: &Shared) -> String {
     load_metrics(&mut m, shared);
     upstream_metrics(&mut m, shared);
     latency_metrics(&mut m, shared);
+    cache_metrics(&mut m, shared);
     m.out
+}
+
+/// The reply cache's counters and size (zero while it is off).
+fn cache_metrics(m: &mut Exposition, shared: &Shared) {
+    use std::sync::atomic::Ordering::Relaxed;
+    let cache = shared.cache.load();
+    let cache = cache.as_ref();
+    let n = |f: fn(&crate::process::cache::CacheStats) -> &std::sync::atomic::AtomicU64| {
+        cache.map_or(0, |c| f(&c.stats).load(Relaxed))
+    };
+    let name = "orthrus_cache_requests_total";
+    m.family(
+        name,
+        "counter",
+        "Cacheable reads, by whether the reply cache answered them.",
+    );
+    m.sample(name, &[("result", "hit")], n(|s| &s.hits));
+    m.sample(name, &[("result", "miss")], n(|s| &s.misses));
+    let help = "Replies kept in the reply cache.";
+    m.counter("orthrus_cache_fills_total", help, n(|s| &s.fills));
+    let help =
+        "Keys the nodes invalidated (and flushes) heard on the cache's tracking connections.";
+    m.counter(
+        "orthrus_cache_invalidations_total",
+        help,
+        n(|s| &s.invalidations),
+    );
+    let help = "Entries evicted from the reply cache to stay within cache.max_memory_mb.";
+    m.counter("orthrus_cache_evictions_total", help, n(|s| &s.evictions));
+    let help = "Bytes of the reply cache's entries (replies, requests, bookkeeping).";
+    m.gauge(
+        "orthrus_cache_used_bytes",
+        help,
+        cache.map_or(0, |c| c.used_bytes()),
+    );
+    let help = "Entries in the reply cache.";
+    m.gauge(
+        "orthrus_cache_entries",
+        help,
+        cache.map_or(0, |c| c.entries()),
+    );
 }
 
 /// Per upstream (the default one and those of `[upstreams]`): keyed

@@ -203,6 +203,10 @@ async fn discover(
 fn install(shared: &Shared, (upstream, name): (Upstream, &str), current: &SlotMap, map: SlotMap) {
     let slots = shared.slots_of(upstream);
     if !current.same_layout(&map) {
+        // Cached replies were read under the old owners' tracking.
+        if let Some(cache) = shared.cache.load().as_ref() {
+            cache.invalidate_all();
+        }
         // Seeds are checked at start-up; two upstreams whose seeds are
         // different nodes of one cluster are found only here.
         let maps = shared.upstream_maps();

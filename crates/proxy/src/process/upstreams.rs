@@ -45,6 +45,10 @@ impl Shared {
         if slots.load().master(place.slot) == Some(addr) {
             return;
         }
+        // Its cached replies came from the old owner's tracking.
+        if let Some(cache) = self.cache.load().as_ref() {
+            cache.touch(place.slot);
+        }
         slots.rcu(|map| {
             let mut map = SlotMap::clone(map);
             map.set_master(place.slot, addr.clone());

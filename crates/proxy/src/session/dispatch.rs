@@ -8,11 +8,13 @@ use std::collections::VecDeque;
 use std::ops::ControlFlow;
 use std::rc::Rc;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
 use orthrus_resp::Request;
 
 use super::admit::admit;
+use crate::cache::serve::{self, Mark, Served};
 use crate::client::subscriptions::publish_target;
 use crate::client::{Client, Pending, PushSink, ReplyMode};
 use crate::cmd::{
@@ -45,6 +47,8 @@ pub struct Started {
     pub frame: Option<Bytes>,
     /// A HOTKEYS session sampled it: its keys went into `samples`.
     pub hot: bool,
+    /// What its reply makes stale in the reply cache.
+    pub cache: Mark,
 }
 
 /// What [`run`] decided: started (the request only borrowed), or to be
@@ -70,6 +74,7 @@ impl Started {
             stat: None,
             frame: None,
             hot: false,
+            cache: Mark::None,
         }
     }
 
@@ -81,6 +86,7 @@ impl Started {
             stat: None,
             frame: None,
             hot: false,
+            cache: Mark::None,
         }
     }
 }
@@ -136,6 +142,18 @@ pub fn dispatch(
             hot = true;
         }
     }
+    // The reply cache, when on: a hit is answered here, a write makes
+    // what it changes stale before it leaves.
+    let mut cached = None;
+    let mut mark = Mark::None;
+    if ctx.shared.cache_on.load(Ordering::Relaxed) {
+        if let Some(cache) = ctx.shared.cache.load().as_ref() {
+            match serve::request(cache, client, &req, (&route, info), ctx, start) {
+                Served::Answered(pending) => cached = Some(pending),
+                Served::Pass(m) => mark = m,
+            }
+        }
+    }
     // Most requests: one key's place, forwarded as sent, outside MULTI,
     // not a script, the client not tracking. What `run` would decide for
     // them, without its other cases.
@@ -145,15 +163,16 @@ pub fn dispatch(
         }
         _ => None,
     };
-    let next = match plain {
-        Some(place) => Next::Forward {
+    let next = match (cached, plain) {
+        (Some(pending), _) => Next::Started(Started::ran(pending, family)),
+        (None, Some(place)) => Next::Forward {
             target: Target::Slot(place),
             access: access(info, client, ctx),
             dialect: client.dialect(),
             family,
             sent: None,
         },
-        None => run(client, &req, (route, info, rewrites), &table, sink, ctx),
+        (None, None) => run(client, &req, (route, info, rewrites), &table, sink, ctx),
     };
     let mut started = match next {
         Next::Started(started) => Started {
@@ -187,6 +206,7 @@ pub fn dispatch(
     };
     started.stat = info.and_then(|info| info.stat);
     started.hot = hot;
+    started.cache = mark;
     if silent {
         silenced(started, ctx)
     } else {

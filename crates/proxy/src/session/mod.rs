@@ -98,6 +98,8 @@ struct Stamp {
     /// A HOTKEYS session sampled it: its keys are in [`Work::samples`],
     /// in request order (a flag here keeps every entry as small as before).
     hot: bool,
+    /// What its reply makes stale in the reply cache (a write's slot).
+    cache: crate::cache::serve::Mark,
 }
 
 /// One request's place in the reply queue.

@@ -10,6 +10,7 @@ use bytes::Bytes;
 
 use super::work::{QUEUE_KEPT, Work};
 use super::{OUTPUT_BATCH, Session, Stamp, Stream};
+use crate::cache::serve::{self, Mark};
 use crate::client::Pending;
 use crate::node::Done;
 use crate::node::forward;
@@ -111,6 +112,9 @@ impl<S: Stream> Session<S> {
                 let none = Bytes::new();
                 let frame = entry.frame(w.frames.front()).unwrap_or(&none);
                 let client = &self.client.identity;
+                if stamp.cache != Mark::None {
+                    serve::written(&self.ctx, stamp.cache);
+                }
                 account(
                     &self.ctx,
                     client,

@@ -185,6 +185,7 @@ impl<S: Stream> Session<S> {
                 ran: run.ran,
                 stat: run.stat,
                 hot: run.hot,
+                cache: run.cache,
             }),
             bytes,
         });

@@ -1,0 +1,132 @@
+//! The connections fills go on: in each worker a pool of its own (one
+//! connection per node, database and protocol, made on first use), each
+//! set up with `CLIENT TRACKING ON` (a RESP2 one with a RESP3 connection
+//! beside it that gets its invalidations: `REDIRECT`), so that a node tells
+//! orthrus when a key read on it changes, expires or is evicted. What the
+//! nodes say makes entries stale: an invalidated key's slot, everything
+//! for a flush, a lost connection (what it would have said is not heard)
+//! or a MOVED.
+
+use std::cell::RefCell;
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use bytes::Bytes;
+use orthrus_cluster::{NodeAddr, Slot};
+use orthrus_resp::{Protocol, Value};
+
+use crate::client::invalidation::invalidation;
+use crate::node::client::{Dialect, call};
+use crate::node::conn::{self, Hooks};
+use crate::node::pool::Pool;
+use crate::node::stream::NodeStream;
+use crate::process::Shared;
+use crate::worker::WorkerCtx;
+
+const TRACKING_ON: &[u8] = b"*3\r\n$6\r\nCLIENT\r\n$8\r\nTRACKING\r\n$2\r\non\r\n";
+const CLIENT_ID: &[u8] = b"*2\r\n$6\r\nCLIENT\r\n$2\r\nID\r\n";
+
+thread_local! {
+    /// This worker's context for fills (its own pool), made on first use.
+    static FILLS: RefCell<Option<Rc<WorkerCtx>>> = const { RefCell::new(None) };
+}
+
+/// What the fill connections do beyond carrying requests.
+struct Tracker {
+    shared: Arc<Shared>,
+}
+
+/// This worker's context whose pool the fills go on.
+pub fn context(ctx: &Rc<WorkerCtx>) -> Rc<WorkerCtx> {
+    FILLS.with(|fills| {
+        fills
+            .borrow_mut()
+            .get_or_insert_with(|| {
+                let tracker = Rc::new(Tracker {
+                    shared: ctx.shared.clone(),
+                });
+                ctx.with_pool(Pool::private(ctx.pool.env().clone(), tracker))
+            })
+            .clone()
+    })
+}
+
+impl Tracker {
+    /// Everything cached is stale from now on.
+    fn all_stale(&self) {
+        if let Some(cache) = self.shared.cache.load().as_ref() {
+            cache.stats.invalidations.fetch_add(1, Ordering::Relaxed);
+            cache.flush();
+        }
+    }
+}
+
+impl Hooks for Tracker {
+    fn prepare<'a>(
+        &'a self,
+        addr: &'a NodeAddr,
+        dialect: Dialect,
+        shared: &'a Shared,
+        stream: &'a mut NodeStream,
+    ) -> Pin<Box<dyn Future<Output = io::Result<Option<NodeStream>>> + 'a>> {
+        Box::pin(async move {
+            let (frame, side) = match dialect.proto {
+                Protocol::Resp3 => (Bytes::from_static(TRACKING_ON), None),
+                Protocol::Resp2 => {
+                    let pushes = Dialect {
+                        proto: Protocol::Resp3,
+                        db: 0,
+                    };
+                    let mut side = conn::connect(addr, pushes, shared).await?;
+                    let id = call(&mut side, CLIENT_ID)
+                        .await?
+                        .as_int()
+                        .ok_or_else(|| io::Error::other("CLIENT ID gave no id"))?;
+                    let id = id.to_string();
+                    let frame = orthrus_resp::Request::from_args(&[
+                        "CLIENT", "TRACKING", "on", "REDIRECT", &id,
+                    ]);
+                    (frame.into_frame(), Some(side))
+                }
+            };
+            if let Value::Error(e) = call(stream, &frame).await? {
+                return Err(io::Error::other(format!(
+                    "CLIENT TRACKING ON refused: {}",
+                    String::from_utf8_lossy(&e)
+                )));
+            }
+            Ok(side)
+        })
+    }
+
+    fn push(&self, _addr: &NodeAddr, frame: Bytes) {
+        let Some(keys) = invalidation(&frame) else {
+            return;
+        };
+        let Some(keys) = keys else {
+            // FLUSHALL, FLUSHDB, or a node that emptied its tracking table.
+            self.all_stale();
+            return;
+        };
+        if let Some(cache) = self.shared.cache.load().as_ref() {
+            for key in &keys {
+                cache.touch(Slot::for_key(key));
+            }
+            let n = u64::try_from(keys.len()).unwrap_or(u64::MAX);
+            cache.stats.invalidations.fetch_add(n, Ordering::Relaxed);
+        }
+    }
+
+    fn lost(&self, addr: &NodeAddr) {
+        tracing::info!(node = %addr, "cache fill connection lost; every cached reply dropped");
+        self.all_stale();
+    }
+
+    fn moved(&self) {
+        self.all_stale();
+    }
+}

@@ -1,0 +1,232 @@
+//! A request's way through the cache, after its checks (`session::admit`):
+//! a write makes the slots of its keys stale before it is sent (and again
+//! when its reply comes back: [`written`]); a cacheable read is answered
+//! from the cache, or, for a key read often enough ([`admission`]), sent
+//! on a tracking connection and its reply kept; anything else goes on as
+//! if there were no cache.
+//!
+//! [`admission`]: super::admission
+
+use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use orthrus_cluster::Slot;
+use orthrus_resp::{Protocol, Request};
+
+use super::admission;
+use crate::client::{Client, Pending};
+use crate::config::ReadFrom;
+use crate::node::Done;
+use crate::node::forward::{self, Access, Sent, Target};
+use crate::process::cache::{Lookup, ReplyCache};
+use crate::route::kind::Family;
+use crate::route::prefix::{DEFAULT_UPSTREAM, Place};
+use crate::route::table::{CommandInfo, Route};
+use crate::time::Tick;
+use crate::worker::WorkerCtx;
+
+/// What a request's reply, when it comes, makes stale (a write's keys
+/// changed then, if not before).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Mark {
+    #[default]
+    None,
+    /// Every key of this slot.
+    Slot(u16),
+    /// Everything (a write of several slots, or of keys not named).
+    All,
+}
+
+/// What the cache made of a request.
+pub enum Served {
+    /// Answered from the cache, or being filled.
+    Answered(Pending),
+    /// Not the cache's: goes on, and `Mark` is repeated at its reply.
+    Pass(Mark),
+}
+
+/// Looks at `req` (its checks passed) on its way, read at `start`.
+pub fn request(
+    cache: &Arc<ReplyCache>,
+    client: &Client,
+    req: &Request,
+    (route, info): (&Route, Option<&Arc<CommandInfo>>),
+    ctx: &Rc<WorkerCtx>,
+    start: Tick,
+) -> Served {
+    let Some(info) = info else {
+        return Served::Pass(Mark::None);
+    };
+    if info.may_write || is_exec(client, req) {
+        return Served::Pass(stale(cache, req, info));
+    }
+    let Route::Slot(place) = route else {
+        return Served::Pass(Mark::None);
+    };
+    let Some(key) = cacheable(cache, client, req, info, *place, ctx) else {
+        return Served::Pass(Mark::None);
+    };
+    let lookup = Lookup {
+        frame: req.frame(),
+        db: client.db,
+        resp3: client.proto == Protocol::Resp3,
+    };
+    if let Some(reply) = cache.get(&lookup, place.slot, start) {
+        cache.stats.hits.fetch_add(1, Ordering::Relaxed);
+        return Served::Answered(Pending::Ready(reply));
+    }
+    cache.stats.misses.fetch_add(1, Ordering::Relaxed);
+    if !admission::admit(key) {
+        return Served::Pass(Mark::None);
+    }
+    Served::Answered(fill(cache.clone(), client, req, *place, ctx))
+}
+
+/// Sends `req` on this worker's tracking connections and keeps its reply
+/// if nothing made its slot stale meanwhile. Deferred: it leaves once the
+/// client's earlier replies are written and what the client sent after it
+/// waits for it, so that on its other connection it never overtakes, nor
+/// is overtaken by, the client's own writes.
+fn fill(
+    cache: Arc<ReplyCache>,
+    client: &Client,
+    req: &Request,
+    place: Place,
+    ctx: &Rc<WorkerCtx>,
+) -> Pending {
+    let fills = super::fill::context(ctx);
+    let frame = req.frame().clone();
+    let (db, dialect) = (client.db, client.dialect());
+    Pending::deferred(Box::pin(async move {
+        let sent_under = cache.generations(place.slot);
+        let sent = forward::forward_from(
+            &fills.pool,
+            frame.clone(),
+            Target::Slot(place),
+            dialect,
+            Access::Read,
+            Tick::now(),
+        );
+        let done = match sent {
+            Sent::Remote(remote) => forward::resolve(&fills.pool, remote).await,
+            Sent::Refused { reply, .. } => return Done::local(reply),
+        };
+        // An error (a redirect given up, a wrong type) is not kept.
+        if done.reply.first().is_some_and(|b| *b != b'-') {
+            let lookup = Lookup {
+                frame: &frame,
+                db,
+                resp3: dialect.proto == Protocol::Resp3,
+            };
+            cache.fill(&lookup, place.slot, sent_under, &done.reply);
+        }
+        done
+    }))
+}
+
+/// The key of a read the cache takes, if it takes it: a command of
+/// `cache.commands` with one key, of the default upstream on a route that
+/// neither cuts nor copies it, under `cache.prefixes`, from a client whose
+/// reads go to the master and that neither tracks keys itself nor is in
+/// MULTI or WATCH (whose meaning a cached reply could change).
+fn cacheable<'r>(
+    cache: &ReplyCache,
+    client: &Client,
+    req: &'r Request,
+    info: &CommandInfo,
+    place: Place,
+    ctx: &WorkerCtx,
+) -> Option<&'r [u8]> {
+    if place.upstream != DEFAULT_UPSTREAM
+        || client.multi.is_some()
+        || client.watch.is_some()
+        || client.tracking.is_some()
+        || !cache.caches(&info.name)
+    {
+        return None;
+    }
+    let replica = match client.read_from {
+        Some(read_from) => read_from == ReadFrom::Replica,
+        None => ctx.shared.read_from_of(DEFAULT_UPSTREAM) == ReadFrom::Replica,
+    };
+    if replica {
+        return None;
+    }
+    let key = one_key(req, info)?;
+    if !cache.under_prefixes(key) {
+        return None;
+    }
+    let prefixes = ctx.prefixes();
+    let plain = !prefixes.rewrites()
+        || (prefixes.stripped(key).len() == key.len() && prefixes.mirror_of(key).is_none());
+    plain.then_some(key)
+}
+
+/// The one key of `req`, if it has exactly one (the cached commands
+/// name it first).
+fn one_key<'r>(req: &'r Request, info: &CommandInfo) -> Option<&'r [u8]> {
+    if let Some((key, _)) = info.fixed_key(req) {
+        return key;
+    }
+    let first = req.arg(1)?;
+    let (mut keys, mut same) = (0usize, false);
+    let _ = info.for_each_key(req, |key, _| {
+        keys += 1;
+        same = key == first;
+        std::ops::ControlFlow::Continue(())
+    });
+    (keys == 1 && same).then_some(first)
+}
+
+/// EXEC of a transaction: its writes happen now.
+fn is_exec(client: &Client, req: &Request) -> bool {
+    client.multi.is_some() && req.arg(0).is_some_and(|n| n.eq_ignore_ascii_case(b"exec"))
+}
+
+/// Makes stale what a write may change, now; what to make stale again at
+/// its reply.
+fn stale(cache: &ReplyCache, req: &Request, info: &CommandInfo) -> Mark {
+    if info.family == Family::PubSub {
+        return Mark::None;
+    }
+    let mut slot = None;
+    let mut several = false;
+    let _ = info.for_each_key(req, |key, _| {
+        let this = Slot::for_key(key);
+        cache.touch(this);
+        match slot {
+            None => slot = Some(this),
+            Some(s) if s != this => several = true,
+            Some(_) => {}
+        }
+        std::ops::ControlFlow::Continue(())
+    });
+    match slot {
+        Some(slot) if !several => Mark::Slot(slot.get()),
+        // No key named (a script of none, FLUSHALL, EXEC) or several
+        // slots: everything.
+        _ => {
+            cache.invalidate_all();
+            Mark::All
+        }
+    }
+}
+
+/// A write's reply came back: what it changed is stale again (a fill sent
+/// before the node ran the write may have been kept meanwhile).
+pub fn written(ctx: &WorkerCtx, mark: Mark) {
+    let cache = ctx.shared.cache.load();
+    let Some(cache) = cache.as_ref() else {
+        return;
+    };
+    match mark {
+        Mark::None => {}
+        Mark::Slot(slot) => {
+            if let Some(slot) = Slot::new(slot) {
+                cache.touch(slot);
+            }
+        }
+        Mark::All => cache.invalidate_all(),
+    }
+}

@@ -1,0 +1,273 @@
+//! The cached replies, one store for the whole process: entries keyed by
+//! the request as sent (its database and protocol too), evicted by weight
+//! (`quick_cache`'s S3-FIFO: a key read once leaves before the ones read
+//! again), and kept exact by generations: every slot has one, bumped by
+//! each write through orthrus to a key of the slot and by each
+//! invalidation a node sends for one, and the store has one (its epoch),
+//! bumped when everything must go (a flush, a lost tracking connection, a
+//! slot that moved). An entry is served only while both are what they were
+//! when its request was sent to fill it.
+
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use bytes::Bytes;
+use orthrus_cluster::{SLOT_COUNT, Slot};
+use quick_cache::sync::Cache;
+use quick_cache::{DefaultHashBuilder, Equivalent, Lifecycle, Weighter};
+
+use crate::config::CacheConfig;
+use crate::time::Tick;
+
+/// What an entry costs besides its bytes (the key, the entry, the
+/// store's own bookkeeping), counted in its weight.
+const ENTRY_OVERHEAD: u64 = 128;
+/// Entries expected per MiB of budget (to size the store's tables).
+const ENTRIES_PER_MIB: u64 = 2048;
+
+/// A cached request: the frame as sent, in a database and a protocol.
+#[derive(Debug)]
+pub struct CacheKey {
+    frame: Bytes,
+    db: u32,
+    resp3: bool,
+}
+
+/// A request looked up: [`CacheKey`] without owning its frame.
+pub struct Lookup<'a> {
+    pub frame: &'a [u8],
+    pub db: u32,
+    pub resp3: bool,
+}
+
+/// A cached reply, and what it was filled under.
+#[derive(Clone)]
+pub struct Entry {
+    reply: Bytes,
+    slot: u16,
+    generation: u64,
+    epoch: u64,
+    filled: Tick,
+}
+
+/// The generations a fill was sent under (see the module's text).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Generations {
+    slot: u64,
+    epoch: u64,
+}
+
+/// The store's counters (INFO `# Cache`, `/metrics`).
+#[derive(Default)]
+pub struct CacheStats {
+    pub hits: AtomicU64,
+    pub misses: AtomicU64,
+    pub fills: AtomicU64,
+    pub invalidations: AtomicU64,
+    pub evictions: AtomicU64,
+}
+
+/// Weighs an entry by its bytes.
+#[derive(Clone)]
+struct Weigh;
+
+/// Counts evictions.
+#[derive(Clone)]
+struct Counted(Arc<CacheStats>);
+
+pub struct ReplyCache {
+    entries: Cache<CacheKey, Entry, Weigh, DefaultHashBuilder, Counted>,
+    generations: Box<[AtomicU64]>,
+    epoch: AtomicU64,
+    max_age_us: u64,
+    /// `cache.commands`, lower case (the command table's names).
+    commands: Vec<Box<str>>,
+    /// `cache.prefixes`.
+    prefixes: Vec<Box<[u8]>>,
+    pub stats: Arc<CacheStats>,
+}
+
+// === impl CacheKey ===
+
+impl Hash for CacheKey {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        hash_parts(&self.frame, self.db, self.resp3, state);
+    }
+}
+
+impl PartialEq for CacheKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.db == other.db && self.resp3 == other.resp3 && self.frame == other.frame
+    }
+}
+
+impl Eq for CacheKey {}
+
+impl Hash for Lookup<'_> {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        hash_parts(self.frame, self.db, self.resp3, state);
+    }
+}
+
+impl Equivalent<CacheKey> for Lookup<'_> {
+    fn equivalent(&self, key: &CacheKey) -> bool {
+        self.db == key.db && self.resp3 == key.resp3 && self.frame == &key.frame[..]
+    }
+}
+
+fn hash_parts<H: Hasher>(frame: &[u8], db: u32, resp3: bool, state: &mut H) {
+    frame.hash(state);
+    db.hash(state);
+    resp3.hash(state);
+}
+
+impl Weighter<CacheKey, Entry> for Weigh {
+    fn weight(&self, key: &CacheKey, entry: &Entry) -> u64 {
+        (key.frame.len() + entry.reply.len()) as u64 + ENTRY_OVERHEAD
+    }
+}
+
+impl Lifecycle<CacheKey, Entry> for Counted {
+    type RequestState = ();
+
+    fn begin_request(&self) {}
+
+    fn on_evict(&self, _state: &mut (), _key: CacheKey, _entry: Entry) {
+        self.0.evictions.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+// === impl ReplyCache ===
+
+impl ReplyCache {
+    pub fn new(config: &CacheConfig) -> ReplyCache {
+        let stats = Arc::new(CacheStats::default());
+        let bytes = config.max_memory_mb.saturating_mul(1 << 20);
+        let items = config.max_memory_mb.saturating_mul(ENTRIES_PER_MIB);
+        let options = quick_cache::OptionsBuilder::new()
+            .estimated_items_capacity(usize::try_from(items).unwrap_or(usize::MAX))
+            .weight_capacity(bytes)
+            .build();
+        let entries = match options {
+            Ok(options) => Cache::with_options(
+                options,
+                Weigh,
+                DefaultHashBuilder::default(),
+                Counted(stats.clone()),
+            ),
+            // Never: both figures are set.
+            Err(_) => Cache::with(
+                1024,
+                bytes,
+                Weigh,
+                DefaultHashBuilder::default(),
+                Counted(stats.clone()),
+            ),
+        };
+        ReplyCache {
+            entries,
+            generations: (0..SLOT_COUNT).map(|_| AtomicU64::new(0)).collect(),
+            epoch: AtomicU64::new(0),
+            max_age_us: config.max_age_ms.saturating_mul(1000),
+            commands: config
+                .commands
+                .iter()
+                .map(|c| c.to_ascii_lowercase().into())
+                .collect(),
+            prefixes: config
+                .prefixes
+                .iter()
+                .map(|p| p.as_bytes().into())
+                .collect(),
+            stats,
+        }
+    }
+
+    /// Whether replies of `command` (a command table name) are cached.
+    pub fn caches(&self, command: &str) -> bool {
+        self.commands.iter().any(|c| **c == *command)
+    }
+
+    /// Whether `key` is under `cache.prefixes` (every key when none).
+    pub fn under_prefixes(&self, key: &[u8]) -> bool {
+        self.prefixes.is_empty() || self.prefixes.iter().any(|p| key.starts_with(p))
+    }
+
+    /// The reply cached for `lookup` (of a key in `slot`), if it is
+    /// still exact and young enough at `now`.
+    pub fn get(&self, lookup: &Lookup<'_>, slot: Slot, now: Tick) -> Option<Bytes> {
+        let entry = self.entries.get(lookup)?;
+        let current = self.generations(slot);
+        let fresh = entry.slot == slot.get()
+            && entry.generation == current.slot
+            && entry.epoch == current.epoch
+            && now.micros_since(entry.filled) < self.max_age_us;
+        fresh.then_some(entry.reply)
+    }
+
+    /// What a fill for a key of `slot` is sent under: read before the
+    /// request leaves.
+    pub fn generations(&self, slot: Slot) -> Generations {
+        Generations {
+            // The epoch first: a flush between the two reads is seen.
+            epoch: self.epoch.load(Ordering::Acquire),
+            slot: self
+                .generations
+                .get(slot.index())
+                .map_or(0, |g| g.load(Ordering::Acquire)),
+        }
+    }
+
+    /// Keeps `reply` to `lookup` if nothing touched `slot` since `sent`
+    /// (else the reply may be older than an invalidation already heard).
+    /// The request and the reply are copied: a share of a larger buffer
+    /// would keep all of it alive.
+    pub fn fill(&self, lookup: &Lookup<'_>, slot: Slot, sent: Generations, reply: &[u8]) {
+        if self.generations(slot) != sent {
+            return;
+        }
+        let key = CacheKey {
+            frame: Bytes::copy_from_slice(lookup.frame),
+            db: lookup.db,
+            resp3: lookup.resp3,
+        };
+        let entry = Entry {
+            reply: Bytes::copy_from_slice(reply),
+            slot: slot.get(),
+            generation: sent.slot,
+            epoch: sent.epoch,
+            filled: Tick::now(),
+        };
+        self.entries.insert(key, entry);
+        self.stats.fills.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A key of `slot` changed (or may have): every entry of the slot is
+    /// stale from now on.
+    pub fn touch(&self, slot: Slot) {
+        if let Some(g) = self.generations.get(slot.index()) {
+            g.fetch_add(1, Ordering::AcqRel);
+        }
+    }
+
+    /// Everything is stale from now on (the memory goes as entries are
+    /// evicted).
+    pub fn invalidate_all(&self) {
+        self.epoch.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Everything is stale from now on, and the memory is given back.
+    pub fn flush(&self) {
+        self.epoch.fetch_add(1, Ordering::AcqRel);
+        self.entries.clear();
+    }
+
+    pub fn used_bytes(&self) -> u64 {
+        self.entries.weight()
+    }
+
+    pub fn entries(&self) -> usize {
+        self.entries.len()
+    }
+}

@@ -1,0 +1,222 @@
+//! The reply cache (`[cache] enabled`): hot reads answered without the
+//! cluster, and never an answer older than what the client wrote or the
+//! nodes invalidated.
+
+mod common;
+
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use common::{Proxy, cluster, send};
+use orthrus_devcluster::Cluster;
+
+fn bulk(v: &str) -> String {
+    format!("${}\r\n{v}\r\n", v.len())
+}
+
+fn cached(cluster: &Cluster) -> Proxy {
+    Proxy::start_env(
+        &cluster.seeds(),
+        &["--threads", "2"],
+        &[("ORTHRUS_CACHE__ENABLED", "true")],
+    )
+}
+
+/// GET calls the node that owns `key` has run.
+fn node_gets(cluster: &Cluster, key: &str) -> u64 {
+    let owner = common::owner_of(cluster, key.as_bytes());
+    let info = cluster.nodes()[owner]
+        .cmd(&["INFO", "commandstats"])
+        .expect("INFO");
+    let text = String::from_utf8_lossy(info.as_bytes().unwrap_or_default()).into_owned();
+    text.lines()
+        .find_map(|l| l.strip_prefix("cmdstat_get:calls="))
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Reads `key` through `s` until it answers `want` (the nodes'
+/// invalidations travel on their own connections), at most 2 s.
+fn until(s: &mut TcpStream, key: &str, want: &str) -> Duration {
+    let start = Instant::now();
+    loop {
+        let got = send(s, &["GET", key]);
+        if got == want {
+            return start.elapsed();
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(2),
+            "GET {key}: {got:?}, not {want:?}"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+#[test]
+fn hot_reads_are_served_from_memory_and_every_write_is_seen() {
+    let cluster = cluster(3, 0);
+    let proxy = cached(&cluster);
+    let mut s = proxy.stream();
+    assert_eq!(send(&mut s, &["SET", "hot", "v1"]), "+OK\r\n");
+    let before = node_gets(&cluster, "hot");
+    for _ in 0..20 {
+        assert_eq!(send(&mut s, &["GET", "hot"]), bulk("v1"));
+    }
+    // The first read is counted, the second fills, the rest are hits (a
+    // topology refresh in between may end the entry once: one more fill).
+    let at_node = node_gets(&cluster, "hot") - before;
+    let info =
+        String::from_utf8_lossy(&proxy.raw_command(&["INFO", "cache"]).unwrap()).into_owned();
+    assert!(
+        (2..=3).contains(&at_node),
+        "{at_node} GETs at the node; {info}"
+    );
+    assert!(proxy.info_field("cache_hits") >= 17, "{info}");
+    assert_eq!(
+        proxy.info_field("cache_fills") + 1,
+        at_node as i64,
+        "{info}"
+    );
+
+    // A write through orthrus is read back at once, by the writer and by
+    // another client.
+    assert_eq!(send(&mut s, &["SET", "hot", "v2"]), "+OK\r\n");
+    assert_eq!(send(&mut s, &["GET", "hot"]), bulk("v2"));
+    let mut other = proxy.stream();
+    assert_eq!(send(&mut other, &["GET", "hot"]), bulk("v2"));
+    // Pipelined: the write, then the read, on one connection.
+    for i in 0..50 {
+        let v = format!("p{i}");
+        let mut both = common::encode(&["SET", "hot", &v]);
+        both.extend(common::encode(&["GET", "hot"]));
+        std::io::Write::write_all(&mut s, &both).unwrap();
+        assert_eq!(common::reply_text(&mut s), "+OK\r\n");
+        assert_eq!(common::reply_text(&mut s), bulk(&v));
+    }
+
+    // A write that bypasses orthrus: the node's invalidation ends the entry.
+    for _ in 0..5 {
+        send(&mut s, &["GET", "hot"]);
+    }
+    let owner = common::owner_of(&cluster, b"hot");
+    let mut direct = TcpStream::connect(cluster.nodes()[owner].addr()).unwrap();
+    assert_eq!(send(&mut direct, &["SET", "hot", "direct"]), "+OK\r\n");
+    let took = until(&mut s, "hot", &bulk("direct"));
+    eprintln!("a write straight to the node was seen after {took:?}");
+    assert!(proxy.info_field("cache_invalidations") >= 1);
+    // FLUSHALL on the node: everything goes.
+    for _ in 0..5 {
+        send(&mut s, &["GET", "hot"]);
+    }
+    assert_eq!(send(&mut direct, &["FLUSHALL"]), "+OK\r\n");
+    until(&mut s, "hot", "$-1\r\n");
+    // A key that expires on the node.
+    assert_eq!(send(&mut s, &["SET", "brief", "x", "PX", "300"]), "+OK\r\n");
+    for _ in 0..5 {
+        assert_eq!(send(&mut s, &["GET", "brief"]), bulk("x"));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let took = until(&mut s, "brief", "$-1\r\n");
+    eprintln!("an expired key was gone {took:?} after its expiry");
+}
+
+#[test]
+fn replies_are_kept_per_protocol_and_transactions_go_to_the_nodes() {
+    let cluster = cluster(3, 0);
+    let proxy = cached(&cluster);
+    let mut two = proxy.stream();
+    let mut three = proxy.stream();
+    assert!(send(&mut three, &["HELLO", "3"]).starts_with('%'));
+    assert_eq!(send(&mut two, &["HSET", "h", "f", "1"]), ":1\r\n");
+    for _ in 0..5 {
+        assert_eq!(
+            send(&mut two, &["HGETALL", "h"]),
+            "*2\r\n$1\r\nf\r\n$1\r\n1\r\n"
+        );
+        assert_eq!(
+            send(&mut three, &["HGETALL", "h"]),
+            "%1\r\n$1\r\nf\r\n$1\r\n1\r\n"
+        );
+    }
+    assert!(proxy.info_field("cache_hits") >= 6);
+    // MULTI ... EXEC: its reads are the node's, its writes seen after it.
+    assert_eq!(send(&mut two, &["MULTI"]), "+OK\r\n");
+    assert_eq!(send(&mut two, &["HSET", "h", "f", "2"]), "+QUEUED\r\n");
+    assert_eq!(send(&mut two, &["HGETALL", "h"]), "+QUEUED\r\n");
+    assert_eq!(
+        send(&mut two, &["EXEC"]),
+        "*2\r\n:0\r\n*2\r\n$1\r\nf\r\n$1\r\n2\r\n"
+    );
+    assert_eq!(
+        send(&mut three, &["HGETALL", "h"]),
+        "%1\r\n$1\r\nf\r\n$1\r\n2\r\n"
+    );
+}
+
+#[test]
+fn a_lost_tracking_connection_drops_everything_cached() {
+    let cluster = cluster(3, 0);
+    let proxy = cached(&cluster);
+    let mut s = proxy.stream();
+    assert_eq!(send(&mut s, &["SET", "k", "old"]), "+OK\r\n");
+    for _ in 0..5 {
+        assert_eq!(send(&mut s, &["GET", "k"]), bulk("old"));
+    }
+    let owner = common::owner_of(&cluster, b"k");
+    let node = &cluster.nodes()[owner];
+    // The tracking connections orthrus holds to the key's node: killed
+    // (what they would say is no longer heard), then a write straight to
+    // the node.
+    let list = node.cmd(&["CLIENT", "LIST"]).unwrap();
+    let list = String::from_utf8_lossy(list.as_bytes().unwrap_or_default()).into_owned();
+    let mut killed = 0;
+    for line in list.lines().filter(|l| l.contains("flags=t")) {
+        let id = line.split(' ').find_map(|f| f.strip_prefix("id=")).unwrap();
+        node.cmd(&["CLIENT", "KILL", "ID", id]).unwrap();
+        killed += 1;
+    }
+    assert!(killed >= 1, "{list}");
+    let mut direct = TcpStream::connect(node.addr()).unwrap();
+    assert_eq!(send(&mut direct, &["SET", "k", "new"]), "+OK\r\n");
+    until(&mut s, "k", &bulk("new"));
+}
+
+#[test]
+fn off_by_default_and_said_so() {
+    let cluster = cluster(3, 0);
+    let proxy = Proxy::start(&cluster.seeds(), &[]);
+    let mut s = proxy.stream();
+    assert_eq!(send(&mut s, &["SET", "k", "v"]), "+OK\r\n");
+    for _ in 0..5 {
+        assert_eq!(send(&mut s, &["GET", "k"]), bulk("v"));
+    }
+    assert_eq!(proxy.info_field("cache_enabled"), 0);
+    assert_eq!(proxy.info_field("cache_hits"), 0);
+    assert_eq!(node_gets(&cluster, "k"), 5);
+}
+
+/// The same key in two databases: two entries, each dropped by its own
+/// writes (a standalone server serves 16 databases).
+#[test]
+fn each_database_has_its_own_entries() {
+    use orthrus_devcluster::{NodeOptions, RedisNode};
+    let node = RedisNode::start(NodeOptions::default()).expect("start server");
+    let proxy = Proxy::start_env(
+        &[node.addr()],
+        &["--mode", "standalone"],
+        &[("ORTHRUS_CACHE__ENABLED", "true")],
+    );
+    let (mut zero, mut one) = (proxy.stream(), proxy.stream());
+    assert_eq!(send(&mut one, &["SELECT", "1"]), "+OK\r\n");
+    assert_eq!(send(&mut zero, &["SET", "k", "zero"]), "+OK\r\n");
+    assert_eq!(send(&mut one, &["SET", "k", "one"]), "+OK\r\n");
+    for _ in 0..5 {
+        assert_eq!(send(&mut zero, &["GET", "k"]), bulk("zero"));
+        assert_eq!(send(&mut one, &["GET", "k"]), bulk("one"));
+    }
+    assert!(proxy.info_field("cache_hits") >= 6);
+    assert_eq!(send(&mut one, &["SET", "k", "one-2"]), "+OK\r\n");
+    assert_eq!(send(&mut one, &["GET", "k"]), bulk("one-2"));
+    assert_eq!(send(&mut zero, &["GET", "k"]), bulk("zero"));
+}
