@@ -1,0 +1,407 @@
+//! `orthrus rebalance` and what each engine offers: on Valkey 9, moves by
+//! atomic slot migration (`CLUSTER MIGRATESLOTS`) under a stream of
+//! writes, and plans from the engine's own per-slot figures (`CLUSTER
+//! SLOT-STATS`), which see clients that bypass orthrus; on Redis 7, which
+//! has neither, `--method atomic` and `--by cpu` are refused before
+//! anything moves. Each test runs on one engine and says so on the other.
+
+mod common;
+
+use std::collections::HashSet;
+use std::net::SocketAddr;
+use std::process::{Command, Output};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use common::{Proxy, cluster};
+use orthrus_cluster::Slot;
+use orthrus_devcluster::{Cluster, Engine, server_kind};
+
+/// The longest a workload thread runs, whatever happens.
+const WORKLOAD_LIMIT: Duration = Duration::from_secs(120);
+
+fn rebalance(proxy: &Proxy, extra: &[&str]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_orthrus"));
+    cmd.arg("rebalance")
+        .arg("--proxy")
+        .arg(proxy.addr.to_string())
+        .args(extra);
+    let out = common::run_to_exit(cmd, Duration::from_secs(180));
+    eprintln!(
+        "--- orthrus rebalance {extra:?} ---\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// The slots of the printed plan's moves (the rows of its table: the
+/// slot number, then the source's address).
+fn planned(out: &Output) -> Vec<u16> {
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let mut fields = l.split_whitespace();
+            let slot = fields.next()?.parse().ok()?;
+            fields.next()?.contains(':').then_some(slot)
+        })
+        .collect()
+}
+
+/// Hash tags of `n` distinct slots owned by cluster node `master`.
+fn tags_on(cluster: &Cluster, master: usize, n: usize) -> Vec<String> {
+    let mut slots = HashSet::new();
+    let mut tags = Vec::new();
+    for i in 0.. {
+        let tag = format!("{{hot{i}}}");
+        if common::owner_of(cluster, tag.as_bytes()) == master
+            && slots.insert(Slot::for_key(tag.as_bytes()))
+        {
+            tags.push(tag);
+            if tags.len() == n {
+                break;
+            }
+        }
+    }
+    tags
+}
+
+fn slot_of(tag: &str) -> u16 {
+    Slot::for_key(tag.as_bytes()).get()
+}
+
+fn node_client(addr: SocketAddr) -> redis::Connection {
+    redis::Client::open(format!("redis://{addr}/"))
+        .and_then(|c| c.get_connection())
+        .expect("connect to node")
+}
+
+/// The slots each master serves, by its own CLUSTER NODES line.
+fn layout(cluster: &Cluster) -> Vec<String> {
+    cluster
+        .masters()
+        .expect("masters")
+        .iter()
+        .map(|&m| {
+            let text: String = redis::cmd("CLUSTER")
+                .arg("NODES")
+                .query(&mut node_client(cluster.nodes()[m].addr()))
+                .expect("CLUSTER NODES");
+            let line = text.lines().find(|l| l.contains("myself")).expect("myself");
+            line.split(' ').skip(8).collect::<Vec<_>>().join(" ")
+        })
+        .collect()
+}
+
+/// A thread that runs `step` on a connection to `url` until `stop`,
+/// returning what it gathered.
+fn spawn_loop<T: Send + 'static>(
+    url: String,
+    stop: &Arc<AtomicBool>,
+    mut state: T,
+    mut step: impl FnMut(&mut redis::Connection, &mut T, usize) + Send + 'static,
+) -> JoinHandle<T> {
+    let stop = stop.clone();
+    std::thread::spawn(move || {
+        let mut con = redis::Client::open(url)
+            .and_then(|c| c.get_connection())
+            .expect("connect");
+        let started = Instant::now();
+        let mut i = 0;
+        while !stop.load(Ordering::Relaxed) && started.elapsed() < WORKLOAD_LIMIT {
+            step(&mut con, &mut state, i);
+            i += 1;
+        }
+        state
+    })
+}
+
+/// GETs through orthrus spread over 300 keys everywhere: enough requests
+/// for orthrus's own measure, and an even load by it.
+fn cold_reads(proxy: &Proxy, stop: &Arc<AtomicBool>) -> JoinHandle<u64> {
+    spawn_loop(proxy.url(), stop, 0_u64, |con, errors, i| {
+        let got: redis::RedisResult<Option<String>> = redis::cmd("GET")
+            .arg(format!("cold:{}", i % 300))
+            .query(con);
+        if let Err(e) = got {
+            eprintln!("cold GET: {e}");
+            *errors += 1;
+        }
+    })
+}
+
+#[test]
+fn rebalance_on_valkey_moves_by_atomic_migration_with_no_client_error() {
+    if server_kind().engine != Engine::Valkey {
+        eprintln!(
+            "SKIPPED: CLUSTER MIGRATESLOTS is Valkey 9's (REDIS_SERVER=valkey-server runs this)"
+        );
+        return;
+    }
+    let cluster = cluster(3, 0);
+    let proxy = Proxy::spawn(&cluster.seeds(), &[], &[]);
+    proxy.wait_ready(Duration::from_secs(20));
+    let masters = cluster.masters().expect("masters");
+    let hot = tags_on(&cluster, masters[0], 4);
+    // 5,000 keys of 1 KiB in each hot slot, for the moves to take a while.
+    let mut con = proxy.client();
+    let value = "x".repeat(1024);
+    for tag in &hot {
+        for chunk in (0..5000).collect::<Vec<_>>().chunks(500) {
+            let mut mset = redis::cmd("MSET");
+            for i in chunk {
+                mset.arg(format!("{tag}:{i}")).arg(&value);
+            }
+            let () = mset.query(&mut con).expect("MSET");
+        }
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    // INCR of a counter in each hot slot, by turns, through orthrus.
+    let incr = {
+        let hot = hot.clone();
+        spawn_loop(
+            proxy.url(),
+            &stop,
+            (vec![0_i64; hot.len()], Vec::new()),
+            move |con, (acked, errors): &mut (Vec<i64>, Vec<String>), i| {
+                let n = i % hot.len();
+                match redis::cmd("INCR")
+                    .arg(format!("{}ctr", hot[n]))
+                    .query::<i64>(con)
+                {
+                    Ok(_) => acked[n] += 1,
+                    Err(e) => errors.push(e.to_string()),
+                }
+            },
+        )
+    };
+    // Reads of the hot slots: most of the load orthrus measures.
+    let readers: Vec<_> = (0..3)
+        .map(|_| {
+            let hot = hot.clone();
+            spawn_loop(proxy.url(), &stop, 0_u64, move |con, errors, i| {
+                let key = format!("{}:{}", hot[i % hot.len()], i % 5000);
+                if let Err(e) = redis::cmd("STRLEN").arg(key).query::<i64>(con) {
+                    eprintln!("STRLEN: {e}");
+                    *errors += 1;
+                }
+            })
+        })
+        .collect();
+    let cold = cold_reads(&proxy, &stop);
+    std::thread::sleep(Duration::from_secs(4));
+
+    let out = rebalance(&proxy, &["--apply", "--yes"]);
+    std::thread::sleep(Duration::from_millis(500));
+    stop.store(true, Ordering::Relaxed);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("method: atomic slot migration (CLUSTER MIGRATESLOTS)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("moved by atomic slot migration (CLUSTER MIGRATESLOTS)"),
+        "{text}"
+    );
+    let moved: Vec<&String> = hot
+        .iter()
+        .filter(|t| cluster.master_of_slot(slot_of(t)).ok() != Some(masters[0]))
+        .collect();
+    assert!(!moved.is_empty(), "no hot slot left its master");
+    // The source's own record: MIGRATESLOTS moved them, nothing else.
+    let record = cluster.nodes()[masters[0]]
+        .cmd(&["CLUSTER", "GETSLOTMIGRATIONS"])
+        .map(|v| format!("{v:?}"))
+        .expect("GETSLOTMIGRATIONS");
+    for tag in &moved {
+        let range = format!("{0}-{0}", slot_of(tag));
+        assert!(record.contains(&range), "{range} not in {record}");
+    }
+
+    let (acked, errors) = incr.join().expect("INCR thread");
+    let read_errors: u64 = readers.into_iter().map(|r| r.join().expect("reader")).sum();
+    let cold_errors = cold.join().expect("cold reader");
+    eprintln!(
+        "INCRs acknowledged {acked:?}, {} errors; {read_errors} read errors",
+        errors.len()
+    );
+    assert!(errors.is_empty(), "{:?}", errors.first());
+    assert_eq!(read_errors + cold_errors, 0);
+    let mut con = proxy.client();
+    for (tag, acked) in hot.iter().zip(&acked) {
+        let counter: i64 = redis::cmd("GET")
+            .arg(format!("{tag}ctr"))
+            .query(&mut con)
+            .expect("GET");
+        assert_eq!(counter, *acked, "{tag}");
+        let keys: i64 = redis::cmd("CLUSTER")
+            .arg("COUNTKEYSINSLOT")
+            .arg(slot_of(tag))
+            .query(&mut node_client(
+                cluster.nodes()[cluster.master_of_slot(slot_of(tag)).expect("owner")].addr(),
+            ))
+            .expect("COUNTKEYSINSLOT");
+        assert_eq!(keys, 5001, "{tag}");
+    }
+}
+
+#[test]
+fn rebalance_method_atomic_and_by_cpu_on_redis_are_refused_before_anything_moves() {
+    if server_kind().engine != Engine::Redis {
+        eprintln!(
+            "SKIPPED: this is about an engine without CLUSTER MIGRATESLOTS and SLOT-STATS (Redis 7); Valkey has both"
+        );
+        return;
+    }
+    let cluster = cluster(3, 0);
+    let proxy = Proxy::spawn(&cluster.seeds(), &[], &[]);
+    proxy.wait_ready(Duration::from_secs(20));
+    let masters = cluster.masters().expect("masters");
+    let hot = tags_on(&cluster, masters[0], 4);
+    let stop = Arc::new(AtomicBool::new(false));
+    let reader = spawn_loop(proxy.url(), &stop, 0_u64, move |con, errors, i| {
+        let key = format!("{}:{}", hot[i % hot.len()], i % 50);
+        if redis::cmd("GET")
+            .arg(key)
+            .query::<Option<String>>(con)
+            .is_err()
+        {
+            *errors += 1;
+        }
+    });
+    std::thread::sleep(Duration::from_secs(3));
+    // There is something to move: a plan by orthrus's measure has moves.
+    let out = rebalance(&proxy, &[]);
+    assert!(out.status.success());
+    assert!(!planned(&out).is_empty(), "no move planned");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("method: legacy migration"), "{text}");
+    let before = layout(&cluster);
+
+    let out = rebalance(&proxy, &["--method", "atomic", "--apply", "--yes"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--method atomic")
+            && err.contains("not offer CLUSTER MIGRATESLOTS")
+            && err.contains("nothing changed"),
+        "{err}"
+    );
+    assert!(planned(&out).is_empty(), "a plan was printed");
+
+    let out = rebalance(&proxy, &["--by", "cpu", "--apply", "--yes"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("CLUSTER SLOT-STATS failed") && err.contains("--by requests"),
+        "{err}"
+    );
+    stop.store(true, Ordering::Relaxed);
+    assert_eq!(reader.join().expect("reader"), 0);
+    assert_eq!(layout(&cluster), before, "something moved");
+}
+
+#[test]
+fn rebalance_by_cpu_sees_a_hot_slot_that_bypasses_orthrus() {
+    if server_kind().engine != Engine::Valkey {
+        eprintln!(
+            "SKIPPED: CLUSTER SLOT-STATS is Valkey's (8 and later; REDIS_SERVER=valkey-server runs this)"
+        );
+        return;
+    }
+    let cluster = cluster(3, 0);
+    let proxy = Proxy::spawn(&cluster.seeds(), &[], &[]);
+    proxy.wait_ready(Duration::from_secs(20));
+    let masters = cluster.masters().expect("masters");
+    let stop = Arc::new(AtomicBool::new(false));
+    let cold = cold_reads(&proxy, &stop);
+
+    // CPU figures are off by default: refused, saying how to turn them
+    // on, and left off.
+    let out = rebalance(&proxy, &["--by", "cpu", "--sample", "1"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("CONFIG SET cluster-slot-stats-enabled yes"),
+        "{err}"
+    );
+    for &m in &masters {
+        let got = cluster.nodes()[m]
+            .cmd(&["CONFIG", "GET", "cluster-slot-stats-enabled"])
+            .map(|v| format!("{v:?}"))
+            .expect("CONFIG GET");
+        assert!(
+            got.contains("no"),
+            "turned on behind the operator's back: {got}"
+        );
+        cluster.nodes()[m]
+            .cmd_ok(&["CONFIG", "SET", "cluster-slot-stats-enabled", "yes"])
+            .expect("CONFIG SET");
+    }
+
+    // Two hot slots on the first master, driven straight at the node:
+    // LRANGE of a 500-element list, which costs the node CPU.
+    let hot = tags_on(&cluster, masters[0], 2);
+    let node = cluster.nodes()[masters[0]].addr();
+    let mut con = node_client(node);
+    for tag in &hot {
+        let items: Vec<String> = (0..500).map(|i| format!("item{i}")).collect();
+        let _: i64 = redis::cmd("RPUSH")
+            .arg(format!("{tag}list"))
+            .arg(&items)
+            .query(&mut con)
+            .expect("RPUSH");
+    }
+    let direct: Vec<_> = hot
+        .iter()
+        .map(|tag| {
+            let key = format!("{tag}list");
+            spawn_loop(
+                format!("redis://{node}/"),
+                &stop,
+                0_u64,
+                move |con, n, _| {
+                    let got: Vec<String> = redis::cmd("LRANGE")
+                        .arg(&key)
+                        .arg(0)
+                        .arg(-1)
+                        .query(con)
+                        .expect("LRANGE on the node");
+                    assert_eq!(got.len(), 500);
+                    *n += 1;
+                },
+            )
+        })
+        .collect();
+    std::thread::sleep(Duration::from_secs(3));
+
+    let by_cpu = rebalance(&proxy, &["--by", "cpu", "--sample", "3"]);
+    let by_requests = rebalance(&proxy, &[]);
+    stop.store(true, Ordering::Relaxed);
+    let hot_slots: Vec<u16> = hot.iter().map(|t| slot_of(t)).collect();
+    assert!(by_cpu.status.success());
+    let text = String::from_utf8_lossy(&by_cpu.stdout);
+    assert!(
+        text.contains("from CLUSTER SLOT-STATS of every master (all clients)"),
+        "{text}"
+    );
+    let moves = planned(&by_cpu);
+    assert!(
+        moves.iter().any(|s| hot_slots.contains(s)),
+        "the plan by cpu does not move a hot slot {hot_slots:?}: {moves:?}"
+    );
+    assert!(by_requests.status.success());
+    let text = String::from_utf8_lossy(&by_requests.stdout);
+    assert!(text.contains("(its own clients only)"), "{text}");
+    let moves = planned(&by_requests);
+    assert!(
+        !moves.iter().any(|s| hot_slots.contains(s)),
+        "orthrus cannot have seen the hot slots {hot_slots:?}: {moves:?}"
+    );
+    let lranges: u64 = direct.into_iter().map(|d| d.join().expect("direct")).sum();
+    eprintln!("{lranges} LRANGEs straight to the node");
+    assert_eq!(cold.join().expect("cold reader"), 0);
+}
