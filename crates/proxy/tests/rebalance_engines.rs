@@ -405,3 +405,108 @@ fn rebalance_by_cpu_sees_a_hot_slot_that_bypasses_orthrus() {
     eprintln!("{lranges} LRANGEs straight to the node");
     assert_eq!(cold.join().expect("cold reader"), 0);
 }
+
+#[test]
+fn rebalance_interrupted_during_an_atomic_migration_cancels_it() {
+    if server_kind().engine != Engine::Valkey {
+        eprintln!(
+            "SKIPPED: CLUSTER MIGRATESLOTS is Valkey 9's (REDIS_SERVER=valkey-server runs this)"
+        );
+        return;
+    }
+    let cluster = cluster(3, 0);
+    let proxy = Proxy::spawn(&cluster.seeds(), &[], &[]);
+    proxy.wait_ready(Duration::from_secs(20));
+    let masters = cluster.masters().expect("masters");
+    let source = masters[0];
+    let tags = tags_on(&cluster, source, 2);
+    let mut node = node_client(cluster.nodes()[source].addr());
+    for tag in &tags {
+        let mut pipe = redis::pipe();
+        for i in 0..2000 {
+            pipe.cmd("SET").arg(format!("{tag}:{i}")).arg(i).ignore();
+        }
+        pipe.query::<()>(&mut node).expect("write keys");
+    }
+    let before = layout(&cluster);
+
+    // Planned by key count: one of the two slots moves. Once the plan is
+    // printed the run only talks to the source, so the other masters are
+    // stopped then: the migration cannot end before the interrupt.
+    let mut run = Command::new(env!("CARGO_BIN_EXE_orthrus"))
+        .args(["rebalance", "--proxy", &proxy.addr.to_string()])
+        .args(["--by", "keys", "--apply", "--yes", "--max-moves", "1"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start orthrus rebalance");
+    let mut stdout = std::io::BufReader::new(run.stdout.take().expect("stdout"));
+    let mut printed = String::new();
+    loop {
+        let mut line = String::new();
+        let n = std::io::BufRead::read_line(&mut stdout, &mut line).expect("read stdout");
+        assert!(n > 0, "the run ended before its plan: {printed}");
+        printed.push_str(&line);
+        if line.contains("moves:") {
+            break;
+        }
+    }
+    for &m in &masters[1..] {
+        cluster.nodes()[m].pause().expect("pause");
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let jobs = cluster.nodes()[source]
+            .cmd(&["CLUSTER", "GETSLOTMIGRATIONS"])
+            .map(|v| format!("{v:?}"))
+            .expect("GETSLOTMIGRATIONS");
+        if jobs.contains("EXPORT") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no migration began: {printed}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let sent = Command::new("kill")
+        .arg("-INT")
+        .arg(run.id().to_string())
+        .status()
+        .expect("kill");
+    assert!(sent.success());
+    let ended = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(status) = run.try_wait().expect("wait") {
+            break status;
+        }
+        assert!(Instant::now() < ended, "the run did not stop on SIGINT");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    for &m in &masters[1..] {
+        cluster.nodes()[m].resume().expect("resume");
+    }
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut run.stderr.take().expect("stderr"), &mut err)
+        .expect("stderr");
+    eprintln!("{printed}{err}");
+    assert!(!status.success());
+    assert!(
+        err.contains("interrupted while moving slot")
+            && err.contains("CANCELSLOTMIGRATIONS")
+            && err.contains("ended cancelled"),
+        "{err}"
+    );
+    let jobs = cluster.nodes()[source]
+        .cmd(&["CLUSTER", "GETSLOTMIGRATIONS"])
+        .map(|v| format!("{v:?}"))
+        .expect("GETSLOTMIGRATIONS");
+    assert!(jobs.contains("cancelled"), "{jobs}");
+    assert_eq!(layout(&cluster), before, "a slot moved");
+    for tag in &tags {
+        let keys: i64 = redis::cmd("CLUSTER")
+            .arg("COUNTKEYSINSLOT")
+            .arg(slot_of(tag))
+            .query(&mut node)
+            .expect("COUNTKEYSINSLOT");
+        assert_eq!(keys, 2000, "{tag}");
+    }
+}
