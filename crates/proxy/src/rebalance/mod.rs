@@ -426,3 +426,37 @@ fn confirm(opts: &Options, question: &str) -> anyhow::Result<bool> {
     std::io::stdin().lock().read_line(&mut answer)?;
     Ok(matches!(answer.trim(), "y" | "Y" | "yes"))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rebalance::cluster::Master;
+
+    #[test]
+    fn slots_under_an_atomic_migration_are_not_planned() {
+        let master = |port: u16| Master {
+            id: format!("id{port}"),
+            addr: format!("127.0.0.1:{port}").parse().unwrap(),
+        };
+        let topo = Topology {
+            masters: vec![master(1), master(2)],
+            owners: (0..16384_u32)
+                .map(|s| Some(usize::from(s >= 8192)))
+                .collect(),
+            migrations: Vec::new(),
+        };
+        let loads: HashMap<Slot, f64> = (1..=3).map(|n| (Slot::new(n).unwrap(), 100.0)).collect();
+        let bounds = Bounds {
+            threshold_pct: 10.0,
+            max_moves: 1,
+        };
+        let first = |busy: &HashSet<Slot>| {
+            plan::plan(&slot_loads(&topo, &loads, busy), 2, bounds)
+                .moves
+                .first()
+                .map(|m| m.slot.get())
+        };
+        assert_eq!(first(&HashSet::new()), Some(1));
+        assert_eq!(first(&HashSet::from([Slot::new(1).unwrap()])), Some(2));
+    }
+}
