@@ -4,96 +4,21 @@
 //! SLOT-STATS`), which see clients that bypass orthrus; on Redis 7, which
 //! has neither, `--method atomic` and `--by cpu` are refused before
 //! anything moves. Each test runs on one engine and says so on the other.
+//! Interrupts: `rebalance_interrupts.rs`.
 
 mod common;
 
-use std::collections::HashSet;
-use std::net::SocketAddr;
-use std::process::{Command, Output};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use common::rebalance::{layout, node_client, planned, rebalance, slot_of, tags_on};
 use common::{Proxy, cluster};
-use orthrus_cluster::Slot;
-use orthrus_devcluster::{Cluster, Engine, server_kind};
+use orthrus_devcluster::{Engine, server_kind};
 
 /// The longest a workload thread runs, whatever happens.
 const WORKLOAD_LIMIT: Duration = Duration::from_secs(120);
-
-fn rebalance(proxy: &Proxy, extra: &[&str]) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_orthrus"));
-    cmd.arg("rebalance")
-        .arg("--proxy")
-        .arg(proxy.addr.to_string())
-        .args(extra);
-    let out = common::run_to_exit(cmd, Duration::from_secs(180));
-    eprintln!(
-        "--- orthrus rebalance {extra:?} ---\n{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
-
-/// The slots of the printed plan's moves (the rows of its table: the
-/// slot number, then the source's address).
-fn planned(out: &Output) -> Vec<u16> {
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| {
-            let mut fields = l.split_whitespace();
-            let slot = fields.next()?.parse().ok()?;
-            fields.next()?.contains(':').then_some(slot)
-        })
-        .collect()
-}
-
-/// Hash tags of `n` distinct slots owned by cluster node `master`.
-fn tags_on(cluster: &Cluster, master: usize, n: usize) -> Vec<String> {
-    let mut slots = HashSet::new();
-    let mut tags = Vec::new();
-    for i in 0.. {
-        let tag = format!("{{hot{i}}}");
-        if common::owner_of(cluster, tag.as_bytes()) == master
-            && slots.insert(Slot::for_key(tag.as_bytes()))
-        {
-            tags.push(tag);
-            if tags.len() == n {
-                break;
-            }
-        }
-    }
-    tags
-}
-
-fn slot_of(tag: &str) -> u16 {
-    Slot::for_key(tag.as_bytes()).get()
-}
-
-fn node_client(addr: SocketAddr) -> redis::Connection {
-    redis::Client::open(format!("redis://{addr}/"))
-        .and_then(|c| c.get_connection())
-        .expect("connect to node")
-}
-
-/// The slots each master serves, by its own CLUSTER NODES line.
-fn layout(cluster: &Cluster) -> Vec<String> {
-    cluster
-        .masters()
-        .expect("masters")
-        .iter()
-        .map(|&m| {
-            let text: String = redis::cmd("CLUSTER")
-                .arg("NODES")
-                .query(&mut node_client(cluster.nodes()[m].addr()))
-                .expect("CLUSTER NODES");
-            let line = text.lines().find(|l| l.contains("myself")).expect("myself");
-            line.split(' ').skip(8).collect::<Vec<_>>().join(" ")
-        })
-        .collect()
-}
 
 /// A thread that runs `step` on a connection to `url` until `stop`,
 /// returning what it gathered.
@@ -404,111 +329,6 @@ fn rebalance_by_cpu_sees_a_hot_slot_that_bypasses_orthrus() {
     let lranges: u64 = direct.into_iter().map(|d| d.join().expect("direct")).sum();
     eprintln!("{lranges} LRANGEs straight to the node");
     assert_eq!(cold.join().expect("cold reader"), 0);
-}
-
-#[test]
-fn rebalance_interrupted_during_an_atomic_migration_cancels_it() {
-    if server_kind().engine != Engine::Valkey {
-        eprintln!(
-            "SKIPPED: CLUSTER MIGRATESLOTS is Valkey 9's (REDIS_SERVER=valkey-server runs this)"
-        );
-        return;
-    }
-    let cluster = cluster(3, 0);
-    let proxy = Proxy::spawn(&cluster.seeds(), &[], &[]);
-    proxy.wait_ready(Duration::from_secs(20));
-    let masters = cluster.masters().expect("masters");
-    let source = masters[0];
-    let tags = tags_on(&cluster, source, 2);
-    let mut node = node_client(cluster.nodes()[source].addr());
-    for tag in &tags {
-        let mut pipe = redis::pipe();
-        for i in 0..2000 {
-            pipe.cmd("SET").arg(format!("{tag}:{i}")).arg(i).ignore();
-        }
-        pipe.query::<()>(&mut node).expect("write keys");
-    }
-    let before = layout(&cluster);
-
-    // Planned by key count: one of the two slots moves. Once the plan is
-    // printed the run only talks to the source, so the other masters are
-    // stopped then: the migration cannot end before the interrupt.
-    let mut run = Command::new(env!("CARGO_BIN_EXE_orthrus"))
-        .args(["rebalance", "--proxy", &proxy.addr.to_string()])
-        .args(["--by", "keys", "--apply", "--yes", "--max-moves", "1"])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("start orthrus rebalance");
-    let mut stdout = std::io::BufReader::new(run.stdout.take().expect("stdout"));
-    let mut printed = String::new();
-    loop {
-        let mut line = String::new();
-        let n = std::io::BufRead::read_line(&mut stdout, &mut line).expect("read stdout");
-        assert!(n > 0, "the run ended before its plan: {printed}");
-        printed.push_str(&line);
-        if line.contains("moves:") {
-            break;
-        }
-    }
-    for &m in &masters[1..] {
-        cluster.nodes()[m].pause().expect("pause");
-    }
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let jobs = cluster.nodes()[source]
-            .cmd(&["CLUSTER", "GETSLOTMIGRATIONS"])
-            .map(|v| format!("{v:?}"))
-            .expect("GETSLOTMIGRATIONS");
-        if jobs.contains("EXPORT") {
-            break;
-        }
-        assert!(Instant::now() < deadline, "no migration began: {printed}");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    let sent = Command::new("kill")
-        .arg("-INT")
-        .arg(run.id().to_string())
-        .status()
-        .expect("kill");
-    assert!(sent.success());
-    let ended = Instant::now() + Duration::from_secs(20);
-    let status = loop {
-        if let Some(status) = run.try_wait().expect("wait") {
-            break status;
-        }
-        assert!(Instant::now() < ended, "the run did not stop on SIGINT");
-        std::thread::sleep(Duration::from_millis(10));
-    };
-    for &m in &masters[1..] {
-        cluster.nodes()[m].resume().expect("resume");
-    }
-    let mut err = String::new();
-    std::io::Read::read_to_string(&mut run.stderr.take().expect("stderr"), &mut err)
-        .expect("stderr");
-    eprintln!("{printed}{err}");
-    assert!(!status.success());
-    assert!(
-        err.contains("interrupted while moving slot")
-            && err.contains("CANCELSLOTMIGRATIONS")
-            && err.contains("ended cancelled"),
-        "{err}"
-    );
-    let jobs = cluster.nodes()[source]
-        .cmd(&["CLUSTER", "GETSLOTMIGRATIONS"])
-        .map(|v| format!("{v:?}"))
-        .expect("GETSLOTMIGRATIONS");
-    assert!(jobs.contains("cancelled"), "{jobs}");
-    assert_eq!(layout(&cluster), before, "a slot moved");
-    for tag in &tags {
-        let keys: i64 = redis::cmd("CLUSTER")
-            .arg("COUNTKEYSINSLOT")
-            .arg(slot_of(tag))
-            .query(&mut node)
-            .expect("COUNTKEYSINSLOT");
-        assert_eq!(keys, 2000, "{tag}");
-    }
 }
 
 /// An atomic migration someone else started is reported, not cancelled:

@@ -124,6 +124,13 @@ pub async fn apply(
                 let _ = std::io::stdout().flush();
             }
         };
+        if signals.has_changed().unwrap_or(false) {
+            interrupts.moving(false);
+            bail!(
+                "interrupted between moves: {i} of {total} slots moved ({all_keys} keys), slot {} not begun",
+                m.slot.get()
+            );
+        }
         let one = Instant::now();
         let moved = tokio::select! {
             moved = move_one(nodes, topo, step, mover, &mut show) => Some(moved),
@@ -194,7 +201,7 @@ async fn interrupted(
     println!();
     match mover {
         Mover::Legacy => bail!(
-            "interrupted while moving slot {slot} from {from} to {to}: it is left half-moved (MIGRATING/IMPORTING); the next `orthrus rebalance --apply` finishes it first"
+            "interrupted while moving slot {slot} from {from} to {to}: it may be left half-moved (MIGRATING/IMPORTING); the next `orthrus rebalance --apply` finishes it first"
         ),
         Mover::Atomic => {
             let Some(src) = topo.masters.get(step.from) else {
