@@ -1,6 +1,7 @@
 //! The `orthrus` binary: parse the configuration, start logging, bind, and
 //! run until SIGINT or SIGTERM; or, as `orthrus rebalance`, move slots
-//! between the masters by the load a running orthrus measures.
+//! between the masters by the load a running orthrus measures or the
+//! engine's own per-slot figures.
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -8,6 +9,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use orthrus_proxy::config::{self, Config, EXIT_BAD_CONFIG, LogFormat, Overrides};
+use orthrus_proxy::rebalance::{Interrupts, Measure, Method};
 use tracing_subscriber::EnvFilter;
 
 /// A Redis Cluster proxy: plain Redis clients talk to orthrus as if it were
@@ -122,10 +124,23 @@ struct RebalanceArgs {
     /// Refuse a cluster with a master that has no usable replica
     #[arg(long)]
     require_replicas: bool,
-    /// What to even out
-    #[arg(long, value_name = "requests|bytes", default_value = "requests",
-          value_parser = ["requests", "bytes"])]
+    /// What to even out: requests or bytes as this orthrus measures them
+    /// (its own clients only), or the engine's own per-slot figures from
+    /// CLUSTER SLOT-STATS of every master (all clients; Valkey 8 and
+    /// later): cpu (needs cluster-slot-stats-enabled yes), net-bytes (the
+    /// same), keys
+    #[arg(long, value_name = "requests|bytes|cpu|net-bytes|keys", default_value = "requests",
+          value_parser = ["requests", "bytes", "cpu", "net-bytes", "keys"])]
     by: String,
+    /// For --by cpu and net-bytes: how long to watch the nodes' running
+    /// totals, in seconds
+    #[arg(long, value_name = "SECS", default_value_t = 10.0)]
+    sample: f64,
+    /// How to move slots: atomic (CLUSTER MIGRATESLOTS, Valkey 9), legacy
+    /// (SETSLOT and MIGRATE), or auto: atomic when every master offers it
+    #[arg(long, value_name = "auto|atomic|legacy", default_value = "auto",
+          value_parser = ["auto", "atomic", "legacy"])]
+    method: String,
     /// Every master within this percentage of the mean load
     #[arg(long, value_name = "PCT", default_value_t = 10.0)]
     threshold: f64,
@@ -257,6 +272,10 @@ fn rebalance(r: RebalanceArgs) -> ExitCode {
         eprintln!("orthrus rebalance: --threshold must be a percentage >= 0");
         return ExitCode::from(EXIT_BAD_CONFIG as u8);
     }
+    let Ok(sample) = std::time::Duration::try_from_secs_f64(r.sample) else {
+        eprintln!("orthrus rebalance: --sample must be a number of seconds >= 0");
+        return ExitCode::from(EXIT_BAD_CONFIG as u8);
+    };
     let (mut node_auth, node_tls) = match &r.config {
         None => (config::BackendConfig::default(), None),
         Some(file) => {
@@ -280,16 +299,29 @@ fn rebalance(r: RebalanceArgs) -> ExitCode {
         node_auth,
         node_tls,
         require_replicas: r.require_replicas,
-        by: if r.by == "bytes" {
-            orthrus_proxy::rebalance::Measure::Bytes
-        } else {
-            orthrus_proxy::rebalance::Measure::Requests
+        by: match r.by.as_str() {
+            "bytes" => Measure::Bytes,
+            "cpu" => Measure::Cpu,
+            "net-bytes" => Measure::NetBytes,
+            "keys" => Measure::Keys,
+            _ => Measure::Requests,
+        },
+        sample,
+        method: match r.method.as_str() {
+            "atomic" => Method::Atomic,
+            "legacy" => Method::Legacy,
+            _ => Method::Auto,
         },
         threshold_pct: r.threshold,
         max_moves: r.max_moves,
         apply: r.apply,
         yes: r.yes,
+        interrupts: Interrupts::new(),
     };
+    if let Err(e) = rebalance_signals(opts.interrupts.clone()) {
+        eprintln!("orthrus rebalance: cannot listen for signals: {e}");
+        return ExitCode::FAILURE;
+    }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build();
@@ -325,6 +357,31 @@ fn init_logging(log: &config::LogConfig) -> LogFilter {
         LogFormat::Json => registry.with(fmt.json()).init(),
     }
     handle
+}
+
+/// SIGINT and SIGTERM for `orthrus rebalance`, taken by a thread of their
+/// own: during the moves the first is handed to the move under way (which
+/// cancels an atomic migration and stops), the second ends the process;
+/// at any other time the process ends at once, exit code 130.
+fn rebalance_signals(interrupts: Interrupts) -> std::io::Result<()> {
+    use nix::sys::signal::{SigSet, Signal};
+    let mut set = SigSet::empty();
+    set.add(Signal::SIGINT);
+    set.add(Signal::SIGTERM);
+    set.thread_block().map_err(std::io::Error::from)?;
+    std::thread::Builder::new()
+        .name("orthrus-signals".into())
+        .spawn(move || {
+            let mut handed = false;
+            loop {
+                match set.wait() {
+                    Ok(_) if !handed && interrupts.raise() => handed = true,
+                    Ok(_) => std::process::exit(130),
+                    Err(_) => return,
+                }
+            }
+        })?;
+    Ok(())
 }
 
 /// SIGHUP, SIGINT and SIGTERM, blocked in every thread and taken by one

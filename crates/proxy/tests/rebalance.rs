@@ -281,6 +281,13 @@ fn rebalance_by_load_evens_out_a_skewed_cluster_online() {
 
     let out = rebalance(&proxy, &["--apply", "--yes"]);
     assert!(out.status.success());
+    // By the cluster's own atomic migration where every master offers it.
+    let method = match orthrus_devcluster::server_kind().engine {
+        orthrus_devcluster::Engine::Valkey => "moved by atomic slot migration",
+        _ => "moved by legacy migration",
+    };
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains(method), "{text}");
 
     // The writers go on for a whole window of orthrus's per-slot load
     // (10 s), so that what it measures now is traffic after the moves.
@@ -392,6 +399,10 @@ fn a_run_killed_during_a_migration_is_finished_by_the_next() {
             &proxy.addr.to_string(),
             "--apply",
             "--yes",
+            // The MIGRATING state this test catches is the legacy way's
+            // (Valkey would otherwise move atomically, leaving none).
+            "--method",
+            "legacy",
         ])
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())

@@ -314,7 +314,7 @@ fn stats_section(out: &mut String, ctx: &WorkerCtx) {
     let t = stats::totals(&ctx.shared.stats);
     let _ = write!(
         out,
-        "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:{}\r\ntotal_error_replies:{}\r\nrejected_connections:{}\r\northrus_redirects_moved:{}\r\northrus_redirects_ask:{}\r\northrus_retries_tryagain:{}\r\northrus_retries_clusterdown:{}\r\northrus_backend_errors:{}\r\northrus_protocol_errors:{}\r\northrus_rejected_commands:{}\r\northrus_topology_refreshes:{}\r\northrus_reads_master:{}\r\northrus_reads_replica:{}\r\northrus_replica_read_fallbacks:{}\r\northrus_reads_same_zone:{}\r\northrus_reads_other_zone:{}\r\northrus_task_polls:{}\r\northrus_mirror_sent:{}\r\northrus_mirror_dropped:{}\r\northrus_mirror_errors:{}\r\n",
+        "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:{}\r\ntotal_error_replies:{}\r\nrejected_connections:{}\r\northrus_redirects_moved:{}\r\northrus_redirects_ask:{}\r\northrus_redirect_waits:{}\r\northrus_retries_tryagain:{}\r\northrus_retries_clusterdown:{}\r\northrus_backend_errors:{}\r\northrus_protocol_errors:{}\r\northrus_rejected_commands:{}\r\northrus_topology_refreshes:{}\r\northrus_reads_master:{}\r\northrus_reads_replica:{}\r\northrus_replica_read_fallbacks:{}\r\northrus_reads_same_zone:{}\r\northrus_reads_other_zone:{}\r\northrus_task_polls:{}\r\northrus_mirror_sent:{}\r\northrus_mirror_dropped:{}\r\northrus_mirror_errors:{}\r\n",
         t.connections_received,
         t.commands,
         ctx.shared.ops.per_second(),
@@ -322,6 +322,7 @@ fn stats_section(out: &mut String, ctx: &WorkerCtx) {
         t.rejected_connections,
         t.moved,
         t.ask,
+        t.redirect_waits,
         t.tryagain,
         t.clusterdown,
         t.backend_errors,

@@ -187,6 +187,8 @@ fn traffic_metrics(m: &mut Exposition, t: &stats::Totals, refreshes: u64) {
     m.family(name, "counter", "MOVED and ASK redirections followed.");
     m.sample(name, &[("kind", "moved")], t.moved);
     m.sample(name, &[("kind", "ask")], t.ask);
+    let help = "Requests redirected past the free redirects, which waited for the nodes to agree on a slot's owner (a slot moving).";
+    m.counter("orthrus_redirect_waits_total", help, t.redirect_waits);
     let name = "orthrus_mirror_requests_total";
     m.family(
         name,

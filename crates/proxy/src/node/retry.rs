@@ -15,6 +15,7 @@ use orthrus_cluster::{Action, NodeAddr, decide};
 
 use super::Env;
 use super::answer::{error_reply, note, still_moving};
+use crate::observe::stats::WorkerStats;
 use crate::route::prefix::Upstream;
 use crate::time::Tick;
 
@@ -88,6 +89,12 @@ impl Retry {
         let policy = &env.shared.policy;
         let action = decide(reply, self.attempt, policy).with_origin(from);
         note(env, &action, self.upstream);
+        if self.attempt == policy.free_redirects
+            && matches!(action, Action::Moved { .. } | Action::Ask { .. })
+        {
+            // Its first wait: the nodes still send it round.
+            WorkerStats::bump(&env.stats().redirect_waits);
+        }
         let (next, delay) = match action {
             Action::Done => return Next::Reply,
             Action::Fail(reason) => return Next::Answer(error_reply(reason.message())),

@@ -32,6 +32,10 @@ pub struct WorkerStats {
     pub commands: AtomicU64,
     pub moved: AtomicU64,
     pub ask: AtomicU64,
+    /// Requests redirected past the free redirects (MOVED/ASK again and
+    /// again: source and target disagreed while a slot moved), which
+    /// waited before going on; each request counted once.
+    pub redirect_waits: AtomicU64,
     pub tryagain: AtomicU64,
     pub clusterdown: AtomicU64,
     pub backend_errors: AtomicU64,
@@ -73,6 +77,7 @@ pub struct Totals {
     pub commands: u64,
     pub moved: u64,
     pub ask: u64,
+    pub redirect_waits: u64,
     pub tryagain: u64,
     pub clusterdown: u64,
     pub backend_errors: u64,
@@ -102,6 +107,7 @@ impl WorkerStats {
             &self.commands,
             &self.moved,
             &self.ask,
+            &self.redirect_waits,
             &self.tryagain,
             &self.clusterdown,
             &self.backend_errors,
@@ -152,6 +158,7 @@ pub fn totals(workers: &[WorkerStats]) -> Totals {
         t.commands += get(&w.commands);
         t.moved += get(&w.moved);
         t.ask += get(&w.ask);
+        t.redirect_waits += get(&w.redirect_waits);
         t.tryagain += get(&w.tryagain);
         t.clusterdown += get(&w.clusterdown);
         t.backend_errors += get(&w.backend_errors);

@@ -63,6 +63,11 @@ impl Links {
         }
     }
 
+    /// New connections, authenticated as these are.
+    pub fn fresh(&self) -> Links {
+        Links::new(self.auth.clone(), self.tls.clone())
+    }
+
     /// Runs one command on `addr`; an error reply is an error naming it.
     pub async fn call(&mut self, addr: &NodeAddr, args: &[&[u8]]) -> anyhow::Result<Value> {
         let reply = self.call_raw(addr, args).await?;

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use orthrus_devcluster::{Cluster, ClusterSpec, Value, free_port};
 
 pub mod admin;
+pub mod rebalance;
 pub mod replication;
 pub mod routes;
 pub mod tls;
