@@ -447,3 +447,72 @@ fn replica_reads_in_database_one() {
         "the reads went to the replica"
     );
 }
+
+/// `orthrus rebalance --method legacy` moves a slot's keys in every
+/// database (MIGRATE per database), not only database 0's.
+#[test]
+fn a_legacy_move_takes_the_keys_of_every_database() {
+    use common::rebalance::{node_client, planned, rebalance, slot_of, tags_on};
+    if !valkey() {
+        return;
+    }
+    let mut node = NodeOptions::cluster();
+    node.config
+        .push(("cluster-databases".to_owned(), "4".to_owned()));
+    let cluster = Cluster::start(ClusterSpec::new(3, 0).with_node(node)).expect("start cluster");
+    let proxy = Proxy::spawn(&cluster.seeds(), &[], &[]);
+    proxy.wait_ready(Duration::from_secs(20));
+    let home = cluster.masters().expect("masters")[0];
+    let tags = tags_on(&cluster, home, 3);
+    let mut direct = node_client(cluster.nodes()[home].addr());
+    for db in [0, 2] {
+        redis::cmd("SELECT")
+            .arg(db)
+            .query::<()>(&mut direct)
+            .unwrap();
+        for tag in &tags {
+            let mut pipe = redis::pipe();
+            for i in 0..500 {
+                pipe.cmd("SET").arg(format!("{tag}:{i}")).arg(db).ignore();
+            }
+            pipe.query::<()>(&mut direct).unwrap();
+        }
+    }
+    let out = rebalance(
+        &proxy,
+        &[
+            "--by",
+            "keys",
+            "--method",
+            "legacy",
+            "--apply",
+            "--yes",
+            "--max-moves",
+            "1",
+        ],
+    );
+    assert!(out.status.success());
+    let (slot, tag) = planned(&out)
+        .into_iter()
+        .find_map(|s| tags.iter().find(|t| slot_of(t) == s).map(|t| (s, t)))
+        .expect("one of the loaded slots moved");
+    let owner = cluster.master_of_slot(slot).expect("owner");
+    assert_ne!(owner, home);
+    for db in [0u32, 2] {
+        let count = |i: usize| {
+            let mut c = node_client(cluster.nodes()[i].addr());
+            redis::cmd("SELECT").arg(db).query::<()>(&mut c).unwrap();
+            redis::cmd("CLUSTER")
+                .arg("COUNTKEYSINSLOT")
+                .arg(slot)
+                .query::<i64>(&mut c)
+                .unwrap()
+        };
+        assert_eq!((count(owner), count(home)), (500, 0), "database {db}");
+        let mut s = in_db(&proxy, db);
+        assert_eq!(
+            send(&mut s, &["GET", &format!("{tag}:7")]),
+            bulk(&db.to_string())
+        );
+    }
+}

@@ -13,6 +13,7 @@ use orthrus_resp::{Limits, Protocol, Request, Value};
 use super::frames::FrameReader;
 use super::stream::{self, NodeStream};
 use crate::config::{BackendConfig, BackendTls};
+use crate::process::databases::Served;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -208,4 +209,62 @@ impl NodeClient {
             .await
             .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "no reply in time"))?
     }
+
+    /// How many databases the node serves, by `SELECT` on this connection:
+    /// doubling from 1 until one is refused, then halving the gap (about
+    /// ten round trips for Valkey's 16; one for a Redis 7 cluster, which
+    /// refuses `SELECT 1`). The connection is back in database 0 after.
+    pub async fn databases(&mut self) -> io::Result<Served> {
+        // Served: 0 ..= `served`; refused: `refused` (with the node's words).
+        let (mut served, mut refused) = (0u32, None);
+        let mut next = 1u32;
+        while refused.is_none() {
+            match self.select(next).await? {
+                Some(error) => refused = Some((next, error)),
+                None if next == MAX_DB => {
+                    served = next;
+                    break;
+                }
+                None => {
+                    served = next;
+                    next = next.saturating_mul(2).min(MAX_DB);
+                }
+            }
+        }
+        let counted = match refused {
+            None => Served {
+                count: served.saturating_add(1),
+                refusal: "ERR DB index is out of range".to_owned(),
+            },
+            Some((mut above, refusal)) => {
+                while above - served > 1 {
+                    let middle = served + (above - served) / 2;
+                    match self.select(middle).await? {
+                        Some(_) => above = middle,
+                        None => served = middle,
+                    }
+                }
+                Served {
+                    count: above,
+                    refusal,
+                }
+            }
+        };
+        if served > 0 {
+            self.select(0).await?;
+        }
+        Ok(counted)
+    }
+
+    /// `SELECT db`: the node's error, if it refused.
+    pub async fn select(&mut self, db: u32) -> io::Result<Option<String>> {
+        let db = db.to_string();
+        Ok(match self.cmd(&[b"SELECT", db.as_bytes()]).await? {
+            Value::Error(e) => Some(String::from_utf8_lossy(&e).into_owned()),
+            _ => None,
+        })
+    }
 }
+
+/// The highest database number a node may serve (`databases` is an int).
+const MAX_DB: u32 = i32::MAX as u32;

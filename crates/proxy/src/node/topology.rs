@@ -22,7 +22,6 @@ use orthrus_resp::Value;
 use crate::config::{BackendConfig, BackendTls, DEFAULT_NAME, Mode};
 use crate::node::client::NodeClient;
 use crate::process::Shared;
-use crate::process::databases::Served;
 use crate::process::engine::Engine;
 use crate::route::prefix::{DEFAULT_UPSTREAM, Upstream};
 use crate::route::table::CommandTable;
@@ -258,7 +257,7 @@ async fn ask_databases(
     let asked = async {
         let mut client =
             NodeClient::connect(addr, timeout, &node.backend, node.tls.as_ref()).await?;
-        count_databases(&mut client).await
+        client.databases().await
     };
     match asked.await {
         Ok(served) => {
@@ -274,56 +273,6 @@ async fn ask_databases(
         }
     }
 }
-
-/// How many databases a node serves, by `SELECT` on a connection of its
-/// own: doubling from 1 until one is refused, then halving the gap
-/// (about ten round trips for Valkey's 16; one for a Redis 7 cluster,
-/// which refuses `SELECT 1`).
-async fn count_databases(node: &mut NodeClient) -> io::Result<Served> {
-    let mut select = async |db: u32| -> io::Result<Option<String>> {
-        let db = db.to_string();
-        Ok(match node.cmd(&[b"SELECT", db.as_bytes()]).await? {
-            Value::Error(e) => Some(String::from_utf8_lossy(&e).into_owned()),
-            _ => None,
-        })
-    };
-    // Served: 0 ..= `served`; refused: `refused` (with the node's words).
-    let (mut served, mut refused) = (0u32, None);
-    let mut next = 1u32;
-    while refused.is_none() {
-        match select(next).await? {
-            Some(error) => refused = Some((next, error)),
-            None if next == MAX_DB => {
-                served = next;
-                break;
-            }
-            None => {
-                served = next;
-                next = next.saturating_mul(2).min(MAX_DB);
-            }
-        }
-    }
-    let Some((mut above, refusal)) = refused else {
-        return Ok(Served {
-            count: served.saturating_add(1),
-            refusal: "ERR DB index is out of range".to_owned(),
-        });
-    };
-    while above - served > 1 {
-        let middle = served + (above - served) / 2;
-        match select(middle).await? {
-            Some(_) => above = middle,
-            None => served = middle,
-        }
-    }
-    Ok(Served {
-        count: above,
-        refusal,
-    })
-}
-
-/// The highest database number a node may serve (`databases` is an int).
-const MAX_DB: u32 = i32::MAX as u32;
 
 /// Learns the command table and the server version from one node.
 async fn learn(shared: &Shared, addr: &NodeAddr, timeout: Duration) {

@@ -99,6 +99,23 @@ impl Links {
         }
     }
 
+    /// How many databases `addr` serves (a Valkey 9 cluster's
+    /// `cluster-databases`; one for Redis 7): a slot's keys are in each.
+    pub async fn databases(&mut self, addr: &NodeAddr) -> anyhow::Result<u32> {
+        self.call_raw(addr, &[b"PING"]).await?;
+        let client = self
+            .open
+            .get_mut(addr)
+            .ok_or_else(|| anyhow!("no connection to {addr}"))?;
+        match client.databases().await {
+            Ok(served) => Ok(served.count),
+            Err(e) => {
+                self.open.remove(addr);
+                Err(anyhow!(e).context(format!("{addr} did not answer")))
+            }
+        }
+    }
+
     /// MIGRATE's `AUTH password` or `AUTH2 username password`, as these
     /// connections authenticate; empty when they do not.
     pub fn migrate_auth(&self) -> Vec<Vec<u8>> {

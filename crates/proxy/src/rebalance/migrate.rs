@@ -98,16 +98,43 @@ async fn owns(links: &mut Links, master: &Master, slot: Slot) -> anyhow::Result<
     }))
 }
 
-/// Moves every key of the slot from `src` to `dst`, `BATCH` at a time.
+/// Moves every key of the slot from `src` to `dst`, `BATCH` at a time, in
+/// every database the source serves (a Valkey 9 cluster with
+/// `cluster-databases` keeps a slot's keys in each).
 async fn migrate_keys(
     links: &mut Links,
     (src, dst): (&Master, &Master),
     slot: &[u8],
     progress: &mut dyn FnMut(u64),
 ) -> anyhow::Result<u64> {
+    let databases = links.databases(&src.addr).await?;
+    let mut moved = 0_u64;
+    for db in 0..databases {
+        if databases > 1 {
+            links
+                .call(&src.addr, &[b"SELECT", db.to_string().as_bytes()])
+                .await?;
+        }
+        moved = migrate_db_keys(links, (src, dst), (slot, db), moved, progress).await?;
+    }
+    if databases > 1 {
+        links.call(&src.addr, &[b"SELECT", b"0"]).await?;
+    }
+    Ok(moved)
+}
+
+/// [`migrate_keys`] in database `db`, selected on the source's link;
+/// `moved` so far, returned with this database's added.
+async fn migrate_db_keys(
+    links: &mut Links,
+    (src, dst): (&Master, &Master),
+    (slot, db): (&[u8], u32),
+    mut moved: u64,
+    progress: &mut dyn FnMut(u64),
+) -> anyhow::Result<u64> {
     let batch = BATCH.to_string();
     let port = dst.addr.port().to_string();
-    let mut moved = 0_u64;
+    let db = db.to_string();
     loop {
         let reply = links
             .call(
@@ -129,7 +156,7 @@ async fn migrate_keys(
             dst.addr.host().as_bytes(),
             port.as_bytes(),
             b"",
-            b"0",
+            db.as_bytes(),
             MIGRATE_TIMEOUT_MS.as_bytes(),
         ];
         let auth = links.migrate_auth();
