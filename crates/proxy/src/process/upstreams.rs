@@ -46,14 +46,22 @@ impl Shared {
             return;
         }
         // Its cached replies came from the old owner's tracking.
-        if let Some(cache) = self.cache.load().as_ref() {
-            cache.touch(place.slot);
-        }
+        self.cache_touch(place.slot);
         slots.rcu(|map| {
             let mut map = SlotMap::clone(map);
             map.set_master(place.slot, addr.clone());
             map
         });
+    }
+
+    /// Every reply cached for a key of `slot` is stale from now on (its
+    /// owner changed, or is changing).
+    pub fn cache_touch(&self, slot: orthrus_cluster::Slot) {
+        if self.cache_on.load(std::sync::atomic::Ordering::Relaxed) {
+            if let Some(cache) = self.cache.load().as_ref() {
+                cache.touch(slot);
+            }
+        }
     }
 
     /// What a connection to `addr` is opened with: the live `[backend]`
