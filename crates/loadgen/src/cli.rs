@@ -12,6 +12,7 @@ use crate::interrupt::{EXIT_INTERRUPTED, Interrupted};
 use crate::plan::CompareArgs;
 use crate::results::WorkloadKind;
 use crate::worker::{self, WorkerConfig};
+use crate::zipf::ZipfArgs;
 
 /// Load driver for orthrus: the Cerberus comparison, and memory per client
 /// connection.
@@ -47,6 +48,10 @@ pub enum CliCommand {
     /// RSS (from /proc/PID/status) at idle, with N idle connections, after
     /// one PING on each, and after they all closed.
     ConnMemory(ConnMemoryArgs),
+    /// GETs and SETs over Zipf-distributed keys (a few hot, a long tail)
+    /// from many client threads, against running targets one after the
+    /// other: commands/s, latency and, with --pid, CPU per command.
+    Zipf(ZipfArgs),
     /// One worker process (started by `compare`, not by hand).
     #[command(hide = true)]
     Worker(WorkerArgs),
@@ -91,6 +96,13 @@ pub fn main() -> ExitCode {
             }
             Err(e) => {
                 eprintln!("orthrus-bench: error: {e:#}");
+                ExitCode::FAILURE
+            }
+        },
+        CliCommand::Zipf(args) => match crate::zipf::run(&args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("orthrus-bench zipf: error: {e:#}");
                 ExitCode::FAILURE
             }
         },

@@ -45,6 +45,17 @@ impl Conn {
     }
 }
 
+impl Conn {
+    /// Sends `cmds` in one write and reads their replies.
+    pub fn pipeline(&mut self, cmds: &[Vec<Vec<u8>>]) -> Result<Vec<Value>> {
+        let addr = self.inner.addr();
+        self.inner
+            .pipeline(cmds)
+            .map_err(plain)
+            .with_context(|| format!("a pipeline of {} commands on {addr}", cmds.len()))
+    }
+}
+
 /// The load driver's wording of a connection failure.
 fn plain(e: DevError) -> anyhow::Error {
     match e {

@@ -22,6 +22,8 @@
 //! - [`compare`]: the whole comparison: targets, levels, repeats, output.
 //! - [`conn_memory`]: `conn-memory`, RSS per idle and per used client
 //!   connection of running servers and proxies.
+//! - [`zipf`]: `zipf`, GETs and SETs over Zipf-distributed keys from many
+//!   threads against running targets (the reply cache's figures).
 //! - [`driver`]: one run: spawn P workers, release them together, collect.
 //! - [`worker`]: the worker process and the JSON lines it speaks.
 //! - [`workload`]: the keys/hash/list command sets and their reply checks.
@@ -55,3 +57,4 @@ pub mod table;
 pub mod targets;
 pub mod worker;
 pub mod workload;
+pub mod zipf;

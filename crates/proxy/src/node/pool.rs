@@ -41,20 +41,25 @@ struct NodeConns {
 }
 
 impl NodeConns {
+    #[inline]
     fn list_mut(&mut self, dialect: Dialect, lane: Lane) -> &mut Vec<BackendConn> {
         let lists = match dialect.db {
             0 => &mut self.zero,
-            db => {
-                if !self.other.iter().any(|(d, _)| *d == db) {
-                    self.other.push((db, Default::default()));
-                }
-                match self.other.iter_mut().find(|(d, _)| *d == db) {
-                    Some((_, lists)) => lists,
-                    None => &mut self.zero, // never: pushed above
-                }
-            }
+            db => self.other_db(db),
         };
         list_mut(lists, dialect.proto, lane)
+    }
+
+    /// The lists of database `db` (not 0), made on its first use.
+    #[cold]
+    fn other_db(&mut self, db: u32) -> &mut [Vec<BackendConn>; 4] {
+        if !self.other.iter().any(|(d, _)| *d == db) {
+            self.other.push((db, Default::default()));
+        }
+        match self.other.iter_mut().find(|(d, _)| *d == db) {
+            Some((_, lists)) => lists,
+            None => &mut self.zero, // never: pushed above
+        }
     }
 
     fn all(&self) -> impl Iterator<Item = (u32, &[Vec<BackendConn>; 4])> {
@@ -222,6 +227,7 @@ impl Pool {
 }
 
 /// Where the connections of `proto` and `lane` are in a node's lists.
+#[inline]
 fn list_mut(
     lists: &mut [Vec<BackendConn>; 4],
     proto: Protocol,

@@ -142,37 +142,42 @@ pub fn dispatch(
             hot = true;
         }
     }
-    // The reply cache, when on: a hit is answered here, a write makes
-    // what it changes stale before it leaves.
-    let mut cached = None;
-    let mut mark = Mark::None;
-    if ctx.shared.cache_on.load(Ordering::Relaxed) {
-        if let Some(cache) = ctx.shared.cache.load().as_ref() {
-            match serve::request(cache, client, &req, (&route, info), ctx, start) {
-                Served::Answered(pending) => cached = Some(pending),
-                Served::Pass(m) => mark = m,
-            }
-        }
-    }
     // Most requests: one key's place, forwarded as sent, outside MULTI,
-    // not a script, the client not tracking. What `run` would decide for
-    // them, without its other cases.
+    // not a script, the client not tracking, the reply cache off. What
+    // `run` would decide for them, without its other cases.
+    let cache_on = ctx.shared.cache_on.load(Ordering::Relaxed);
     let plain = match route {
-        Route::Slot(place) if !rewrites && family != Family::Scripting => {
+        Route::Slot(place) if !rewrites && family != Family::Scripting && !cache_on => {
             (client.multi.is_none() && client.tracking.is_none()).then_some(place)
         }
         _ => None,
     };
-    let next = match (cached, plain) {
-        (Some(pending), _) => Next::Started(Started::ran(pending, family)),
-        (None, Some(place)) => Next::Forward {
+    let mut mark = Mark::None;
+    let next = match plain {
+        Some(place) => Next::Forward {
             target: Target::Slot(place),
             access: access(info, client, ctx),
             dialect: client.dialect(),
             family,
             sent: None,
         },
-        (None, None) => run(client, &req, (route, info, rewrites), &table, sink, ctx),
+        None => {
+            // The reply cache, when on: a hit is answered here, a write
+            // makes what it changes stale before it leaves.
+            let served = match cache_on {
+                true => cached(client, &req, (&route, info), ctx, start),
+                false => None,
+            };
+            match served {
+                Some(Served::Answered(pending)) => Next::Started(Started::ran(pending, family)),
+                other => {
+                    if let Some(Served::Pass(m)) = other {
+                        mark = m;
+                    }
+                    run(client, &req, (route, info, rewrites), &table, sink, ctx)
+                }
+            }
+        }
     };
     let mut started = match next {
         Next::Started(started) => Started {
@@ -206,12 +211,35 @@ pub fn dispatch(
     };
     started.stat = info.and_then(|info| info.stat);
     started.hot = hot;
-    started.cache = mark;
+    if mark != Mark::None {
+        started.cache = mark;
+    }
     if silent {
         silenced(started, ctx)
     } else {
         started
     }
+}
+
+/// What the reply cache makes of a request, when it is on.
+#[inline(never)]
+fn cached(
+    client: &Client,
+    req: &Request,
+    (route, info): (&Route, Option<&Arc<CommandInfo>>),
+    ctx: &Rc<WorkerCtx>,
+    start: Tick,
+) -> Option<Served> {
+    let cache = ctx.shared.cache.load();
+    let cache = cache.as_ref()?;
+    Some(serve::request(
+        cache,
+        client,
+        req,
+        (route, info),
+        ctx,
+        start,
+    ))
 }
 
 /// A started request whose reply is not to be sent (CLIENT REPLY OFF/SKIP).
