@@ -3,7 +3,7 @@
 //! set up with `CLIENT TRACKING ON` (a RESP2 one with a RESP3 connection
 //! beside it that gets its invalidations: `REDIRECT`), so that a node tells
 //! orthrus when a key read on it changes, expires or is evicted. What the
-//! nodes say makes entries stale: an invalidated key's slot, everything
+//! nodes say makes entries stale: an invalidated key's, everything
 //! for a flush, a lost connection (what it would have said is not heard)
 //! or a MOVED.
 
@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
-use orthrus_cluster::{NodeAddr, Slot};
+use orthrus_cluster::NodeAddr;
 use orthrus_resp::{Protocol, Value};
 
 use crate::client::invalidation::invalidation;
@@ -25,6 +25,7 @@ use crate::node::conn::{self, Hooks};
 use crate::node::pool::Pool;
 use crate::node::stream::NodeStream;
 use crate::process::Shared;
+use crate::process::cache::KeyGen;
 use crate::worker::WorkerCtx;
 
 const TRACKING_ON: &[u8] = b"*3\r\n$6\r\nCLIENT\r\n$8\r\nTRACKING\r\n$2\r\non\r\n";
@@ -114,7 +115,7 @@ impl Hooks for Tracker {
         };
         if let Some(cache) = self.shared.cache.load().as_ref() {
             for key in &keys {
-                cache.touch(Slot::for_key(key));
+                cache.touch(KeyGen::of(key));
             }
             let n = u64::try_from(keys.len()).unwrap_or(u64::MAX);
             cache.stats.invalidations.fetch_add(n, Ordering::Relaxed);

@@ -1,5 +1,5 @@
 //! A request's way through the cache, after its checks (`session::admit`):
-//! a write makes the slots of its keys stale before it is sent (and again
+//! a write makes its keys stale before it is sent (and again
 //! when its reply comes back: [`written`]); a cacheable read is answered
 //! from the cache, or, for a key read often enough ([`admission`]), sent
 //! on a tracking connection and its reply kept; anything else goes on as
@@ -11,7 +11,6 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use orthrus_cluster::Slot;
 use orthrus_resp::{Protocol, Request};
 
 use super::admission;
@@ -19,7 +18,7 @@ use crate::client::{Client, Pending};
 use crate::config::ReadFrom;
 use crate::node::Done;
 use crate::node::forward::{self, Access, Sent, Target};
-use crate::process::cache::{Lookup, ReplyCache};
+use crate::process::cache::{KeyGen, Lookup, ReplyCache};
 use crate::route::kind::Family;
 use crate::route::prefix::{DEFAULT_UPSTREAM, Place};
 use crate::route::table::{CommandInfo, Route};
@@ -32,9 +31,9 @@ use crate::worker::WorkerCtx;
 pub enum Mark {
     #[default]
     None,
-    /// Every key of this slot.
-    Slot(u16),
-    /// Everything (a write of several slots, or of keys not named).
+    /// The key of this generation.
+    Key(u32),
+    /// Everything (a write of several keys, or of keys not named).
     All,
 }
 
@@ -72,7 +71,8 @@ pub fn request(
         db: client.db,
         resp3: client.proto == Protocol::Resp3,
     };
-    if let Some(reply) = cache.get(&lookup, place.slot, start) {
+    let generation = KeyGen::of(key);
+    if let Some(reply) = cache.get(&lookup, generation, start) {
         cache.stats.hits.fetch_add(1, Ordering::Relaxed);
         return Served::Answered(Pending::Ready(reply));
     }
@@ -80,11 +80,11 @@ pub fn request(
     if !admission::admit(key) {
         return Served::Pass(Mark::None);
     }
-    Served::Answered(fill(cache.clone(), client, req, *place, ctx))
+    Served::Answered(fill(cache.clone(), client, req, (*place, generation), ctx))
 }
 
 /// Sends `req` on this worker's tracking connections and keeps its reply
-/// if nothing made its slot stale meanwhile. Deferred: it leaves once the
+/// if nothing made its key stale meanwhile. Deferred: it leaves once the
 /// client's earlier replies are written and what the client sent after it
 /// waits for it, so that on its other connection it never overtakes, nor
 /// is overtaken by, the client's own writes.
@@ -92,14 +92,14 @@ fn fill(
     cache: Arc<ReplyCache>,
     client: &Client,
     req: &Request,
-    place: Place,
+    (place, generation): (Place, KeyGen),
     ctx: &Rc<WorkerCtx>,
 ) -> Pending {
     let fills = super::fill::context(ctx);
     let frame = req.frame().clone();
     let (db, dialect) = (client.db, client.dialect());
     Pending::deferred(Box::pin(async move {
-        let sent_under = cache.generations(place.slot);
+        let sent_under = cache.generations(generation);
         let sent = forward::forward_from(
             &fills.pool,
             frame.clone(),
@@ -119,7 +119,7 @@ fn fill(
                 db,
                 resp3: dialect.proto == Protocol::Resp3,
             };
-            cache.fill(&lookup, place.slot, sent_under, &done.reply);
+            cache.fill(&lookup, generation, sent_under, &done.reply);
         }
         done
     }))
@@ -190,22 +190,18 @@ fn stale(cache: &ReplyCache, req: &Request, info: &CommandInfo) -> Mark {
     if info.family == Family::PubSub {
         return Mark::None;
     }
-    let mut slot = None;
-    let mut several = false;
+    let (mut first, mut keys) = (None, 0usize);
     let _ = info.for_each_key(req, |key, _| {
-        let this = Slot::for_key(key);
-        cache.touch(this);
-        match slot {
-            None => slot = Some(this),
-            Some(s) if s != this => several = true,
-            Some(_) => {}
-        }
+        let generation = KeyGen::of(key);
+        cache.touch(generation);
+        first.get_or_insert(generation);
+        keys += 1;
         std::ops::ControlFlow::Continue(())
     });
-    match slot {
-        Some(slot) if !several => Mark::Slot(slot.get()),
-        // No key named (a script of none, FLUSHALL, EXEC) or several
-        // slots: everything.
+    match (first, keys) {
+        (Some(generation), 1) => Mark::Key(generation.get()),
+        // No key named (a script of none, FLUSHALL, EXEC) or several:
+        // everything.
         _ => {
             cache.invalidate_all();
             Mark::All
@@ -222,9 +218,9 @@ pub fn written(ctx: &WorkerCtx, mark: Mark) {
     };
     match mark {
         Mark::None => {}
-        Mark::Slot(slot) => {
-            if let Some(slot) = Slot::new(slot) {
-                cache.touch(slot);
+        Mark::Key(n) => {
+            if let Some(generation) = KeyGen::new(n) {
+                cache.touch(generation);
             }
         }
         Mark::All => cache.invalidate_all(),

@@ -106,13 +106,9 @@ impl Retry {
                 policy.redirect_delay(self.attempt),
             ),
             Action::Ask { addr } => {
-                // The slot is moving: a reply cached from its old owner
-                // may miss a write made on the new one.
-                if let Some(orthrus_cluster::Redirect::Ask { slot, .. }) =
-                    orthrus_cluster::Redirect::parse(reply)
-                {
-                    env.shared.cache_touch(slot);
-                }
+                // A slot is moving: a reply cached from its old owner may
+                // miss a write made on the new one.
+                env.shared.cache_all_stale();
                 if self.attempt >= policy.free_redirects {
                     // ASKs that go round in circles: look at the topology again.
                     env.shared.request_refresh_of(self.upstream);

@@ -1,9 +1,10 @@
 //! The cached replies, one store for the whole process: entries keyed by
 //! the request as sent (its database and protocol too), evicted by weight
 //! (`quick_cache`'s S3-FIFO: a key read once leaves before the ones read
-//! again), and kept exact by generations: every slot has one, bumped by
-//! each write through orthrus to a key of the slot and by each
-//! invalidation a node sends for one, and the store has one (its epoch),
+//! again), and kept exact by generations: every key has one (in a table of
+//! 2^18, by the key's hash: keys that share one are made stale together),
+//! bumped by each write through orthrus to the key and by each
+//! invalidation a node sends for it, and the store has one (its epoch),
 //! bumped when everything must go (a flush, a lost tracking connection, a
 //! slot that moved). An entry is served only while both are what they were
 //! when its request was sent to fill it.
@@ -13,7 +14,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::Bytes;
-use orthrus_cluster::{SLOT_COUNT, Slot};
 use quick_cache::sync::Cache;
 use quick_cache::{DefaultHashBuilder, Equivalent, Lifecycle, Weighter};
 
@@ -23,6 +23,8 @@ use crate::time::Tick;
 /// What an entry costs besides its bytes (the key, the entry, the
 /// store's own bookkeeping), counted in its weight.
 const ENTRY_OVERHEAD: u64 = 128;
+/// Key generations (a power of two).
+const GENERATIONS: usize = 1 << 18;
 /// Entries expected per MiB of budget (to size the store's tables).
 const ENTRIES_PER_MIB: u64 = 2048;
 
@@ -45,7 +47,7 @@ pub struct Lookup<'a> {
 #[derive(Clone)]
 pub struct Entry {
     reply: Bytes,
-    slot: u16,
+    key: KeyGen,
     generation: u64,
     epoch: u64,
     filled: Tick,
@@ -54,8 +56,29 @@ pub struct Entry {
 /// The generations a fill was sent under (see the module's text).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Generations {
-    slot: u64,
+    key: u64,
     epoch: u64,
+}
+
+/// Which generation a key has: its place in the table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KeyGen(u32);
+
+impl KeyGen {
+    pub fn of(key: &[u8]) -> KeyGen {
+        use std::hash::BuildHasher;
+        let hash = rustc_hash::FxBuildHasher.hash_one(key);
+        // The high bits: FxHash mixes upwards.
+        KeyGen((hash >> (64 - GENERATIONS.trailing_zeros())) as u32)
+    }
+
+    pub fn get(self) -> u32 {
+        self.0
+    }
+
+    pub fn new(n: u32) -> Option<KeyGen> {
+        (usize::try_from(n).ok()? < GENERATIONS).then_some(KeyGen(n))
+    }
 }
 
 /// The store's counters (INFO `# Cache`, `/metrics`).
@@ -167,7 +190,7 @@ impl ReplyCache {
         };
         ReplyCache {
             entries,
-            generations: (0..SLOT_COUNT).map(|_| AtomicU64::new(0)).collect(),
+            generations: (0..GENERATIONS).map(|_| AtomicU64::new(0)).collect(),
             epoch: AtomicU64::new(0),
             max_age_us: config.max_age_ms.saturating_mul(1000),
             commands: config
@@ -194,59 +217,58 @@ impl ReplyCache {
         self.prefixes.is_empty() || self.prefixes.iter().any(|p| key.starts_with(p))
     }
 
-    /// The reply cached for `lookup` (of a key in `slot`), if it is
+    /// The reply cached for `lookup` (of the key of `key`), if it is
     /// still exact and young enough at `now`.
-    pub fn get(&self, lookup: &Lookup<'_>, slot: Slot, now: Tick) -> Option<Bytes> {
+    pub fn get(&self, lookup: &Lookup<'_>, key: KeyGen, now: Tick) -> Option<Bytes> {
         let entry = self.entries.get(lookup)?;
-        let current = self.generations(slot);
-        let fresh = entry.slot == slot.get()
-            && entry.generation == current.slot
+        let current = self.generations(key);
+        let fresh = entry.key == key
+            && entry.generation == current.key
             && entry.epoch == current.epoch
             && now.micros_since(entry.filled) < self.max_age_us;
         fresh.then_some(entry.reply)
     }
 
-    /// What a fill for a key of `slot` is sent under: read before the
-    /// request leaves.
-    pub fn generations(&self, slot: Slot) -> Generations {
+    /// What a fill for a key is sent under: read before the request
+    /// leaves.
+    pub fn generations(&self, key: KeyGen) -> Generations {
         Generations {
             // The epoch first: a flush between the two reads is seen.
             epoch: self.epoch.load(Ordering::Acquire),
-            slot: self
+            key: self
                 .generations
-                .get(slot.index())
+                .get(key.0 as usize)
                 .map_or(0, |g| g.load(Ordering::Acquire)),
         }
     }
 
-    /// Keeps `reply` to `lookup` if nothing touched `slot` since `sent`
+    /// Keeps `reply` to `lookup` if nothing touched its key since `sent`
     /// (else the reply may be older than an invalidation already heard).
     /// The request and the reply are copied: a share of a larger buffer
     /// would keep all of it alive.
-    pub fn fill(&self, lookup: &Lookup<'_>, slot: Slot, sent: Generations, reply: &[u8]) {
-        if self.generations(slot) != sent {
+    pub fn fill(&self, lookup: &Lookup<'_>, key: KeyGen, sent: Generations, reply: &[u8]) {
+        if self.generations(key) != sent {
             return;
         }
-        let key = CacheKey {
+        let cache_key = CacheKey {
             frame: Bytes::copy_from_slice(lookup.frame),
             db: lookup.db,
             resp3: lookup.resp3,
         };
         let entry = Entry {
             reply: Bytes::copy_from_slice(reply),
-            slot: slot.get(),
-            generation: sent.slot,
+            key,
+            generation: sent.key,
             epoch: sent.epoch,
             filled: Tick::now(),
         };
-        self.entries.insert(key, entry);
+        self.entries.insert(cache_key, entry);
         self.stats.fills.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// A key of `slot` changed (or may have): every entry of the slot is
-    /// stale from now on.
-    pub fn touch(&self, slot: Slot) {
-        if let Some(g) = self.generations.get(slot.index()) {
+    /// A key changed (or may have): its entries are stale from now on.
+    pub fn touch(&self, key: KeyGen) {
+        if let Some(g) = self.generations.get(key.0 as usize) {
             g.fetch_add(1, Ordering::AcqRel);
         }
     }

@@ -45,8 +45,8 @@ impl Shared {
         if slots.load().master(place.slot) == Some(addr) {
             return;
         }
-        // Its cached replies came from the old owner's tracking.
-        self.cache_touch(place.slot);
+        // Cached replies came from the old owner's tracking.
+        self.cache_all_stale();
         slots.rcu(|map| {
             let mut map = SlotMap::clone(map);
             map.set_master(place.slot, addr.clone());
@@ -54,12 +54,13 @@ impl Shared {
         });
     }
 
-    /// Every reply cached for a key of `slot` is stale from now on (its
-    /// owner changed, or is changing).
-    pub fn cache_touch(&self, slot: orthrus_cluster::Slot) {
+    /// Every cached reply is stale from now on (a slot's owner changed,
+    /// or is changing: what was read from the old one is no longer
+    /// tracked).
+    pub fn cache_all_stale(&self) {
         if self.cache_on.load(std::sync::atomic::Ordering::Relaxed) {
             if let Some(cache) = self.cache.load().as_ref() {
-                cache.touch(slot);
+                cache.invalidate_all();
             }
         }
     }
