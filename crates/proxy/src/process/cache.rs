@@ -105,7 +105,7 @@ pub struct ReplyCache {
     epoch: AtomicU64,
     max_age_us: u64,
     /// `cache.commands`, lower case (the command table's names).
-    commands: Vec<Box<str>>,
+    commands: rustc_hash::FxHashSet<Box<str>>,
     /// `cache.prefixes`.
     prefixes: Vec<Box<[u8]>>,
     pub stats: Arc<CacheStats>,
@@ -209,7 +209,7 @@ impl ReplyCache {
 
     /// Whether replies of `command` (a command table name) are cached.
     pub fn caches(&self, command: &str) -> bool {
-        self.commands.iter().any(|c| **c == *command)
+        self.commands.contains(command)
     }
 
     /// Whether `key` is under `cache.prefixes` (every key when none).

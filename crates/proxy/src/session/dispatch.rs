@@ -29,6 +29,7 @@ use crate::observe::clients::Closer;
 use crate::observe::hotkeys::Sample;
 use crate::observe::stats::WorkerStats;
 use crate::route::kind::{Family, Local};
+use crate::route::prefix::Place;
 use crate::route::table::{CommandInfo, CommandTable, Rejection, Route};
 use crate::time::Tick;
 use crate::worker::WorkerCtx;
@@ -146,38 +147,29 @@ pub fn dispatch(
     // not a script, the client not tracking, the reply cache off. What
     // `run` would decide for them, without its other cases.
     let cache_on = ctx.shared.cache_on.load(Ordering::Relaxed);
-    let plain = match route {
-        Route::Slot(place) if !rewrites && family != Family::Scripting && !cache_on => {
-            (client.multi.is_none() && client.tracking.is_none()).then_some(place)
-        }
-        _ => None,
+    let plain = match cache_on {
+        false => plain_place(&route, rewrites, family, client),
+        true => None,
     };
     let mut mark = Mark::None;
     let next = match plain {
-        Some(place) => Next::Forward {
-            target: Target::Slot(place),
-            access: access(info, client, ctx),
-            dialect: client.dialect(),
-            family,
-            sent: None,
-        },
-        None => {
-            // The reply cache, when on: a hit is answered here, a write
-            // makes what it changes stale before it leaves.
-            let served = match cache_on {
-                true => cached(client, &req, (&route, info), ctx, start),
-                false => None,
-            };
-            match served {
-                Some(Served::Answered(pending)) => Next::Started(Started::ran(pending, family)),
-                other => {
-                    if let Some(Served::Pass(m)) = other {
-                        mark = m;
-                    }
-                    run(client, &req, (route, info, rewrites), &table, sink, ctx)
+        Some(place) => forward_plain(place, info, client, ctx, family),
+        None if !cache_on => run(client, &req, (route, info, rewrites), &table, sink, ctx),
+        // The reply cache, when on: a hit is answered here, a write makes
+        // what it changes stale before it leaves; the rest goes on as
+        // with the cache off.
+        None => match cached(client, &req, (&route, info), ctx, start) {
+            Some(Served::Answered(pending)) => Next::Started(Started::ran(pending, family)),
+            other => {
+                if let Some(Served::Pass(m)) = other {
+                    mark = m;
+                }
+                match plain_place(&route, rewrites, family, client) {
+                    Some(place) => forward_plain(place, info, client, ctx, family),
+                    None => run(client, &req, (route, info, rewrites), &table, sink, ctx),
                 }
             }
-        }
+        },
     };
     let mut started = match next {
         Next::Started(started) => Started {
@@ -218,6 +210,37 @@ pub fn dispatch(
         silenced(started, ctx)
     } else {
         started
+    }
+}
+
+/// The place of a request forwarded as sent with nothing else to decide:
+/// one key's place, no route rewriting it, not a script, the client
+/// neither in MULTI nor tracking keys.
+#[inline]
+fn plain_place(route: &Route, rewrites: bool, family: Family, client: &Client) -> Option<Place> {
+    match route {
+        Route::Slot(place) if !rewrites && family != Family::Scripting => {
+            (client.multi.is_none() && client.tracking.is_none()).then_some(*place)
+        }
+        _ => None,
+    }
+}
+
+/// A plain request's way: forwarded to `place` as sent.
+#[inline]
+fn forward_plain(
+    place: Place,
+    info: Option<&Arc<CommandInfo>>,
+    client: &Client,
+    ctx: &Rc<WorkerCtx>,
+    family: Family,
+) -> Next {
+    Next::Forward {
+        target: Target::Slot(place),
+        access: access(info, client, ctx),
+        dialect: client.dialect(),
+        family,
+        sent: None,
     }
 }
 
