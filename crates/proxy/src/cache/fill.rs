@@ -17,7 +17,7 @@ use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
 use orthrus_cluster::NodeAddr;
-use orthrus_resp::{Protocol, Value};
+use orthrus_resp::Value;
 
 use crate::client::invalidation::invalidation;
 use crate::node::client::{Dialect, call};
@@ -29,7 +29,6 @@ use crate::process::cache::KeyGen;
 use crate::worker::WorkerCtx;
 
 const TRACKING_ON: &[u8] = b"*3\r\n$6\r\nCLIENT\r\n$8\r\nTRACKING\r\n$2\r\non\r\n";
-const CLIENT_ID: &[u8] = b"*2\r\n$6\r\nCLIENT\r\n$2\r\nID\r\n";
 
 thread_local! {
     /// This worker's context for fills (its own pool), made on first use.
@@ -75,18 +74,9 @@ impl Hooks for Tracker {
         stream: &'a mut NodeStream,
     ) -> Pin<Box<dyn Future<Output = io::Result<Option<NodeStream>>> + 'a>> {
         Box::pin(async move {
-            let (frame, side) = match dialect.proto {
-                Protocol::Resp3 => (Bytes::from_static(TRACKING_ON), None),
-                Protocol::Resp2 => {
-                    let pushes = Dialect {
-                        proto: Protocol::Resp3,
-                        db: 0,
-                    };
-                    let mut side = conn::connect(addr, pushes, shared).await?;
-                    let id = call(&mut side, CLIENT_ID)
-                        .await?
-                        .as_int()
-                        .ok_or_else(|| io::Error::other("CLIENT ID gave no id"))?;
+            let (frame, side) = match conn::push_side(addr, dialect, shared).await? {
+                None => (Bytes::from_static(TRACKING_ON), None),
+                Some((side, id)) => {
                     let id = id.to_string();
                     let frame = orthrus_resp::Request::from_args(&[
                         "CLIENT", "TRACKING", "on", "REDIRECT", &id,

@@ -382,22 +382,9 @@ impl Hooks for State {
         stream: &'a mut NodeStream,
     ) -> Pin<Box<dyn Future<Output = io::Result<Option<NodeStream>>> + 'a>> {
         Box::pin(async move {
-            let (side, listener) = match dialect.proto {
-                Protocol::Resp3 => (None, None),
-                Protocol::Resp2 => {
-                    // Pushes only: any database.
-                    let pushes = Dialect {
-                        proto: Protocol::Resp3,
-                        db: 0,
-                    };
-                    let mut side = conn::connect(addr, pushes, shared).await?;
-                    let id = call(&mut side, CLIENT_ID)
-                        .await?
-                        .as_int()
-                        .and_then(|id| u64::try_from(id).ok())
-                        .ok_or_else(|| io::Error::other("CLIENT ID gave no id"))?;
-                    (Some(side), Some(id))
-                }
+            let (side, listener) = match conn::push_side(addr, dialect, shared).await? {
+                Some((side, id)) => (Some(side), Some(id)),
+                None => (None, None),
             };
             let frame = {
                 let options = self.options.borrow();
@@ -440,7 +427,6 @@ impl Hooks for State {
 }
 
 const PING: Bytes = Bytes::from_static(b"*1\r\n$4\r\nPING\r\n");
-const CLIENT_ID: &[u8] = b"*2\r\n$6\r\nCLIENT\r\n$2\r\nID\r\n";
 const CACHING_YES: Bytes =
     Bytes::from_static(b"*3\r\n$6\r\nCLIENT\r\n$7\r\nCACHING\r\n$3\r\nyes\r\n");
 const CACHING_NO: Bytes =

@@ -151,6 +151,32 @@ pub trait Hooks {
     fn moved(&self);
 }
 
+/// For a tracking connection of `dialect` to `addr`: where its
+/// invalidations arrive. A RESP3 connection gets them itself (`None`); a
+/// RESP2 one cannot carry pushes, so a RESP3 connection beside it is
+/// opened (any database: it only listens) and its client id given, for
+/// `CLIENT TRACKING ON REDIRECT <id>`.
+pub async fn push_side(
+    addr: &NodeAddr,
+    dialect: Dialect,
+    shared: &Shared,
+) -> io::Result<Option<(NodeStream, u64)>> {
+    if dialect.proto == orthrus_resp::Protocol::Resp3 {
+        return Ok(None);
+    }
+    let pushes = Dialect {
+        proto: orthrus_resp::Protocol::Resp3,
+        db: 0,
+    };
+    let mut side = connect(addr, pushes, shared).await?;
+    let id = client::call(&mut side, b"*2\r\n$6\r\nCLIENT\r\n$2\r\nID\r\n")
+        .await?
+        .as_int()
+        .and_then(|id| u64::try_from(id).ok())
+        .ok_or_else(|| io::Error::other("CLIENT ID gave no id"))?;
+    Ok(Some((side, id)))
+}
+
 /// A reply slot of a written request.
 enum Inflight {
     /// The `+OK` of an `ASKING` sent before a command.
