@@ -11,6 +11,11 @@ use crate::routing;
 use crate::spec::{LIBRARY, SCRIPTS, USER_SCRIPTS, VALUES};
 use crate::world::{CUT, World};
 
+/// How many databases the targets serve (`--databases`): with more than
+/// one, sequences switch databases (`db`: a database below it) and move
+/// keys between them.
+pub static DATABASES: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
+
 pub const TAGS: &[&str] = &["a", "b", "c"];
 pub const CHANNELS: &[&str] = &["ch1", "ch2", "c71"];
 const PLAIN_KEYS: &[&str] = &["k1", "k2", "k3", "k4", "k5"];
@@ -195,7 +200,7 @@ impl Fill for Keys<'_> {
             "int" => num(rng, -3, 20),
             "nat" => num(rng, 0, 5),
             "db" => {
-                let n = crate::generate::DATABASES.load(std::sync::atomic::Ordering::Relaxed);
+                let n = DATABASES.load(std::sync::atomic::Ordering::Relaxed);
                 num(rng, 0, i64::from(n.saturating_sub(1)))
             }
             "cnt" => num(rng, 1, 4),

@@ -9,7 +9,7 @@
 //! keys take route prefixes by [`crate::routing`]'s rules.
 
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::Ordering;
 
 use crate::fill::{CHANNELS, Keys, TAGS, any_key, tag_key};
 use crate::grammar::{self, Entry};
@@ -109,10 +109,6 @@ fn auth(c: usize, world: &World, u: usize, resp3: bool) -> Step {
         action: Action::Call(args),
     }
 }
-
-/// How many databases the targets serve (`--databases`): with more than
-/// one, sequences switch databases and move keys between them.
-pub static DATABASES: AtomicU32 = AtomicU32::new(1);
 
 /// The plain table with [`DB_COMMANDS`].
 fn db_table() -> &'static [Entry] {
@@ -431,7 +427,7 @@ fn command_in(
     let in_multi = restricted;
     let entries = if world.is_some() {
         user_table()
-    } else if DATABASES.load(Ordering::Relaxed) > 1 {
+    } else if crate::fill::DATABASES.load(Ordering::Relaxed) > 1 {
         db_table()
     } else {
         table()

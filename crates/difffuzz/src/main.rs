@@ -92,7 +92,7 @@ fn resolve(s: &str) -> Result<SocketAddr> {
 fn fuzz(cli: Cli) -> Result<usize> {
     use std::sync::atomic::Ordering;
     orthrus_difffuzz::known::STRICT.store(cli.strict, Ordering::Relaxed);
-    orthrus_difffuzz::generate::DATABASES.store(cli.databases, Ordering::Relaxed);
+    orthrus_difffuzz::fill::DATABASES.store(cli.databases, Ordering::Relaxed);
     if let Some(n) = cli.users {
         let world = World::draw(cli.seed, n);
         eprintln!(
