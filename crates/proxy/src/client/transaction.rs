@@ -1,7 +1,7 @@
 //! A client's transaction state: the commands queued since MULTI, and the
 //! WATCH it holds. The commands themselves are run by `cmd::transaction`.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 use bytes::Bytes;
@@ -31,6 +31,17 @@ pub struct Multi {
     /// The EVAL and EVALSHA commands among `queued`, by their place there
     /// (`cmd::script` sends kept bodies and notes them when they ran).
     pub scripts: Vec<(usize, Request)>,
+    /// Once a keyed command named the transaction's node: how its queued
+    /// commands are checked there (`cmd::transaction::probe`).
+    pub probe: Option<Probe>,
+}
+
+/// A key of the transaction's slot, and whether the node refused one of
+/// its commands at queue time (set when a probe's answer comes, after
+/// the command was queued).
+pub struct Probe {
+    pub key: Bytes,
+    pub refused: Rc<Cell<bool>>,
 }
 
 /// A WATCH in progress: its slot and, once the WATCH reached the node, the
