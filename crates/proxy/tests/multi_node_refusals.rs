@@ -134,6 +134,24 @@ fn noreplicas_refuses_writes_queued_in_multi() {
     assert!(set.starts_with("-NOREPLICAS "), "SET queued: {set}");
     assert_eq!(send(&mut s, &["EXEC"]), EXECABORT);
 
+    // Pipelined, the commands share one probe, each judged as a read or
+    // a write.
+    let replies = pipeline(
+        &mut s,
+        &[
+            &["MULTI"],
+            &["GET", "{nr}k"],
+            &["INCR", "{nr}n"],
+            &["STRLEN", "{nr}k"],
+            &["EXEC"],
+        ],
+    );
+    assert_eq!(replies[0], "+OK\r\n");
+    assert_eq!(replies[1], "+QUEUED\r\n", "{replies:?}");
+    assert!(replies[2].starts_with("-NOREPLICAS "), "{replies:?}");
+    assert_eq!(replies[3], "+QUEUED\r\n", "{replies:?}");
+    assert_eq!(replies[4], EXECABORT);
+
     // A transaction of reads runs.
     assert_eq!(send(&mut s, &["MULTI"]), "+OK\r\n");
     assert_eq!(send(&mut s, &["GET", "{nr}k"]), "+QUEUED\r\n");

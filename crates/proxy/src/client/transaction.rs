@@ -7,6 +7,7 @@ use std::rc::Rc;
 use bytes::Bytes;
 use orthrus_resp::Request;
 
+use crate::node::conn::ReplyRx;
 use crate::node::dedicated::Lease;
 use crate::route::prefix::Place;
 
@@ -36,17 +37,27 @@ pub struct Multi {
     pub probe: Option<Probe>,
 }
 
-/// A key of the transaction's slot, and whether the node refused one of
-/// its commands at queue time (set when a probe's answer comes, after
-/// the command was queued).
-pub struct Probe {
-    pub key: Bytes,
-    pub refused: Rc<Cell<bool>>,
-}
-
 /// A WATCH in progress: its slot and, once the WATCH reached the node, the
 /// dedicated connection that carries it.
 pub struct Watch {
     pub slot: Place,
     pub lease: Rc<RefCell<Option<Lease>>>,
+}
+
+/// A key of the transaction's slot, whether the node refused one of its
+/// commands at queue time (set when a probe's answer is read, after the
+/// command was queued), and the probe last sent.
+pub struct Probe {
+    pub key: Bytes,
+    pub refused: Rc<Cell<bool>>,
+    /// The commands queued until its answer is read (a pipelined burst)
+    /// share it.
+    pub last: Option<Rc<ProbeSent>>,
+}
+
+/// A probe on its way: its reply slot, then, once read, the node's answer
+/// (empty when none came).
+pub struct ProbeSent {
+    pub rx: RefCell<Option<ReplyRx>>,
+    pub answer: RefCell<Option<Bytes>>,
 }

@@ -5,8 +5,8 @@
 //! (`-MISCONF`) or has too few replicas (`-NOREPLICAS`); the transaction
 //! is then flagged and EXEC answers `-EXECABORT`. orthrus queues the
 //! commands itself, so once a keyed command has named the transaction's
-//! node, every command queued after it is checked there by a probe on the
-//! shared connection: `SETRANGE <a key of the slot> -1 x`, a `denyoom`
+//! node, every command queued from then on is checked there by a probe on
+//! the shared connection (one for the commands of a pipelined burst): `SETRANGE <a key of the slot> -1 x`, a `denyoom`
 //! write that passes the same checks in the node's `processCommand` and
 //! then refuses its negative offset before it looks the key up (nothing
 //! is read, written, expired or touched). The node's refusal is the
@@ -16,13 +16,18 @@
 //! the node, which then refuses or redirects the whole transaction as
 //! before.
 
+use std::cell::RefCell;
+use std::future::{Future, poll_fn};
+use std::ops::ControlFlow;
+use std::pin::Pin;
 use std::rc::Rc;
+use std::task::{Context, Poll};
 
 use bytes::{BufMut, Bytes, BytesMut};
 use orthrus_resp::{Protocol, Request};
 
 use crate::client::Pending;
-use crate::client::transaction::{Multi, Probe};
+use crate::client::transaction::{Multi, Probe, ProbeSent};
 use crate::cmd::reply::simple;
 use crate::node::Done;
 use crate::node::conn::ReplyRx;
@@ -46,51 +51,76 @@ pub fn note_key(multi: &mut Multi, req: &Request, info: &CommandInfo) {
     let mut first = None;
     let _ = info.for_each_key(req, |key, _| {
         first = Some(Bytes::copy_from_slice(key));
-        std::ops::ControlFlow::Break(())
+        ControlFlow::Break(())
     });
     multi.probe = first.map(|key| Probe {
         key,
         refused: Rc::default(),
+        last: None,
     });
 }
 
 /// The reply of a command just queued (`+QUEUED`): at once when the
-/// transaction has no node yet, else once its probe is answered. `writes`:
-/// the command may write.
-pub fn queued(multi: &Multi, writes: bool, proto: Protocol, ctx: &Rc<WorkerCtx>) -> Pending {
-    let (Some(probe), Some(place)) = (&multi.probe, multi.slot) else {
+/// transaction has no node yet, else once a probe is answered. A probe
+/// whose answer has not been read yet serves the commands queued after
+/// it too: a pipelined transaction costs one probe, not one per command.
+/// `writes`: the command may write.
+pub fn queued(multi: &mut Multi, writes: bool, proto: Protocol, ctx: &Rc<WorkerCtx>) -> Pending {
+    let (Some(probe), Some(place)) = (multi.probe.as_mut(), multi.slot) else {
         return Pending::Ready(simple("QUEUED"));
     };
-    let Some(rx) = send(probe, place, proto, ctx) else {
-        return Pending::Ready(simple("QUEUED"));
+    let sent = match &probe.last {
+        Some(last) if last.answer.borrow().is_none() => last.clone(),
+        _ => {
+            let Some(rx) = send(&probe.key, place, proto, ctx) else {
+                return Pending::Ready(simple("QUEUED"));
+            };
+            let sent = Rc::new(ProbeSent {
+                rx: RefCell::new(Some(rx)),
+                answer: RefCell::default(),
+            });
+            probe.last = Some(sent.clone());
+            sent
+        }
     };
     let refused = probe.refused.clone();
     Pending::Future(Box::pin(async move {
-        match rx.await {
-            Ok(Ok(delivered)) if refuses(&delivered.frame, writes) => {
-                refused.set(true);
-                Done::from_nodes(delivered.frame, delivered.took)
-            }
-            Ok(Ok(delivered)) => Done::from_nodes(simple("QUEUED"), delivered.took),
-            Ok(Err(_)) | Err(_) => Done::local(simple("QUEUED")),
+        let answer = poll_fn(|cx| answer(&sent, cx)).await;
+        if refuses(&answer, writes) {
+            refused.set(true);
+            Done::local(answer)
+        } else {
+            Done::local(simple("QUEUED"))
         }
     }))
 }
 
-/// Queues the probe on a shared connection to the slot's master now, so
-/// that a pipelined transaction's probes go out together.
-fn send(probe: &Probe, place: Place, proto: Protocol, ctx: &WorkerCtx) -> Option<ReplyRx> {
+/// The node's answer to `sent`, read by whichever of the commands that
+/// share it is polled first.
+fn answer(sent: &ProbeSent, cx: &mut Context<'_>) -> Poll<Bytes> {
+    if let Some(answer) = sent.answer.borrow().as_ref() {
+        return Poll::Ready(answer.clone());
+    }
+    let mut rx = sent.rx.borrow_mut();
+    let Some(pending) = rx.as_mut() else {
+        return Poll::Ready(Bytes::new());
+    };
+    let answer = match std::task::ready!(Pin::new(pending).poll(cx)) {
+        Ok(Ok(delivered)) => delivered.frame,
+        Ok(Err(_)) | Err(_) => Bytes::new(),
+    };
+    *rx = None;
+    *sent.answer.borrow_mut() = Some(answer.clone());
+    Poll::Ready(answer)
+}
+
+/// Queues a probe naming `key` on a shared connection to the master of
+/// `place` now, so that it goes out with the commands read with it.
+fn send(key: &[u8], place: Place, proto: Protocol, ctx: &WorkerCtx) -> Option<ReplyRx> {
     let target = Target::Slot(place);
     let map = target.map(ctx.pool.env());
     let addr = owner(&map, &target)?;
-    Some(send_frames(
-        &ctx.pool,
-        addr,
-        &frame(&probe.key),
-        proto,
-        false,
-        1,
-    ))
+    Some(send_frames(&ctx.pool, addr, &frame(key), proto, false, 1))
 }
 
 /// `SETRANGE key -1 x`.
