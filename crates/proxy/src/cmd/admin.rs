@@ -87,7 +87,7 @@ pub fn dispatch(
         return histograms(ctx, nodes, req.frame(), proto);
     }
     let pending = match full_name(info, req).as_str() {
-        "config|set" if nodes.len() > 1 => config_set::every_node(ctx, nodes, req, proto),
+        "config|set" if nodes.len() > 1 => config_set::every_node(ctx, nodes, req, (proto, merge)),
         _ => send(ctx, nodes, req.frame(), proto),
     };
     match slowlog_settings(req) {

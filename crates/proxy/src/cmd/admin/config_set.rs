@@ -13,22 +13,25 @@ use bytes::Bytes;
 use orthrus_cluster::NodeAddr;
 use orthrus_resp::{Limits, Protocol, Request, Value, encode};
 
-use super::merge;
 use crate::client::Pending;
 use crate::cmd::fanout::send_to_each;
 use crate::node::Done;
 use crate::node::forward::resolve_all;
 use crate::worker::WorkerCtx;
 
+/// Makes the client's reply of each node's (the first error, naming its
+/// node, else the common reply).
+pub type Merge = fn(&[NodeAddr], &[Bytes]) -> Bytes;
+
 /// Sends the CONFIG SET `req` to `nodes`, all or nothing (see the module
-/// doc). It starts once earlier replies are written and holds the
+/// doc); `merge` makes the client's reply of theirs. It starts once earlier replies are written and holds the
 /// client's later commands until it is done, so that they see its
 /// settings as on one node.
 pub fn every_node(
     ctx: &Rc<WorkerCtx>,
     nodes: Vec<NodeAddr>,
     req: &Request,
-    proto: Protocol,
+    (proto, merge): (Protocol, Merge),
 ) -> Pending {
     let get = get_frame(req);
     let set = req.frame().clone();
