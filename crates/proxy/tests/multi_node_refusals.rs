@@ -265,3 +265,46 @@ fn the_probe_leaves_the_key_alone() {
     assert!(ttl == ":1000\r\n" || ttl.starts_with(":99"), "{ttl}");
     assert_eq!(send(&mut s, &["EXISTS", "{p}absent"]), ":0\r\n");
 }
+
+#[test]
+fn a_refusal_after_queueing_is_named_by_execabort() {
+    // Redis's `EXEC with at least one use-memory command should fail` and
+    // `exec with write commands and state change`: the node's state
+    // changes between the queueing and EXEC, and EXEC's abort names why.
+    let cluster = cluster(3, 0);
+    let proxy = Proxy::start(&cluster.seeds(), &[]);
+    let mut s = proxy.stream();
+    let node = &cluster.nodes()[owner_of(&cluster, b"{sc}")];
+
+    assert_eq!(send(&mut s, &["MULTI"]), "+OK\r\n");
+    assert_eq!(send(&mut s, &["SET", "x{sc}", "1"]), "+QUEUED\r\n");
+    assert_eq!(send(&mut s, &["GET", "x{sc}"]), "+QUEUED\r\n");
+    node.cmd_ok(&["CONFIG", "SET", "maxmemory", "1"])
+        .expect("maxmemory 1");
+    let exec = send(&mut s, &["EXEC"]);
+    assert!(
+        exec.starts_with("-EXECABORT Transaction discarded because of: OOM "),
+        "{exec}"
+    );
+    node.cmd_ok(&["CONFIG", "SET", "maxmemory", "0"])
+        .expect("maxmemory 0");
+
+    assert_eq!(send(&mut s, &["SET", "xx{sc}", "1"]), "+OK\r\n");
+    assert_eq!(send(&mut s, &["MULTI"]), "+OK\r\n");
+    assert_eq!(send(&mut s, &["INCR", "xx{sc}"]), "+QUEUED\r\n");
+    node.cmd_ok(&["CONFIG", "SET", "min-replicas-to-write", "2"])
+        .expect("min-replicas-to-write");
+    let exec = send(&mut s, &["EXEC"]);
+    assert!(
+        exec.starts_with("-EXECABORT Transaction discarded because of: NOREPLICAS "),
+        "{exec}"
+    );
+    node.cmd_ok(&["CONFIG", "SET", "min-replicas-to-write", "0"])
+        .expect("min-replicas-to-write 0");
+    assert_eq!(
+        send(&mut s, &["GET", "xx{sc}"]),
+        "$1\r\n1\r\n",
+        "INCR did not run"
+    );
+    assert_eq!(send(&mut s, &["EXISTS", "x{sc}"]), ":0\r\n");
+}

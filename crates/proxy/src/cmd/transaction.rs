@@ -520,10 +520,7 @@ async fn run(
             .take(count + 1)
             .find(|f| !matches!(classify(f), ReplyClass::Normal | ReplyClass::Error));
         let Some(redirected) = redirected else {
-            return frames
-                .last()
-                .cloned()
-                .unwrap_or_else(|| error_reply("ERR orthrus: empty reply"));
+            return exec_reply(&frames);
         };
         match retry.after_reply(env, redirected, &addr).await {
             // MOVED patched the slot map; ASK means the slot's keys are
@@ -538,7 +535,28 @@ async fn run(
 }
 
 fn last_frame(replies: &Bytes) -> Bytes {
-    frames::split(replies)
-        .last()
-        .unwrap_or_else(|| error_reply("ERR orthrus: empty reply"))
+    exec_reply(&frames::split(replies).collect::<Vec<_>>())
+}
+
+/// EXEC's reply among the node's replies to `MULTI`, the commands and
+/// `EXEC`. When the node refused a queued command (its state changed
+/// since orthrus queued it: out of memory, a failed save, too few
+/// replicas, a busy script), its `-EXECABORT` names the refusal, as
+/// Redis's does when its EXEC itself is refused.
+fn exec_reply(frames: &[Bytes]) -> Bytes {
+    let Some(last) = frames.last() else {
+        return error_reply("ERR orthrus: empty reply");
+    };
+    let queued = frames.get(1..frames.len() - 1).unwrap_or_default();
+    let refusal = queued.iter().find(|f| f.first() == Some(&b'-'));
+    match refusal {
+        Some(refusal) if last.starts_with(b"-EXECABORT") => {
+            let text = String::from_utf8_lossy(refusal.get(1..).unwrap_or_default());
+            error_reply(&format!(
+                "EXECABORT Transaction discarded because of: {}",
+                text.trim_end()
+            ))
+        }
+        _ => last.clone(),
+    }
 }
