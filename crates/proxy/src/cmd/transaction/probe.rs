@@ -6,10 +6,11 @@
 //! is then flagged and EXEC answers `-EXECABORT`. orthrus queues the
 //! commands itself, so once a keyed command has named the transaction's
 //! node, every command queued from then on is checked there by a probe on
-//! the shared connection (one for the commands of a pipelined burst): `SETRANGE <a key of the slot> -1 x`, a `denyoom`
-//! write that passes the same checks in the node's `processCommand` and
-//! then refuses its negative offset before it looks the key up (nothing
-//! is read, written, expired or touched). The node's refusal is the
+//! the shared connection (one for the commands of a pipelined burst):
+//! `SETRANGE <a key of the slot> -1 x`, a `denyoom` write that passes the
+//! same checks in the node's `processCommand` and then refuses its
+//! negative offset before it looks the key up (nothing is read, written,
+//! expired or touched). The node's refusal is the
 //! command's reply and flags the transaction; any other answer (the
 //! offset error, a redirect, a lost connection, `-NOPERM` for a backend
 //! user without SETRANGE) leaves the command `+QUEUED`: EXEC still meets
@@ -23,8 +24,8 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll};
 
-use bytes::{BufMut, Bytes, BytesMut};
-use orthrus_resp::{Protocol, Request};
+use bytes::Bytes;
+use orthrus_resp::{Protocol, Request, encode};
 
 use crate::client::Pending;
 use crate::client::transaction::{Multi, Probe, ProbeSent};
@@ -125,13 +126,7 @@ fn send(key: &[u8], place: Place, proto: Protocol, ctx: &WorkerCtx) -> Option<Re
 
 /// `SETRANGE key -1 x`.
 fn frame(key: &[u8]) -> Bytes {
-    let mut frame = BytesMut::with_capacity(key.len() + 48);
-    frame.put_slice(b"*4\r\n$8\r\nSETRANGE\r\n$");
-    frame.put_slice(key.len().to_string().as_bytes());
-    frame.put_slice(b"\r\n");
-    frame.put_slice(key);
-    frame.put_slice(b"\r\n$2\r\n-1\r\n$1\r\nx\r\n");
-    frame.freeze()
+    encode::command([&b"SETRANGE"[..], key, b"-1", b"x"])
 }
 
 /// Whether the node's answer to the probe refuses the queued command.
