@@ -4,6 +4,7 @@
 mod common;
 
 use std::collections::HashSet;
+use std::io::Write;
 use std::time::{Duration, Instant};
 
 use common::{Proxy, cluster, send};
@@ -246,5 +247,48 @@ fn latency_histogram_sums_the_masters() {
     assert!(
         histogram.starts_with("*2\r\n$3\r\nset\r\n*4\r\n$5\r\ncalls\r\n:6\r\n"),
         "{histogram}"
+    );
+}
+
+#[test]
+fn config_set_is_all_or_nothing_across_nodes() {
+    // One master busy with a script refuses the CONFIG SET: the others
+    // must not keep it (a one-node server refusing it keeps nothing).
+    let cluster = cluster(3, 0);
+    let proxy = Proxy::start_env(
+        &cluster.seeds(),
+        &["--threads", "1"],
+        &[("ORTHRUS_ADMIN__PASSTHROUGH", "true")],
+    );
+    let mut s = proxy.stream();
+    let busy = &cluster.nodes()[0];
+    busy.cmd_ok(&["CONFIG", "SET", "lua-time-limit", "10"])
+        .expect("lua-time-limit");
+    let mut looping = std::net::TcpStream::connect(busy.addr()).expect("connect");
+    looping
+        .write_all(&common::encode(&["EVAL", "while true do end", "0"]))
+        .expect("EVAL");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !format!("{:?}", busy.cmd(&["PING"])).contains("BUSY") {
+        assert!(
+            Instant::now() < deadline,
+            "the script did not make the node busy"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+
+    let reply = send(&mut s, &["CONFIG", "SET", "min-replicas-to-write", "2"]);
+    assert!(reply.starts_with("-BUSY"), "{reply}");
+    for node in &cluster.nodes()[1..] {
+        assert_eq!(node_config(node, "min-replicas-to-write"), "0");
+    }
+
+    busy.cmd(&["SCRIPT", "KILL"]).expect("SCRIPT KILL");
+    let reply = common::reply_text(&mut looping);
+    assert!(reply.starts_with("-ERR"), "the killed script: {reply}");
+    assert_eq!(node_config(busy, "min-replicas-to-write"), "0");
+    assert_eq!(
+        send(&mut s, &["CONFIG", "SET", "min-replicas-to-write", "0"]),
+        "+OK\r\n"
     );
 }

@@ -37,6 +37,8 @@ use crate::node::forward::{self, Access, Sent, Target};
 use crate::route::table::CommandInfo;
 use crate::worker::WorkerCtx;
 
+mod config_set;
+
 /// Where an administrative command goes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Scope {
@@ -85,11 +87,17 @@ pub fn dispatch(
     if full_name(info, req) == "latency|histogram" {
         return histograms(ctx, nodes, req.frame(), dialect);
     }
-    let pending = send(ctx, nodes, req.frame(), dialect);
+    let pending = match full_name(info, req).as_str() {
+        "config|set" if nodes.len() > 1 => {
+            config_set::every_node(ctx, nodes, req, (dialect, merge))
+        }
+        _ => send(ctx, nodes, req.frame(), dialect),
+    };
     match slowlog_settings(req) {
         Some((slower, max_len, busy)) => {
             let ctx = ctx.clone();
-            Pending::Future(Box::pin(async move {
+            let deferred = matches!(pending, Pending::Deferred(_));
+            let future = Box::pin(async move {
                 let done = match pending {
                     Pending::Remote(remote) => forward::resolve(&ctx.pool, remote).await,
                     Pending::Future(f) | Pending::Deferred(f) => f.await,
@@ -104,7 +112,13 @@ pub fn dispatch(
                     }
                 }
                 done
-            }))
+            });
+            // A deferred CONFIG SET stays one.
+            if deferred {
+                Pending::Deferred(future)
+            } else {
+                Pending::Future(future)
+            }
         }
         None => pending,
     }

@@ -39,6 +39,7 @@ use crate::route::table::cut::cuts_any;
 use crate::route::table::{CommandTable, Rejection, Route};
 use crate::worker::WorkerCtx;
 
+mod probe;
 mod watch;
 
 const EXECABORT: &str = "EXECABORT Transaction discarded because of previous errors.";
@@ -134,6 +135,7 @@ pub fn queue_in_multi(
     table: &CommandTable,
     ctx: &Rc<WorkerCtx>,
 ) -> Pending {
+    let dialect = client.dialect();
     let Some(multi) = client.multi.as_mut() else {
         return Pending::Ready(error_reply("ERR orthrus: not inside MULTI"));
     };
@@ -142,14 +144,18 @@ pub fn queue_in_multi(
         return Pending::Ready(error);
     }
     let passthrough = ctx.live().admin.passthrough;
-    multi.writes |= ctx.shared.scripts.may_write(table, req);
+    let writes = ctx.shared.scripts.may_write(table, req);
+    multi.writes |= writes;
     let before = multi.queued.len();
     let engine = ctx.shared.engine.load();
-    let reply = queue(multi, req, (table, &ctx.prefixes()), (passthrough, &engine));
+    let queued = queue(multi, req, (table, &ctx.prefixes()), (passthrough, &engine));
     if multi.queued.len() > before {
         script::queued_in_multi(multi, req);
     }
-    Pending::Ready(reply)
+    match queued {
+        Ok(()) => probe::queued(multi, writes, dialect, ctx),
+        Err(reply) => Pending::Ready(reply),
+    }
 }
 
 /// Counts `req` into the transaction's bytes; past `limit`, the error
@@ -167,63 +173,66 @@ fn over_limit(multi: &mut Multi, req: &Request, limit: usize) -> Option<Bytes> {
     })
 }
 
-/// Checks a command at queue time; returns `+QUEUED` or the error.
+/// Checks a command at queue time and queues it, or returns its error.
 fn queue(
     multi: &mut Multi,
     req: &Request,
     (table, prefixes): (&CommandTable, &Prefixes),
     (passthrough, engine): (bool, &Engine),
-) -> Bytes {
+) -> Result<(), Bytes> {
     let name = req.arg(0).unwrap_or_default();
     if let Some(info) = table.get(name).filter(|info| info.no_multi) {
         // Before orthrus's own rules, as Redis checks it before running.
         let text = engine.not_in_multi(&info.name, "ERR Command not allowed inside a transaction");
-        return abort(multi, &text);
+        return Err(abort(multi, &text));
     }
     let (route, info) = table.route_info(req, prefixes);
     if prefixes.strips() && cuts_any(req, info, prefixes) {
-        return abort(
+        return Err(abort(
             multi,
             "ERR orthrus: keys of a route with remove_prefix cannot be used inside MULTI",
-        );
+        ));
     }
     let slot = match route {
         Route::Slot(place) | Route::Blocking(place) => Some(place),
         Route::AnyNode | Route::SubscriptionNode | Route::Local(Local::Ping | Local::Echo) => None,
         Route::Split(..) => {
-            return abort(
+            return Err(abort(
                 multi,
                 "CROSSSLOT Keys in request don't hash to the same slot",
-            );
+            ));
         }
         Route::Admin(info) if passthrough && &*info.name != "monitor" => return side(multi, req),
-        Route::Admin(info) => return abort(multi, &Rejection::admin(info).message(req)),
-        Route::Reject(rejection) => return abort(multi, &rejection.message(req)),
+        Route::Admin(info) => return Err(abort(multi, &Rejection::admin(info).message(req))),
+        Route::Reject(rejection) => return Err(abort(multi, &rejection.message(req))),
         // Run by orthrus at EXEC, in their place among the others.
         Route::FanOut(_) | Route::Local(Local::SlowLog) => return side(multi, req),
         Route::Local(_) | Route::Scan | Route::Transaction | Route::Subscription(_) => {
             let name = String::from_utf8_lossy(req.arg(0).unwrap_or_default()).to_ascii_uppercase();
-            return abort(
+            return Err(abort(
                 multi,
                 &format!("ERR orthrus: {name} cannot be used inside MULTI"),
-            );
+            ));
         }
     };
     match (multi.slot, slot) {
         (Some(first), Some(this)) if first.upstream != this.upstream => {
-            return abort(multi, &Rejection::CrossRoute.message(req));
+            return Err(abort(multi, &Rejection::CrossRoute.message(req)));
         }
         (Some(first), Some(this)) if first != this => {
-            return abort(
+            return Err(abort(
                 multi,
                 "CROSSSLOT Keys in request don't hash to the same slot",
-            );
+            ));
         }
         (None, Some(this)) => multi.slot = Some(this),
         _ => {}
     }
+    if let (Some(_), Some(info)) = (slot, info) {
+        probe::note_key(multi, req, info);
+    }
     multi.queued.push(req.frame().clone());
-    simple("QUEUED")
+    Ok(())
 }
 
 /// EXEC refused before it ran (a user's rules, the memory limit): as
@@ -237,9 +246,10 @@ pub fn abort_exec(client: &mut Client, error: &str) -> Bytes {
     ))
 }
 
-fn side(multi: &mut Multi, req: &Request) -> Bytes {
+/// Queues one of orthrus's own commands, run at EXEC.
+fn side(multi: &mut Multi, req: &Request) -> Result<(), Bytes> {
     multi.side.push((multi.queued.len(), req.clone()));
-    simple("QUEUED")
+    Ok(())
 }
 
 fn abort(multi: &mut Multi, msg: &str) -> Bytes {
@@ -258,14 +268,46 @@ fn unwatch(client: &mut Client) {
 
 fn exec(mut multi: Multi, watch: Option<Watch>, client: &Client, ctx: &Rc<WorkerCtx>) -> Pending {
     if multi.aborted {
-        if let Some(w) = watch {
-            w.lease.borrow_mut().take();
-        }
-        return Pending::Ready(error_reply(EXECABORT));
+        return Pending::Ready(exec_abort(watch));
     }
+    let Some(probe) = multi.probe.take() else {
+        return exec_checked(multi, watch, client.dialect(), ctx);
+    };
+    // A deferred command starts once every earlier reply is written: the
+    // probes' answers are all in.
+    let dialect = client.dialect();
+    let ctx = ctx.clone();
+    Pending::deferred(Box::pin(async move {
+        if probe.refused.get() {
+            return Done::local(exec_abort(watch));
+        }
+        match exec_checked(multi, watch, dialect, &ctx) {
+            Pending::Ready(reply) | Pending::Last(reply) => Done::local(reply),
+            Pending::Remote(remote) => forward::resolve(&ctx.pool, remote).await,
+            Pending::Future(f) | Pending::Deferred(f) => f.await,
+        }
+    }))
+}
+
+/// EXEC of a transaction that had a queue-time error: `-EXECABORT`, and
+/// its WATCH forgotten.
+fn exec_abort(watch: Option<Watch>) -> Bytes {
+    if let Some(w) = watch {
+        w.lease.borrow_mut().take();
+    }
+    error_reply(EXECABORT)
+}
+
+/// EXEC of a transaction that passed its queue-time checks.
+fn exec_checked(
+    mut multi: Multi,
+    watch: Option<Watch>,
+    dialect: Dialect,
+    ctx: &Rc<WorkerCtx>,
+) -> Pending {
     script::at_exec(&mut multi, &ctx.shared.scripts);
     if !multi.side.is_empty() {
-        return exec_mixed(multi, watch, client.dialect(), ctx);
+        return exec_mixed(multi, watch, dialect, ctx);
     }
     let count = multi.queued.len();
     let mut frame =
@@ -276,7 +318,6 @@ fn exec(mut multi: Multi, watch: Option<Watch>, client: &Client, ctx: &Rc<Worker
     }
     frame.extend_from_slice(b"*1\r\n$4\r\nEXEC\r\n");
     let frame = frame.freeze();
-    let dialect = client.dialect();
     let ctx = ctx.clone();
     let scripts = std::mem::take(&mut multi.scripts);
     let ran = move |ctx: &WorkerCtx| script::ran_in_multi(&ctx.shared.scripts, &scripts, 0..count);
@@ -485,10 +526,7 @@ async fn run(
             .take(count + 1)
             .find(|f| !matches!(classify(f), ReplyClass::Normal | ReplyClass::Error));
         let Some(redirected) = redirected else {
-            return frames
-                .last()
-                .cloned()
-                .unwrap_or_else(|| error_reply("ERR orthrus: empty reply"));
+            return exec_reply(&frames);
         };
         match retry.after_reply(env, redirected, &addr).await {
             // MOVED patched the slot map; ASK means the slot's keys are
@@ -503,7 +541,28 @@ async fn run(
 }
 
 fn last_frame(replies: &Bytes) -> Bytes {
-    frames::split(replies)
-        .last()
-        .unwrap_or_else(|| error_reply("ERR orthrus: empty reply"))
+    exec_reply(&frames::split(replies).collect::<Vec<_>>())
+}
+
+/// EXEC's reply among the node's replies to `MULTI`, the commands and
+/// `EXEC`. When the node refused a queued command (its state changed
+/// since orthrus queued it: out of memory, a failed save, too few
+/// replicas, a busy script), its `-EXECABORT` names the refusal, as
+/// Redis's does when its EXEC itself is refused.
+fn exec_reply(frames: &[Bytes]) -> Bytes {
+    let Some(last) = frames.last() else {
+        return error_reply("ERR orthrus: empty reply");
+    };
+    let queued = frames.get(1..frames.len() - 1).unwrap_or_default();
+    let refusal = queued.iter().find(|f| f.first() == Some(&b'-'));
+    match refusal {
+        Some(refusal) if last.starts_with(b"-EXECABORT") => {
+            let text = String::from_utf8_lossy(refusal.get(1..).unwrap_or_default());
+            error_reply(&format!(
+                "EXECABORT Transaction discarded because of: {}",
+                text.trim_end()
+            ))
+        }
+        _ => last.clone(),
+    }
 }
