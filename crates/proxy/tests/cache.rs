@@ -221,3 +221,71 @@ fn each_database_has_its_own_entries() {
     assert_eq!(send(&mut one, &["GET", "k"]), bulk("one-2"));
     assert_eq!(send(&mut zero, &["GET", "k"]), bulk("zero"));
 }
+
+/// Where the cache meets the other features: a user's rules are checked
+/// before a cached reply is given, a script's write is read back at once,
+/// and a client that tracks keys itself reads from the nodes and is told
+/// of a change.
+#[test]
+fn users_scripts_and_tracking_clients_keep_their_meaning() {
+    let cluster = cluster(3, 0);
+    let proxy = Proxy::spawn(
+        &cluster.seeds(),
+        &[],
+        &[
+            ("ORTHRUS_CACHE__ENABLED", "true"),
+            (
+                "ORTHRUS_CLIENT__USERS__ROOT__RULES",
+                "on >root-pw ~* &* +@all",
+            ),
+            (
+                "ORTHRUS_CLIENT__USERS__ALICE__RULES",
+                "on >alice-pw ~alice:* +@read",
+            ),
+        ],
+    );
+    proxy.wait_listening(Duration::from_secs(20));
+    let mut root = proxy.stream();
+    proxy.log_in(&mut root, &["root", "root-pw"], &["SET", "secret", "s"]);
+    for _ in 0..8 {
+        assert_eq!(send(&mut root, &["GET", "secret"]), bulk("s"));
+    }
+    let hits_of = |s: &mut TcpStream| -> i64 {
+        let info = send(s, &["INFO", "cache"]);
+        orthrus_devcluster::info_field(&info, "cache_hits")
+            .and_then(|n| n.parse().ok())
+            .expect("cache_hits")
+    };
+    let hits = hits_of(&mut root);
+    assert!(hits >= 5);
+    // Cached, and still refused to a user whose keys are elsewhere.
+    let mut alice = proxy.stream();
+    assert_eq!(send(&mut alice, &["AUTH", "alice", "alice-pw"]), "+OK\r\n");
+    let refused = send(&mut alice, &["GET", "secret"]);
+    assert!(refused.starts_with("-NOPERM"), "{refused}");
+    assert_eq!(hits_of(&mut root), hits);
+    // A script's write, read back at once.
+    let script = "return redis.call('SET', KEYS[1], ARGV[1])";
+    for i in 0..5 {
+        let v = format!("script{i}");
+        assert_eq!(
+            send(&mut root, &["EVAL", script, "1", "secret", &v]),
+            "+OK\r\n"
+        );
+        assert_eq!(send(&mut root, &["GET", "secret"]), bulk(&v));
+    }
+    // A tracking client reads past the cache, so the node tracks it.
+    let mut tracked = proxy.stream();
+    assert!(send(&mut tracked, &["HELLO", "3", "AUTH", "root", "root-pw"]).starts_with('%'));
+    assert_eq!(send(&mut tracked, &["CLIENT", "TRACKING", "ON"]), "+OK\r\n");
+    assert_eq!(send(&mut tracked, &["GET", "secret"]), bulk("script4"));
+    assert_eq!(send(&mut root, &["SET", "secret", "changed"]), "+OK\r\n");
+    tracked
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let push = String::from_utf8_lossy(&common::read_reply(&mut tracked).unwrap()).into_owned();
+    assert!(
+        push.contains("invalidate") && push.contains("secret"),
+        "{push}"
+    );
+}
