@@ -289,3 +289,69 @@ fn users_scripts_and_tracking_clients_keep_their_meaning() {
         "{push}"
     );
 }
+
+/// Keys of a route that mirrors reads are never cached (every read is
+/// copied to the mirror), and a client that never authenticated gets
+/// `-NOAUTH` for a cached key.
+#[test]
+fn mirrored_routes_are_not_cached_and_unauthenticated_clients_are_refused() {
+    use common::routes::config_file;
+    use orthrus_devcluster::{NodeOptions, RedisNode};
+    let cluster = cluster(3, 0);
+    let mirror = RedisNode::start(NodeOptions::default()).expect("start mirror");
+    let toml = format!(
+        "[upstreams.mir]\nseeds = [\"{}\"]\nmode = \"standalone\"\n\n[[routes]]\nprefix = \"m:\"\nupstream = \"default\"\nmirror = [\"mir\"]\n",
+        mirror.addr()
+    );
+    let config = config_file("cache-mirror", &toml);
+    let proxy = Proxy::spawn(
+        &cluster.seeds(),
+        &[
+            "--config",
+            config.0.to_str().unwrap(),
+            "--requirepass",
+            "pw",
+        ],
+        &[("ORTHRUS_CACHE__ENABLED", "true")],
+    );
+    proxy.wait_listening(Duration::from_secs(20));
+    let mut s = proxy.stream();
+    proxy.log_in(&mut s, &["pw"], &["SET", "k", "v"]);
+    assert_eq!(send(&mut s, &["SET", "m:k", "v"]), "+OK\r\n");
+    for _ in 0..8 {
+        assert_eq!(send(&mut s, &["GET", "k"]), bulk("v"));
+        assert_eq!(send(&mut s, &["GET", "m:k"]), bulk("v"));
+    }
+    let info = send(&mut s, &["INFO", "cache"]);
+    let hits = orthrus_devcluster::info_field(&info, "cache_hits")
+        .and_then(|n| n.parse::<i64>().ok())
+        .unwrap_or(-1);
+    // k's reads fill and hit; m:k's are neither.
+    assert!((5..=6).contains(&hits), "{info}");
+    let mut stranger = proxy.stream();
+    assert_eq!(
+        send(&mut stranger, &["GET", "k"]),
+        "-NOAUTH Authentication required.\r\n"
+    );
+    // Every read of m:k was copied to the mirror (the copies' replies are
+    // awaited apart from the client's).
+    let gets = || -> u64 {
+        let stats = mirror.cmd(&["INFO", "commandstats"]).unwrap();
+        let stats = String::from_utf8_lossy(stats.as_bytes().unwrap_or_default()).into_owned();
+        stats
+            .lines()
+            .find_map(|l| l.strip_prefix("cmdstat_get:calls="))
+            .and_then(|r| r.split(',').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0)
+    };
+    orthrus_devcluster::wait_until(
+        Duration::from_secs(5),
+        "copies on the mirror",
+        || match gets() {
+            8 => Ok(()),
+            n => Err(format!("the mirror ran {n} GETs")),
+        },
+    )
+    .unwrap();
+}
