@@ -516,3 +516,45 @@ fn a_legacy_move_takes_the_keys_of_every_database() {
         );
     }
 }
+
+/// Databases and users: a client that never authenticated may not SELECT
+/// (as Redis: `-NOAUTH`), and a user in database 1 is held to its key
+/// rules there; what is refused is written nowhere.
+#[test]
+fn select_and_user_rules_hold_in_every_database() {
+    use orthrus_devcluster::RedisNode;
+    let node = RedisNode::start(NodeOptions::default()).expect("start server");
+    let proxy = Proxy::spawn(
+        &[node.addr()],
+        &["--mode", "standalone"],
+        &[(
+            "ORTHRUS_CLIENT__USERS__ALICE__RULES",
+            "on >alice-pw ~alice:* +@all",
+        )],
+    );
+    proxy.wait_listening(Duration::from_secs(20));
+    let mut stranger = proxy.stream();
+    assert_eq!(
+        send(&mut stranger, &["SELECT", "1"]),
+        "-NOAUTH Authentication required.\r\n"
+    );
+    let mut alice = proxy.stream();
+    proxy.log_in(
+        &mut alice,
+        &["alice", "alice-pw"],
+        &["SET", "alice:k", "zero"],
+    );
+    assert_eq!(send(&mut alice, &["SELECT", "1"]), "+OK\r\n");
+    assert_eq!(send(&mut alice, &["SET", "alice:k", "one"]), "+OK\r\n");
+    let refused = send(&mut alice, &["SET", "bob:k", "one"]);
+    assert!(refused.starts_with("-NOPERM"), "{refused}");
+    assert_eq!(send(&mut alice, &["MULTI"]), "+OK\r\n");
+    assert!(send(&mut alice, &["SET", "bob:k", "x"]).starts_with("-NOPERM"));
+    assert!(send(&mut alice, &["EXEC"]).starts_with("-EXECABORT"));
+    let mut direct = TcpStream::connect(node.addr()).expect("server");
+    assert_eq!(send(&mut direct, &["SELECT", "1"]), "+OK\r\n");
+    assert_eq!(send(&mut direct, &["GET", "alice:k"]), bulk("one"));
+    assert_eq!(send(&mut direct, &["EXISTS", "bob:k"]), ":0\r\n");
+    assert_eq!(send(&mut direct, &["SELECT", "0"]), "+OK\r\n");
+    assert_eq!(send(&mut direct, &["GET", "alice:k"]), bulk("zero"));
+}
