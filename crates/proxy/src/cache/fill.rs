@@ -17,10 +17,9 @@ use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
 use orthrus_cluster::NodeAddr;
-use orthrus_resp::Value;
 
 use crate::client::invalidation::invalidation;
-use crate::node::client::{Dialect, call};
+use crate::node::client::Dialect;
 use crate::node::conn::{self, Hooks};
 use crate::node::pool::Pool;
 use crate::node::stream::NodeStream;
@@ -84,12 +83,7 @@ impl Hooks for Tracker {
                     (frame.into_frame(), Some(side))
                 }
             };
-            if let Value::Error(e) = call(stream, &frame).await? {
-                return Err(io::Error::other(format!(
-                    "CLIENT TRACKING ON refused: {}",
-                    String::from_utf8_lossy(&e)
-                )));
-            }
+            conn::track_on(stream, &frame).await?;
             Ok(side)
         })
     }

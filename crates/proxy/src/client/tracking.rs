@@ -43,14 +43,13 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use orthrus_cluster::NodeAddr;
-use orthrus_resp::{Protocol, Request, Value, encode};
+use orthrus_resp::{Protocol, Request, encode};
 
 use crate::client::PushSink;
 use crate::client::invalidation::{invalidate_push, invalidation, redir_broken};
 use crate::client::subscriptions::Links;
 use crate::node::answer::error_reply;
 use crate::node::client::Dialect;
-use crate::node::client::call;
 use crate::node::conn::{self, Hooks};
 use crate::node::forward::send_frames;
 use crate::node::pool::Pool;
@@ -390,12 +389,7 @@ impl Hooks for State {
                 let options = self.options.borrow();
                 options.command(&options.prefixes, listener)
             };
-            if let Value::Error(e) = call(stream, &frame).await? {
-                return Err(io::Error::other(format!(
-                    "CLIENT TRACKING ON refused: {}",
-                    String::from_utf8_lossy(&e)
-                )));
-            }
+            conn::track_on(stream, &frame).await?;
             if let Some(id) = listener {
                 self.listeners.borrow_mut().insert(addr.clone(), id);
             }

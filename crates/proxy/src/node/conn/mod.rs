@@ -177,6 +177,18 @@ pub async fn push_side(
     Ok(Some((side, id)))
 }
 
+/// Sends `frame` (a `CLIENT TRACKING ON ...`) on a tracking connection
+/// being set up; the node's refusal is the connection's error.
+pub async fn track_on(stream: &mut NodeStream, frame: &[u8]) -> io::Result<()> {
+    if let orthrus_resp::Value::Error(e) = client::call(stream, frame).await? {
+        return Err(io::Error::other(format!(
+            "CLIENT TRACKING ON refused: {}",
+            String::from_utf8_lossy(&e)
+        )));
+    }
+    Ok(())
+}
+
 /// A reply slot of a written request.
 enum Inflight {
     /// The `+OK` of an `ASKING` sent before a command.
