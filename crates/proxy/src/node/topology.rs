@@ -201,7 +201,8 @@ async fn discover(
 
 fn install(shared: &Shared, (upstream, name): (Upstream, &str), current: &SlotMap, map: SlotMap) {
     let slots = shared.slots_of(upstream);
-    if !current.same_layout(&map) {
+    let changed = !current.same_layout(&map);
+    if changed {
         // Cached replies were read under the old owners' tracking.
         if let Some(cache) = shared.cache.load().as_ref() {
             cache.invalidate_all();
@@ -226,24 +227,42 @@ fn install(shared: &Shared, (upstream, name): (Upstream, &str), current: &SlotMa
                 );
             }
         }
+    }
+    let announced = changed.then(|| {
         let masters = map.masters();
+        let listed = masters
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(",");
+        (
+            masters.len(),
+            map.nodes().len(),
+            map.covered_slots(),
+            listed,
+        )
+    });
+    let ranges: Vec<_> = if changed && tracing::enabled!(tracing::Level::DEBUG) {
+        map.slot_ranges()
+    } else {
+        Vec::new()
+    };
+    // Published before it is announced: whoever reads the log line finds
+    // the new owners in place.
+    slots.store(Arc::new(map));
+    if let Some((masters, nodes, slots_covered, masters_list)) = announced {
         tracing::info!(
             upstream = name,
-            masters = masters.len(),
-            nodes = map.nodes().len(),
-            slots_covered = map.covered_slots(),
-            masters_list = %masters
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join(","),
+            masters,
+            nodes,
+            slots_covered,
+            masters_list = %masters_list,
             "topology changed"
         );
-        for (start, end, owner) in map.slot_ranges() {
+        for (start, end, owner) in ranges {
             tracing::debug!(start, end, owner = %owner, "slot range");
         }
     }
-    slots.store(Arc::new(map));
 }
 
 /// Learns how many databases the nodes of `upstream` serve, from `addr`.
@@ -285,9 +304,10 @@ async fn learn(shared: &Shared, addr: &NodeAddr, timeout: Duration) {
     match node.cmd(&[b"COMMAND"]).await {
         Ok(reply) => match CommandTable::from_command_reply(&reply) {
             Some(table) => {
-                tracing::info!(commands = table.len(), node = %addr, "command table learnt from the cluster");
+                let commands = table.len();
                 shared.commands.store(Arc::new(table));
                 shared.mark_commands_learnt();
+                tracing::info!(commands, node = %addr, "command table learnt from the cluster");
             }
             None => {
                 tracing::warn!(node = %addr, "COMMAND reply not understood; using the built-in table")
