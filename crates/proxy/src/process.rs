@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use arc_swap::{ArcSwap, ArcSwapOption};
+use arc_swap::ArcSwap;
 use orthrus_cluster::{NodeAddr, RedirectPolicy, SlotMap};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
@@ -96,9 +96,10 @@ pub struct Shared {
     /// upstreams stay the same.
     pub prefixes: Swapped<Prefixes>,
     pub commands: Swapped<CommandTable>,
-    /// The reply cache, while `[cache] enabled`; `cache_on` says so
-    /// without a look at it.
-    pub cache: ArcSwapOption<crate::process::cache::ReplyCache>,
+    /// The reply cache, while `[cache] enabled` (workers read their copy,
+    /// `node::Env::with_cache`; others [`Shared::reply_cache`]);
+    /// `cache_on` says so without a look at it.
+    pub cache: Swapped<Option<Arc<crate::process::cache::ReplyCache>>>,
     pub cache_on: AtomicBool,
     /// How many databases each upstream's nodes serve.
     pub databases: databases::Databases,
@@ -214,7 +215,7 @@ impl Shared {
             started: Instant::now(),
             refresh: (0..=named).map(|_| Notify::new()).collect(),
             databases: databases::Databases::new(named + 1),
-            cache: ArcSwapOption::from(
+            cache: Swapped::from_pointee(
                 settings_cache
                     .enabled
                     .then(|| Arc::new(crate::process::cache::ReplyCache::new(&settings_cache))),
@@ -309,7 +310,7 @@ impl Shared {
                 .enabled
                 .then(|| Arc::new(crate::process::cache::ReplyCache::new(&new.cache)));
             self.cache_on.store(false, Ordering::Release);
-            self.cache.store(cache);
+            self.cache.store(Arc::new(cache));
             self.cache_on.store(new.cache.enabled, Ordering::Release);
         }
         self.users.store(Arc::new(new.client.parsed_users()));

@@ -57,7 +57,7 @@ pub fn context(ctx: &Rc<WorkerCtx>) -> Rc<WorkerCtx> {
 impl Tracker {
     /// Everything cached is stale from now on.
     fn all_stale(&self) {
-        if let Some(cache) = self.shared.cache.load().as_ref() {
+        if let Some(cache) = self.shared.reply_cache() {
             cache.stats.invalidations.fetch_add(1, Ordering::Relaxed);
             cache.flush();
         }
@@ -97,7 +97,7 @@ impl Hooks for Tracker {
             self.all_stale();
             return;
         };
-        if let Some(cache) = self.shared.cache.load().as_ref() {
+        if let Some(cache) = self.shared.reply_cache() {
             for key in &keys {
                 cache.touch(KeyGen::of(key));
             }

@@ -18,7 +18,7 @@ use crate::client::{Client, Pending};
 use crate::config::ReadFrom;
 use crate::node::Done;
 use crate::node::forward::{self, Access, Sent, Target};
-use crate::process::cache::{KeyGen, Lookup, ReplyCache};
+use crate::process::cache::{KeyGen, Lookup, ReplyCache, key_hash};
 use crate::route::kind::Family;
 use crate::route::prefix::{DEFAULT_UPSTREAM, Place};
 use crate::route::table::{CommandInfo, Route};
@@ -50,7 +50,7 @@ pub fn request(
     cache: &Arc<ReplyCache>,
     client: &Client,
     req: &Request,
-    (route, info): (&Route, Option<&Arc<CommandInfo>>),
+    (route, info, rewrites): (&Route, Option<&Arc<CommandInfo>>, bool),
     ctx: &Rc<WorkerCtx>,
     start: Tick,
 ) -> Served {
@@ -63,23 +63,28 @@ pub fn request(
     let Route::Slot(place) = route else {
         return Served::Pass(Mark::None);
     };
-    let Some(key) = cacheable(cache, client, req, info, *place, ctx) else {
+    let Some(key) = cacheable(cache, client, req, (info, *place, rewrites), ctx) else {
         return Served::Pass(Mark::None);
     };
+    // Counted first: a key not read often lately is not looked for (it
+    // was not filled, or not for long), so a cold read costs a count.
+    let hash = key_hash(key);
+    let heat = admission::count(hash);
+    if heat < admission::ADMIT_AT {
+        cache.stats.misses.fetch_add(1, Ordering::Relaxed);
+        return Served::Pass(Mark::None);
+    }
     let lookup = Lookup {
         frame: req.frame(),
         db: client.db,
         resp3: client.proto == Protocol::Resp3,
     };
-    let generation = KeyGen::of(key);
+    let generation = KeyGen::from_hash(hash);
     if let Some(reply) = cache.get(&lookup, generation, start) {
         cache.stats.hits.fetch_add(1, Ordering::Relaxed);
         return Served::Answered(Pending::Ready(reply));
     }
     cache.stats.misses.fetch_add(1, Ordering::Relaxed);
-    if !admission::admit(key) {
-        return Served::Pass(Mark::None);
-    }
     Served::Answered(fill(cache.clone(), client, req, (*place, generation), ctx))
 }
 
@@ -134,15 +139,15 @@ fn cacheable<'r>(
     cache: &ReplyCache,
     client: &Client,
     req: &'r Request,
-    info: &CommandInfo,
-    place: Place,
+    (info, place, rewrites): (&CommandInfo, Place, bool),
     ctx: &WorkerCtx,
 ) -> Option<&'r [u8]> {
     if place.upstream != DEFAULT_UPSTREAM
         || client.multi.is_some()
         || client.watch.is_some()
         || client.tracking.is_some()
-        || !cache.caches(&info.name)
+        || client.writes_unanswered > 0
+        || !cache.caches(info.stat)
     {
         return None;
     }
@@ -157,9 +162,10 @@ fn cacheable<'r>(
     if !cache.under_prefixes(key) {
         return None;
     }
-    let prefixes = ctx.prefixes();
-    let plain = !prefixes.rewrites()
-        || (prefixes.stripped(key).len() == key.len() && prefixes.mirror_of(key).is_none());
+    let plain = !rewrites
+        || ctx.pool.env().with_prefixes(|prefixes| {
+            prefixes.stripped(key).len() == key.len() && prefixes.mirror_of(key).is_none()
+        });
     plain.then_some(key)
 }
 
@@ -190,6 +196,12 @@ fn stale(cache: &ReplyCache, req: &Request, info: &CommandInfo) -> Mark {
     if info.family == Family::PubSub {
         return Mark::None;
     }
+    // Most writes: one key at a fixed place (SET, INCR, HSET, ...).
+    if let Some((Some(key), _)) = info.fixed_key(req) {
+        let generation = KeyGen::of(key);
+        cache.touch(generation);
+        return Mark::Key(generation.get());
+    }
     let (mut first, mut keys) = (None, 0usize);
     let _ = info.for_each_key(req, |key, _| {
         let generation = KeyGen::of(key);
@@ -212,11 +224,10 @@ fn stale(cache: &ReplyCache, req: &Request, info: &CommandInfo) -> Mark {
 /// A write's reply came back: what it changed is stale again (a fill sent
 /// before the node ran the write may have been kept meanwhile).
 pub fn written(ctx: &WorkerCtx, mark: Mark) {
-    let cache = ctx.shared.cache.load();
-    let Some(cache) = cache.as_ref() else {
+    if mark == Mark::None {
         return;
-    };
-    match mark {
+    }
+    ctx.pool.env().with_cache(|cache| match mark {
         Mark::None => {}
         Mark::Key(n) => {
             if let Some(generation) = KeyGen::new(n) {
@@ -224,5 +235,5 @@ pub fn written(ctx: &WorkerCtx, mark: Mark) {
             }
         }
         Mark::All => cache.invalidate_all(),
-    }
+    });
 }

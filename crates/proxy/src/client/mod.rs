@@ -83,6 +83,11 @@ pub struct Client {
     /// READWRITE (the master); until then (`None`), where the `read_from`
     /// of each key's upstream says.
     pub read_from: Option<ReadFrom>,
+    /// Its writes sent and not yet answered, while the reply cache is on
+    /// (`cache::serve`): until they are, its reads go to the nodes, after
+    /// its writes, never to an entry another client's fill may have read
+    /// before them.
+    pub writes_unanswered: u32,
 }
 
 /// CLIENT REPLY ON|OFF|SKIP.

@@ -283,7 +283,7 @@ fn persistence(out: &mut String, _ctx: &WorkerCtx) {
 /// The reply cache's counters (zero, with `cache_enabled:0`, while off;
 /// a new store starts them again).
 fn cache(out: &mut String, ctx: &WorkerCtx) {
-    let cache = ctx.shared.cache.load();
+    let cache = ctx.shared.reply_cache();
     let (on, [hits, misses, fills, invalidations, evictions], used, entries) = match cache.as_ref()
     {
         Some(c) => {

@@ -28,7 +28,7 @@ pub fn exposition(shared: &Shared) -> String {
 /// The reply cache's counters and size (zero while it is off).
 fn cache_metrics(m: &mut Exposition, shared: &Shared) {
     use std::sync::atomic::Ordering::Relaxed;
-    let cache = shared.cache.load();
+    let cache = shared.reply_cache();
     let cache = cache.as_ref();
     let n = |f: fn(&crate::process::cache::CacheStats) -> &std::sync::atomic::AtomicU64| {
         cache.map_or(0, |c| f(&c.stats).load(Relaxed))

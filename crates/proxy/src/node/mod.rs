@@ -37,6 +37,7 @@ use orthrus_cluster::SlotMap;
 use crate::config::Config;
 use crate::observe::load::WorkerLoad;
 use crate::observe::stats::{WorkerStats, worker_index};
+use crate::process::cache::ReplyCache;
 use crate::process::{Held, Local, Shared};
 use crate::route::prefix::{Prefixes, Upstream};
 use crate::route::table::CommandTable;
@@ -86,6 +87,7 @@ pub struct Env {
     commands: Local<CommandTable>,
     prefixes: Local<Prefixes>,
     live: Local<Config>,
+    cache: Local<Option<Arc<ReplyCache>>>,
     /// This worker's per-slot load table.
     load: Arc<WorkerLoad>,
 }
@@ -131,6 +133,7 @@ impl Env {
             commands: Local::new(&shared.commands),
             prefixes: Local::new(&shared.prefixes),
             live: Local::new(&shared.live),
+            cache: Local::new(&shared.cache),
             load: shared.load.worker(worker),
             shared,
             worker,
@@ -186,6 +189,20 @@ impl Env {
     #[inline]
     pub fn with_live<R>(&self, f: impl FnOnce(&Config) -> R) -> R {
         self.live.with(&self.shared.live, f)
+    }
+
+    /// `f` of the reply cache, while it is on.
+    #[inline]
+    pub fn with_cache<R>(&self, f: impl FnOnce(&Arc<ReplyCache>) -> R) -> Option<R> {
+        if !self
+            .shared
+            .cache_on
+            .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            return None;
+        }
+        self.cache
+            .with(&self.shared.cache, |cache| cache.as_ref().map(f))
     }
 
     /// This worker's per-slot load table.

@@ -204,7 +204,7 @@ fn install(shared: &Shared, (upstream, name): (Upstream, &str), current: &SlotMa
     let changed = !current.same_layout(&map);
     if changed {
         // Cached replies were read under the old owners' tracking.
-        if let Some(cache) = shared.cache.load().as_ref() {
+        if let Some(cache) = shared.reply_cache() {
             cache.invalidate_all();
         }
         // Seeds are checked at start-up; two upstreams whose seeds are

@@ -15,9 +15,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::Bytes;
 use quick_cache::sync::Cache;
-use quick_cache::{DefaultHashBuilder, Equivalent, Lifecycle, Weighter};
+use quick_cache::{Equivalent, Lifecycle, Weighter};
+use rustc_hash::FxBuildHasher;
 
 use crate::config::CacheConfig;
+use crate::route::counted;
 use crate::time::Tick;
 
 /// What an entry costs besides its bytes (the key, the entry, the
@@ -66,8 +68,11 @@ pub struct KeyGen(u32);
 
 impl KeyGen {
     pub fn of(key: &[u8]) -> KeyGen {
-        use std::hash::BuildHasher;
-        let hash = rustc_hash::FxBuildHasher.hash_one(key);
+        KeyGen::from_hash(key_hash(key))
+    }
+
+    /// The generation of the key whose [`key_hash`] is `hash`.
+    pub fn from_hash(hash: u64) -> KeyGen {
         // The high bits: FxHash mixes upwards.
         KeyGen((hash >> (64 - GENERATIONS.trailing_zeros())) as u32)
     }
@@ -79,6 +84,13 @@ impl KeyGen {
     pub fn new(n: u32) -> Option<KeyGen> {
         (usize::try_from(n).ok()? < GENERATIONS).then_some(KeyGen(n))
     }
+}
+
+/// A key's hash: its generation's place, and its count in the
+/// admission sketch, are taken from it.
+pub fn key_hash(key: &[u8]) -> u64 {
+    use std::hash::BuildHasher;
+    rustc_hash::FxBuildHasher.hash_one(key)
 }
 
 /// The store's counters (INFO `# Cache`, `/metrics`).
@@ -100,15 +112,38 @@ struct Weigh;
 struct Counted(Arc<CacheStats>);
 
 pub struct ReplyCache {
-    entries: Cache<CacheKey, Entry, Weigh, DefaultHashBuilder, Counted>,
+    entries: Cache<CacheKey, Entry, Weigh, FxBuildHasher, Counted>,
     generations: Box<[AtomicU64]>,
     epoch: AtomicU64,
     max_age_us: u64,
-    /// `cache.commands`, lower case (the command table's names).
-    commands: rustc_hash::FxHashSet<Box<str>>,
+    /// `cache.commands`, a bit for each by its number
+    /// ([`crate::route::counted`], the command table's `stat`).
+    commands: Box<[u64]>,
     /// `cache.prefixes`.
     prefixes: Vec<Box<[u8]>>,
     pub stats: Arc<CacheStats>,
+}
+
+// === impl Shared ===
+
+impl super::Shared {
+    /// The reply cache, while it is on, for a reader off the request path
+    /// (a worker's requests read their copy: `node::Env::with_cache`).
+    pub fn reply_cache(&self) -> Option<Arc<ReplyCache>> {
+        if !self.cache_on.load(Ordering::Relaxed) {
+            return None;
+        }
+        Option::clone(&self.cache.load())
+    }
+
+    /// Every cached reply is stale from now on (a slot's owner changed,
+    /// or is changing: what was read from the old one is no longer
+    /// tracked).
+    pub fn cache_all_stale(&self) {
+        if let Some(cache) = self.reply_cache() {
+            cache.invalidate_all();
+        }
+    }
 }
 
 // === impl CacheKey ===
@@ -173,31 +208,28 @@ impl ReplyCache {
             .weight_capacity(bytes)
             .build();
         let entries = match options {
-            Ok(options) => Cache::with_options(
-                options,
-                Weigh,
-                DefaultHashBuilder::default(),
-                Counted(stats.clone()),
-            ),
+            Ok(options) => {
+                Cache::with_options(options, Weigh, FxBuildHasher, Counted(stats.clone()))
+            }
             // Never: both figures are set.
-            Err(_) => Cache::with(
-                1024,
-                bytes,
-                Weigh,
-                DefaultHashBuilder::default(),
-                Counted(stats.clone()),
-            ),
+            Err(_) => Cache::with(1024, bytes, Weigh, FxBuildHasher, Counted(stats.clone())),
         };
+        let mut commands = vec![0u64; counted::MAX_NAMES.div_ceil(64)].into_boxed_slice();
+        let ids = config
+            .commands
+            .iter()
+            .filter_map(|name| counted::id(&name.to_ascii_lowercase()));
+        for id in ids.map(usize::from) {
+            if let Some(word) = commands.get_mut(id / 64) {
+                *word |= 1 << (id % 64);
+            }
+        }
         ReplyCache {
             entries,
             generations: (0..GENERATIONS).map(|_| AtomicU64::new(0)).collect(),
             epoch: AtomicU64::new(0),
             max_age_us: config.max_age_ms.saturating_mul(1000),
-            commands: config
-                .commands
-                .iter()
-                .map(|c| c.to_ascii_lowercase().into())
-                .collect(),
+            commands,
             prefixes: config
                 .prefixes
                 .iter()
@@ -207,9 +239,15 @@ impl ReplyCache {
         }
     }
 
-    /// Whether replies of `command` (a command table name) are cached.
-    pub fn caches(&self, command: &str) -> bool {
-        self.commands.contains(command)
+    /// Whether replies of the command numbered `stat` (its command table
+    /// entry's) are cached.
+    #[inline]
+    pub fn caches(&self, stat: Option<u16>) -> bool {
+        stat.map(usize::from).is_some_and(|id| {
+            self.commands
+                .get(id / 64)
+                .is_some_and(|word| word >> (id % 64) & 1 == 1)
+        })
     }
 
     /// Whether `key` is under `cache.prefixes` (every key when none).

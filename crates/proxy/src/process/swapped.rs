@@ -98,7 +98,12 @@ impl<T> Local<T> {
     pub fn get(&self, of: &Swapped<T>) -> Held<T> {
         let version = of.version.load(Ordering::Acquire);
         if version != self.version.get() {
-            *self.value.borrow_mut() = Held(Rc::new(of.load_full()));
+            match self.value.try_borrow_mut() {
+                Ok(mut value) => *value = Held(Rc::new(of.load_full())),
+                // Read inside a `with` of this copy: the new value, this
+                // once, straight from `of`.
+                Err(_) => return Held(Rc::new(of.load_full())),
+            }
             self.version.set(version);
         }
         self.value.borrow().clone()
@@ -110,7 +115,12 @@ impl<T> Local<T> {
     pub fn with<R>(&self, of: &Swapped<T>, f: impl FnOnce(&T) -> R) -> R {
         let version = of.version.load(Ordering::Acquire);
         if version != self.version.get() {
-            *self.value.borrow_mut() = Held(Rc::new(of.load_full()));
+            match self.value.try_borrow_mut() {
+                Ok(mut value) => *value = Held(Rc::new(of.load_full())),
+                // Read again inside an `f` of its own: the new value,
+                // this once, straight from `of`.
+                Err(_) => return f(&of.load_full()),
+            }
             self.version.set(version);
         }
         f(&self.value.borrow())

@@ -54,17 +54,6 @@ impl Shared {
         });
     }
 
-    /// Every cached reply is stale from now on (a slot's owner changed,
-    /// or is changing: what was read from the old one is no longer
-    /// tracked).
-    pub fn cache_all_stale(&self) {
-        if self.cache_on.load(std::sync::atomic::Ordering::Relaxed) {
-            if let Some(cache) = self.cache.load().as_ref() {
-                cache.invalidate_all();
-            }
-        }
-    }
-
     /// What a connection to `addr` is opened with: the live `[backend]`
     /// settings and TLS, or, for a node (or seed) of a named upstream,
     /// with its own credentials, timeouts and TLS where it has them.

@@ -31,6 +31,7 @@ use tokio::net::TcpStream;
 
 use super::replies::account;
 use super::work::Work;
+use crate::cache::serve::{self, Mark};
 use crate::client::Pending;
 use crate::node::conn::{Delivered, Reply, delivered_at};
 use crate::node::forward::is_answer;
@@ -50,6 +51,9 @@ pub struct Direct {
     /// The size of the last reply written here, for the session's estimate
     /// of its replies' size.
     last_reply: Cell<Option<u32>>,
+    /// Writes answered here since the session last looked (the reply
+    /// cache's count of the client's unanswered writes).
+    writes_answered: Cell<u32>,
     /// Whose requests are counted, and where.
     owner: OnceCell<Owner>,
 }
@@ -67,6 +71,7 @@ impl TcpClient {
             stream: RefCell::new(stream),
             lent: RefCell::new(None),
             last_reply: Cell::new(None),
+            writes_answered: Cell::new(0),
             owner: OnceCell::new(),
         }))
     }
@@ -153,9 +158,9 @@ impl Direct {
     }
 
     /// The session's work back, if it is still lent (its reply not
-    /// written here), unhooked; and the size of the last reply written
-    /// here, if one was since.
-    pub(super) fn take_back(&self) -> (Option<Box<Work>>, Option<u32>) {
+    /// written here), unhooked; the size of the last reply written here,
+    /// if one was since; and how many writes were answered here since.
+    pub(super) fn take_back(&self) -> (Option<Box<Work>>, Option<u32>, u32) {
         let work = self.lent.borrow_mut().take();
         if let Some(Pending::Remote(remote)) = work
             .as_ref()
@@ -164,7 +169,7 @@ impl Direct {
         {
             remote.unhook();
         }
-        (work, self.last_reply.take())
+        (work, self.last_reply.take(), self.writes_answered.take())
     }
 
     /// Counts a reply's request and writes the reply to the client; gives
@@ -203,6 +208,15 @@ impl Direct {
                 .unwrap_or_else(Tick::now)
                 .micros_since(stamp.read);
             account(ctx, &owner.identity, stamp, frame, total, &done, samples);
+        }
+        // What a write changed is stale again before its client learns it
+        // was done (`cache::serve::written`).
+        if let Some(stamp) = &entry.stamp
+            && stamp.cache != Mark::None
+        {
+            serve::written(ctx, stamp.cache);
+            self.writes_answered
+                .set(self.writes_answered.get().saturating_add(1));
         }
         let written = stream.try_write(&done.reply).unwrap_or(0);
         if written < done.reply.len() {

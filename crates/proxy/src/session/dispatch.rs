@@ -158,7 +158,7 @@ pub fn dispatch(
         // The reply cache, when on: a hit is answered here, a write makes
         // what it changes stale before it leaves; the rest goes on as
         // with the cache off.
-        None => match cached(client, &req, (&route, info), ctx, start) {
+        None => match cached(client, &req, (&route, info, rewrites), ctx, start) {
             Some(Served::Answered(pending)) => Next::Started(Started::ran(pending, family)),
             other => {
                 if let Some(Served::Pass(m)) = other {
@@ -205,6 +205,7 @@ pub fn dispatch(
     started.hot = hot;
     if mark != Mark::None {
         started.cache = mark;
+        client.writes_unanswered = client.writes_unanswered.saturating_add(1);
     }
     if silent {
         silenced(started, ctx)
@@ -249,20 +250,13 @@ fn forward_plain(
 fn cached(
     client: &Client,
     req: &Request,
-    (route, info): (&Route, Option<&Arc<CommandInfo>>),
+    (route, info, rewrites): (&Route, Option<&Arc<CommandInfo>>, bool),
     ctx: &Rc<WorkerCtx>,
     start: Tick,
 ) -> Option<Served> {
-    let cache = ctx.shared.cache.load();
-    let cache = cache.as_ref()?;
-    Some(serve::request(
-        cache,
-        client,
-        req,
-        (route, info),
-        ctx,
-        start,
-    ))
+    ctx.pool
+        .env()
+        .with_cache(|cache| serve::request(cache, client, req, (route, info, rewrites), ctx, start))
 }
 
 /// A started request whose reply is not to be sent (CLIENT REPLY OFF/SKIP).

@@ -272,6 +272,7 @@ fn new_client(stream: &impl Stream, peer: ClientAddr, ctx: &WorkerCtx) -> Client
         authenticated: live.client.password.is_none() && live.client.users.is_empty(),
         reply: ReplyMode::On,
         read_from: None,
+        writes_unanswered: 0,
     }
 }
 
@@ -314,8 +315,10 @@ impl<S: Stream> Session<S> {
         }
         self.poll_pause_timer(cx);
         if let Some(direct) = self.stream.direct() {
-            let (lent, size) = direct.take_back();
+            let (lent, size, writes) = direct.take_back();
             self.work = self.work.take().or(lent);
+            let unanswered = &mut self.client.writes_unanswered;
+            *unanswered = unanswered.saturating_sub(writes);
             if let Some(size) = size {
                 self.fold_reply_size(size);
             }

@@ -114,6 +114,8 @@ impl<S: Stream> Session<S> {
                 let client = &self.client.identity;
                 if stamp.cache != Mark::None {
                     serve::written(&self.ctx, stamp.cache);
+                    let unanswered = &mut self.client.writes_unanswered;
+                    *unanswered = unanswered.saturating_sub(1);
                 }
                 account(
                     &self.ctx,
