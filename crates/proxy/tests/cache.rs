@@ -393,3 +393,92 @@ fn a_read_behind_the_clients_own_unanswered_write_sees_that_write() {
     assert_eq!(common::reply_text(&mut writer), bulk("new"));
     assert_eq!(send(&mut other, &["GET", "rw"]), bulk("new"));
 }
+
+/// MGET calls the node that owns `key` has run.
+fn node_calls(cluster: &Cluster, key: &str, command: &str) -> u64 {
+    let owner = common::owner_of(cluster, key.as_bytes());
+    let info = cluster.nodes()[owner]
+        .cmd(&["INFO", "commandstats"])
+        .expect("INFO");
+    let text = String::from_utf8_lossy(info.as_bytes().unwrap_or_default()).into_owned();
+    let prefix = format!("cmdstat_{command}:calls=");
+    text.lines()
+        .find_map(|l| l.strip_prefix(prefix.as_str()))
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+/// MGET is cached key by key, as the keys' GETs: hot keys over several
+/// masters are answered from memory, a write through orthrus or straight
+/// to a node is seen by the next MGET, a key GET cannot read (a list)
+/// reads as nil as on a node and is never cached, and a RESP3 client gets
+/// its own nulls.
+#[test]
+fn mget_is_cached_key_by_key() {
+    let cluster = cluster(3, 0);
+    let proxy = cached(&cluster);
+    let mut s = proxy.stream();
+    let keys = ["ma", "mb", "mc", "md", "me"];
+    for k in keys {
+        assert_eq!(send(&mut s, &["SET", k, &format!("v-{k}")]), "+OK\r\n");
+    }
+    let mut mget = vec!["MGET"];
+    mget.extend(keys);
+    mget.push("m-none");
+    let want = |values: &[String]| {
+        let mut out = format!("*{}\r\n", values.len() + 1);
+        for v in values {
+            out.push_str(&bulk(v));
+        }
+        out + "$-1\r\n"
+    };
+    let mut values: Vec<String> = keys.iter().map(|k| format!("v-{k}")).collect();
+    for _ in 0..10 {
+        assert_eq!(send(&mut s, &mget), want(&values));
+    }
+    // Now every key is cached: MGETs reach no node.
+    let at_nodes = || -> u64 { keys.iter().map(|k| node_calls(&cluster, k, "mget")).sum() };
+    let before = at_nodes();
+    for _ in 0..20 {
+        assert_eq!(send(&mut s, &mget), want(&values));
+    }
+    assert_eq!(at_nodes(), before, "{}", proxy.log_text());
+    assert!(proxy.info_field("cache_hits") >= 20 * 6);
+
+    // A write through orthrus, then one straight to the key's node.
+    assert_eq!(send(&mut s, &["SET", "mc", "new"]), "+OK\r\n");
+    values[2] = "new".into();
+    assert_eq!(send(&mut s, &mget), want(&values));
+    let owner = common::owner_of(&cluster, b"me");
+    let mut direct = TcpStream::connect(cluster.nodes()[owner].addr()).unwrap();
+    for _ in 0..10 {
+        send(&mut s, &mget);
+    }
+    assert_eq!(send(&mut direct, &["SET", "me", "direct"]), "+OK\r\n");
+    values[4] = "direct".into();
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while send(&mut s, &mget) != want(&values) {
+        assert!(Instant::now() < deadline, "MGET never saw the direct write");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+
+    // A list among the keys: nil, every time, as on a node.
+    assert_eq!(send(&mut s, &["DEL", "md"]), ":1\r\n");
+    assert_eq!(send(&mut s, &["RPUSH", "md", "x"]), ":1\r\n");
+    let list_reply = want(&values).replace(&bulk(&values[3]), "$-1\r\n");
+    let gets = || node_calls(&cluster, "md", "get");
+    let before = gets();
+    for _ in 0..10 {
+        assert_eq!(send(&mut s, &mget), list_reply);
+    }
+    // Its GET was refused once, and not sent again while it is a list.
+    assert!(gets() <= before + 1, "{} GETs of the list", gets() - before);
+    // A RESP3 client: its nulls are RESP3's.
+    let mut three = proxy.stream();
+    assert!(send(&mut three, &["HELLO", "3"]).starts_with('%'));
+    let resp3 = list_reply.replace("$-1\r\n", "_\r\n");
+    for _ in 0..10 {
+        assert_eq!(send(&mut three, &mget), resp3);
+    }
+}

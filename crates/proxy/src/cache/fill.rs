@@ -17,14 +17,19 @@ use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
 use orthrus_cluster::NodeAddr;
+use orthrus_resp::Protocol;
 
 use crate::client::invalidation::invalidation;
+use crate::node::Done;
 use crate::node::client::Dialect;
 use crate::node::conn::{self, Hooks};
+use crate::node::forward::{self, Access, Sent, Target};
 use crate::node::pool::Pool;
 use crate::node::stream::NodeStream;
 use crate::process::Shared;
-use crate::process::cache::KeyGen;
+use crate::process::cache::{KeyGen, Lookup, ReplyCache};
+use crate::route::prefix::Place;
+use crate::time::Tick;
 use crate::worker::WorkerCtx;
 
 const TRACKING_ON: &[u8] = b"*3\r\n$6\r\nCLIENT\r\n$8\r\nTRACKING\r\n$2\r\non\r\n";
@@ -114,4 +119,38 @@ impl Hooks for Tracker {
     fn moved(&self) {
         self.all_stale();
     }
+}
+
+/// Sends the read `frame` on the tracking connections of `fills` and keeps
+/// its reply if nothing made its key stale meanwhile; its reply.
+pub async fn fetch(
+    cache: &ReplyCache,
+    fills: &WorkerCtx,
+    frame: Bytes,
+    (place, generation): (Place, KeyGen),
+    dialect: Dialect,
+) -> Done {
+    let sent_under = cache.generations(generation);
+    let sent = forward::forward_from(
+        &fills.pool,
+        frame.clone(),
+        Target::Slot(place),
+        dialect,
+        Access::Read,
+        Tick::now(),
+    );
+    let done = match sent {
+        Sent::Remote(remote) => forward::resolve(&fills.pool, remote).await,
+        Sent::Refused { reply, .. } => return Done::local(reply),
+    };
+    // An error (a redirect given up, a wrong type) is not kept.
+    if done.reply.first().is_some_and(|b| *b != b'-') {
+        let lookup = Lookup {
+            frame: &frame,
+            db: dialect.db,
+            resp3: dialect.proto == Protocol::Resp3,
+        };
+        cache.fill(&lookup, generation, sent_under, &done.reply);
+    }
+    done
 }

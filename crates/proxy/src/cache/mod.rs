@@ -10,8 +10,12 @@
 //! - [`fill`] — each worker's tracking connections, and what the nodes
 //!   say on them.
 //! - [`serve`] — a request's way through the cache.
-//! - `admission` — which misses fill.
+//! - `mget` — MGET through it, key by key.
+//! - `take` — which clients' reads and which keys it takes.
+//! - `admission` — which reads look and which misses fill.
 
 mod admission;
 pub mod fill;
+mod mget;
 pub mod serve;
+mod take;

@@ -13,14 +13,13 @@ use std::sync::atomic::Ordering;
 
 use orthrus_resp::{Protocol, Request};
 
-use super::admission;
+use super::fill::fetch;
+use super::take::{cacheable, reads_through};
+use super::{admission, mget};
 use crate::client::{Client, Pending};
-use crate::config::ReadFrom;
-use crate::node::Done;
-use crate::node::forward::{self, Access, Sent, Target};
 use crate::process::cache::{KeyGen, Lookup, ReplyCache, key_hash};
-use crate::route::kind::Family;
-use crate::route::prefix::{DEFAULT_UPSTREAM, Place};
+use crate::route::kind::{Family, Merge};
+use crate::route::prefix::Place;
 use crate::route::table::{CommandInfo, Route};
 use crate::time::Tick;
 use crate::worker::WorkerCtx;
@@ -59,6 +58,15 @@ pub fn request(
     };
     if info.may_write || is_exec(client, req) {
         return Served::Pass(stale(cache, req, info));
+    }
+    if info.split == Some(Merge::Array) {
+        if !reads_through(cache, client, info, ctx) {
+            return Served::Pass(Mark::None);
+        }
+        return match mget::request(cache, client, req, ctx, start) {
+            Some(pending) => Served::Answered(pending),
+            None => Served::Pass(Mark::None),
+        };
     }
     let Route::Slot(place) = route else {
         return Served::Pass(Mark::None);
@@ -102,87 +110,10 @@ fn fill(
 ) -> Pending {
     let fills = super::fill::context(ctx);
     let frame = req.frame().clone();
-    let (db, dialect) = (client.db, client.dialect());
+    let dialect = client.dialect();
     Pending::deferred(Box::pin(async move {
-        let sent_under = cache.generations(generation);
-        let sent = forward::forward_from(
-            &fills.pool,
-            frame.clone(),
-            Target::Slot(place),
-            dialect,
-            Access::Read,
-            Tick::now(),
-        );
-        let done = match sent {
-            Sent::Remote(remote) => forward::resolve(&fills.pool, remote).await,
-            Sent::Refused { reply, .. } => return Done::local(reply),
-        };
-        // An error (a redirect given up, a wrong type) is not kept.
-        if done.reply.first().is_some_and(|b| *b != b'-') {
-            let lookup = Lookup {
-                frame: &frame,
-                db,
-                resp3: dialect.proto == Protocol::Resp3,
-            };
-            cache.fill(&lookup, generation, sent_under, &done.reply);
-        }
-        done
+        fetch(&cache, &fills, frame, (place, generation), dialect).await
     }))
-}
-
-/// The key of a read the cache takes, if it takes it: a command of
-/// `cache.commands` with one key, of the default upstream on a route that
-/// neither cuts nor copies it, under `cache.prefixes`, from a client whose
-/// reads go to the master and that neither tracks keys itself nor is in
-/// MULTI or WATCH (whose meaning a cached reply could change).
-fn cacheable<'r>(
-    cache: &ReplyCache,
-    client: &Client,
-    req: &'r Request,
-    (info, place, rewrites): (&CommandInfo, Place, bool),
-    ctx: &WorkerCtx,
-) -> Option<&'r [u8]> {
-    if place.upstream != DEFAULT_UPSTREAM
-        || client.multi.is_some()
-        || client.watch.is_some()
-        || client.tracking.is_some()
-        || client.writes_unanswered > 0
-        || !cache.caches(info.stat)
-    {
-        return None;
-    }
-    let replica = match client.read_from {
-        Some(read_from) => read_from == ReadFrom::Replica,
-        None => ctx.shared.read_from_of(DEFAULT_UPSTREAM) == ReadFrom::Replica,
-    };
-    if replica {
-        return None;
-    }
-    let key = one_key(req, info)?;
-    if !cache.under_prefixes(key) {
-        return None;
-    }
-    let plain = !rewrites
-        || ctx.pool.env().with_prefixes(|prefixes| {
-            prefixes.stripped(key).len() == key.len() && prefixes.mirror_of(key).is_none()
-        });
-    plain.then_some(key)
-}
-
-/// The one key of `req`, if it has exactly one (the cached commands
-/// name it first).
-fn one_key<'r>(req: &'r Request, info: &CommandInfo) -> Option<&'r [u8]> {
-    if let Some((key, _)) = info.fixed_key(req) {
-        return key;
-    }
-    let first = req.arg(1)?;
-    let (mut keys, mut same) = (0usize, false);
-    let _ = info.for_each_key(req, |key, _| {
-        keys += 1;
-        same = key == first;
-        std::ops::ControlFlow::Continue(())
-    });
-    (keys == 1 && same).then_some(first)
 }
 
 /// EXEC of a transaction: its writes happen now.

@@ -4,9 +4,11 @@
 use serde::{Deserialize, Serialize};
 
 /// The read-only single-key commands cached by default: their reply
-/// depends only on the key's value (not on the clock, not random).
+/// depends only on the key's value (not on the clock, not random); and
+/// MGET, whose keys are looked up as their GETs.
 pub const DEFAULT_COMMANDS: &[&str] = &[
     "get",
+    "mget",
     "getrange",
     "strlen",
     "exists",
@@ -55,7 +57,8 @@ pub struct CacheConfig {
     /// Reloadable. Default empty.
     pub prefixes: Vec<String>,
     /// The commands cached (lower case), from those whose reply depends
-    /// only on one key's value. Reloadable. Default: GET, GETRANGE, STRLEN,
+    /// only on one key's value (MGET: each key's, as its GET's). Reloadable.
+    /// Default: GET, MGET, GETRANGE, STRLEN,
     /// EXISTS (one key), TYPE, HGET, HMGET, HGETALL, HEXISTS, HLEN,
     /// HSTRLEN, HKEYS, HVALS, SMEMBERS, SISMEMBER, SMISMEMBER, SCARD,
     /// ZSCORE, ZMSCORE, ZRANGE (without STORE), ZCARD, ZRANK, ZREVRANK,
