@@ -61,6 +61,11 @@ struct Cli {
     /// keys between them.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=16))]
     databases: u32,
+    /// The orthrus it starts has its reply cache on (`[cache] enabled`):
+    /// answers served from memory are compared too; the cache's counters
+    /// are printed at the end.
+    #[arg(long)]
+    cache: bool,
     /// Report the known orthrus defects (`known.rs`) as differences
     /// instead of counting them.
     #[arg(long)]
@@ -93,6 +98,7 @@ fn fuzz(cli: Cli) -> Result<usize> {
     use std::sync::atomic::Ordering;
     orthrus_difffuzz::known::STRICT.store(cli.strict, Ordering::Relaxed);
     orthrus_difffuzz::fill::DATABASES.store(cli.databases, Ordering::Relaxed);
+    targets::CACHE.store(cli.cache, Ordering::Relaxed);
     if let Some(n) = cli.users {
         let world = World::draw(cli.seed, n);
         eprintln!(
@@ -108,8 +114,22 @@ fn fuzz(cli: Cli) -> Result<usize> {
             t.single, t.proxy, cli.seed, cli.seconds
         );
         let check = |seq: &Sequence| users::check(t, seq);
-        let make = |index| generate::sequence_in(cli.seed, index, Shape::default(), Some(&world));
-        return drive(&cli, &check, &make);
+        let make = |index| {
+            let seq = generate::sequence_in(cli.seed, index, Shape::default(), Some(&world));
+            if cli.cache {
+                seq.with_reads_repeated()
+            } else {
+                seq
+            }
+        };
+        let found = drive(&cli, &check, &make)?;
+        if cli.cache {
+            let password = orthrus_difffuzz::world::DEFAULT_PASSWORD;
+            if let Some(line) = targets::cache_line(t.proxy, Some(password)) {
+                println!("{line}");
+            }
+        }
+        return Ok(found);
     }
     // Processes this run started, stopped when it returns.
     let started = match (&cli.single, &cli.proxy) {
@@ -132,8 +152,21 @@ fn fuzz(cli: Cli) -> Result<usize> {
         targets.single, targets.proxy, cli.seed, cli.seconds
     );
     let check = |seq: &Sequence| check(targets, seq);
-    let make = |index| generate::sequence(cli.seed, index, Shape::default());
-    drive(&cli, &check, &make)
+    let make = |index| {
+        let seq = generate::sequence(cli.seed, index, Shape::default());
+        if cli.cache {
+            seq.with_reads_repeated()
+        } else {
+            seq
+        }
+    };
+    let found = drive(&cli, &check, &make)?;
+    if cli.cache {
+        if let Some(line) = targets::cache_line(targets.proxy, None) {
+            println!("{line}");
+        }
+    }
+    Ok(found)
 }
 
 /// The run: sequences made by `make` checked by `check` for the run's
@@ -232,10 +265,16 @@ fn examine(
             again
         }
     };
-    let users = cli
+    let mut users = cli
         .users
         .map(|n| format!(" --users {n}"))
         .unwrap_or_default();
+    if cli.databases > 1 {
+        users.push_str(&format!(" --databases {}", cli.databases));
+    }
+    if cli.cache {
+        users.push_str(" --cache");
+    }
     let mut header = vec![
         format!("orthrus-difffuzz{users} --seed {} --only {index}", cli.seed),
         format!(

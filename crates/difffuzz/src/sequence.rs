@@ -80,6 +80,70 @@ impl Sequence {
         self.steps.iter().map(|s| s.action.commands().len()).sum()
     }
 
+    /// The sequence with every read a reply cache keeps (GET, MGET, HGET,
+    /// ...) sent twice in a row, alone or in its pipeline: the second is
+    /// the one a cache may answer (`--cache`).
+    pub fn with_reads_repeated(mut self) -> Sequence {
+        fn cached_read(args: &Args) -> bool {
+            const READS: &[&str] = &[
+                "get",
+                "mget",
+                "strlen",
+                "getrange",
+                "exists",
+                "type",
+                "hget",
+                "hmget",
+                "hgetall",
+                "hlen",
+                "hexists",
+                "smembers",
+                "sismember",
+                "scard",
+                "zscore",
+                "zrange",
+                "zcard",
+                "zrank",
+                "lrange",
+                "llen",
+                "lindex",
+                "getbit",
+                "bitcount",
+            ];
+            args.first().is_some_and(|name| {
+                READS
+                    .iter()
+                    .any(|r| name.eq_ignore_ascii_case(r.as_bytes()))
+            })
+        }
+        let mut steps = Vec::with_capacity(self.steps.len() * 2);
+        for step in self.steps {
+            match &step.action {
+                Action::Call(args) if cached_read(args) => {
+                    let again = step.clone();
+                    steps.push(step);
+                    steps.push(again);
+                }
+                Action::Pipeline(commands) => {
+                    let mut doubled = Vec::with_capacity(commands.len() * 2);
+                    for args in commands {
+                        doubled.push(args.clone());
+                        if cached_read(args) {
+                            doubled.push(args.clone());
+                        }
+                    }
+                    steps.push(Step {
+                        conn: step.conn,
+                        action: Action::Pipeline(doubled),
+                    });
+                }
+                _ => steps.push(step),
+            }
+        }
+        self.steps = steps;
+        self
+    }
+
     /// The text form described in the module docs.
     pub fn to_text(&self) -> String {
         let mut out = String::new();

@@ -48,6 +48,37 @@ pub fn orthrus_binary() -> Result<PathBuf> {
     Ok(path)
 }
 
+/// Whether the orthrus a run starts has its reply cache on (`--cache`).
+pub static CACHE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Turns the reply cache on for `cmd`, an orthrus, when the run asks.
+pub fn with_cache(cmd: &mut std::process::Command) {
+    if CACHE.load(std::sync::atomic::Ordering::Relaxed) {
+        cmd.env("ORTHRUS_CACHE__ENABLED", "true");
+    }
+}
+
+/// The reply cache's counters of the orthrus at `proxy`, a line to print
+/// (the run's sequences were answered from it that many times).
+pub fn cache_line(proxy: SocketAddr, password: Option<&str>) -> Option<String> {
+    let mut wire = crate::keyspace::Wire::connect(proxy, password).ok()?;
+    let info = wire.call(&["INFO", "cache"]).ok()?;
+    let text = String::from_utf8_lossy(&info).into_owned();
+    let field = |name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+            .unwrap_or("?")
+            .to_string()
+    };
+    Some(format!(
+        "reply cache: {} hits, {} fills, {} misses, {} invalidations",
+        field("cache_hits"),
+        field("cache_fills"),
+        field("cache_misses"),
+        field("cache_invalidations")
+    ))
+}
+
 /// Starts a redis-server, a 3-master cluster (serving `databases`
 /// databases: Valkey's `cluster-databases`) and orthrus.
 pub fn start(databases: u32) -> Result<Started> {
@@ -73,6 +104,7 @@ pub fn start(databases: u32) -> Result<Started> {
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null());
+    with_cache(&mut cmd);
     // Tied to this process: it dies with it, also when it is killed.
     let proxy = spawn_tied(cmd).with_context(|| format!("starting {}", binary.display()))?;
     let mut started = Started {

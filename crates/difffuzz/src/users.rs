@@ -103,6 +103,7 @@ pub fn start(world: World) -> Result<Started> {
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null());
+    crate::targets::with_cache(&mut cmd);
     let proxy = spawn_tied(cmd).with_context(|| format!("starting {}", binary.display()))?;
     let mut started = Started {
         targets: UserTargets {

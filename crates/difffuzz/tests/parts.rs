@@ -99,3 +99,18 @@ fn the_shrinker_finds_a_planted_difference() {
     assert!(script.contains("say 3 'SET {a}9 planted'"), "{script}");
     assert!(script.contains("say 4 'GET {a}9'"), "{script}");
 }
+
+/// `--cache` sends every read a reply cache keeps twice in a row, alone
+/// or inside its pipeline, and nothing else twice.
+#[test]
+fn cached_reads_are_repeated_and_nothing_else() {
+    let seq = Sequence::parse(
+        "conn 0 resp2\nconn 1 resp3\n0> SET k v\n0> GET k\n1| INCR n\n1| hget h f\n\n0> DEL k\n",
+    )
+    .unwrap();
+    let repeated = seq.with_reads_repeated();
+    assert_eq!(
+        repeated.to_text(),
+        "conn 0 resp2\nconn 1 resp3\n0> SET k v\n0> GET k\n0> GET k\n1| INCR n\n1| hget h f\n1| hget h f\n\n0> DEL k\n"
+    );
+}
