@@ -158,9 +158,9 @@ impl Direct {
     }
 
     /// The session's work back, if it is still lent (its reply not
-    /// written here), unhooked; the size of the last reply written here,
-    /// if one was since; and how many writes were answered here since.
-    pub(super) fn take_back(&self) -> (Option<Box<Work>>, Option<u32>, u32) {
+    /// written here), unhooked; and the size of the last reply written
+    /// here, if one was since.
+    pub(super) fn take_back(&self) -> (Option<Box<Work>>, Option<u32>) {
         let work = self.lent.borrow_mut().take();
         if let Some(Pending::Remote(remote)) = work
             .as_ref()
@@ -169,7 +169,13 @@ impl Direct {
         {
             remote.unhook();
         }
-        (work, self.last_reply.take(), self.writes_answered.take())
+        (work, self.last_reply.take())
+    }
+
+    /// How many writes the reply cache marked were answered here since
+    /// the last call.
+    pub(super) fn take_writes_answered(&self) -> u32 {
+        self.writes_answered.take()
     }
 
     /// Counts a reply's request and writes the reply to the client; gives
@@ -208,15 +214,11 @@ impl Direct {
                 .unwrap_or_else(Tick::now)
                 .micros_since(stamp.read);
             account(ctx, &owner.identity, stamp, frame, total, &done, samples);
-        }
-        // What a write changed is stale again before its client learns it
-        // was done (`cache::serve::written`).
-        if let Some(stamp) = &entry.stamp
-            && stamp.cache != Mark::None
-        {
-            serve::written(ctx, stamp.cache);
-            self.writes_answered
-                .set(self.writes_answered.get().saturating_add(1));
+            // What a write changed is stale again before its client learns
+            // it was done (`cache::serve::written`).
+            if stamp.cache != Mark::None {
+                self.written(ctx, stamp.cache);
+            }
         }
         let written = stream.try_write(&done.reply).unwrap_or(0);
         if written < done.reply.len() {
@@ -235,6 +237,15 @@ impl Direct {
             work.give_back();
         }
         None
+    }
+}
+
+impl Direct {
+    #[cold]
+    fn written(&self, ctx: &WorkerCtx, mark: Mark) {
+        serve::written(ctx, mark);
+        self.writes_answered
+            .set(self.writes_answered.get().saturating_add(1));
     }
 }
 

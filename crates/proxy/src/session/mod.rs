@@ -315,10 +315,12 @@ impl<S: Stream> Session<S> {
         }
         self.poll_pause_timer(cx);
         if let Some(direct) = self.stream.direct() {
-            let (lent, size, writes) = direct.take_back();
+            let (lent, size) = direct.take_back();
             self.work = self.work.take().or(lent);
-            let unanswered = &mut self.client.writes_unanswered;
-            *unanswered = unanswered.saturating_sub(writes);
+            if self.client.writes_unanswered > 0 {
+                let unanswered = &mut self.client.writes_unanswered;
+                *unanswered = unanswered.saturating_sub(direct.take_writes_answered());
+            }
             if let Some(size) = size {
                 self.fold_reply_size(size);
             }
