@@ -29,8 +29,10 @@ use crate::conn_memory::parse_vm_rss;
 /// The store's weight of an entry beyond its value (request, reply
 /// header, and the 128 bytes the store adds).
 const ENTRY_OVERHEAD: u64 = 128 + 48;
-/// Keys per pipeline (three GETs each when reading).
+/// Keys per pipeline (three GETs each when reading), at most.
 const BATCH: usize = 200;
+/// Value bytes per pipeline, at most (fewer keys when values are large).
+const BATCH_BYTES: usize = 1 << 20;
 /// Reading connections (threads), each its share of the keys.
 const READERS: usize = 8;
 /// Rest before RSS is read.
@@ -128,6 +130,11 @@ fn mib(kib: u64) -> f64 {
     kib as f64 / 1024.0
 }
 
+/// Keys per pipeline for values of `size` bytes.
+fn batch(size: usize) -> usize {
+    (BATCH_BYTES / size.max(1)).clamp(1, BATCH)
+}
+
 fn value_of(i: u64, size: usize) -> Vec<u8> {
     let mut v = format!("{i}:").into_bytes();
     v.resize(size, b'x');
@@ -140,7 +147,7 @@ fn write_keys(addr: SocketAddr, keys: u64, size: usize, env: &Env) -> Result<()>
     let mut i = 0;
     while i < keys {
         env.check("writing the keys")?;
-        let end = (i + BATCH as u64 * 3).min(keys);
+        let end = (i + batch(size) as u64).min(keys);
         let cmds: Vec<Vec<Vec<u8>>> = (i..end)
             .map(|k| vec![b"SET".to_vec(), key_name(k).into_bytes(), value_of(k, size)])
             .collect();
@@ -189,7 +196,7 @@ fn measure(
 fn read_keys(addr: SocketAddr, r: u64, keys: u64, size: usize) -> Result<()> {
     let mut conn = Conn::connect(addr, IO_TIMEOUT)?;
     let mine: Vec<u64> = (r..keys).step_by(READERS).collect();
-    for chunk in mine.chunks(BATCH) {
+    for chunk in mine.chunks(batch(size)) {
         let cmds: Vec<Vec<Vec<u8>>> = chunk
             .iter()
             .flat_map(|&k| {

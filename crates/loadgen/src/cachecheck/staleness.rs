@@ -219,7 +219,7 @@ fn read_loop(
 /// Judges the reads against the acknowledgements (`acks[i]`: write i's).
 fn judge(acks: &[u64], reads: &[Read], keys: u64) -> Verdict {
     let bound = BOUND.as_nanos() as u64;
-    let writes = acks.len() as u64 - 1;
+    let writes = (acks.len() as u64).saturating_sub(1);
     // Per key, its writes in order: (value, ack); the initial 0 first.
     let per_key: Vec<Vec<(u64, u64)>> = (0..keys)
         .map(|k| {
