@@ -64,6 +64,10 @@ pub struct CacheCheckArgs {
     /// staleness: the hot keys written in turn (one hash tag: one master).
     #[arg(long, default_value_t = 4)]
     pub hot_keys: u64,
+    /// staleness: reads (by all readers) the writer waits for before each
+    /// write; 0 writes as fast as the master answers.
+    #[arg(long, default_value_t = 8)]
+    pub reads_per_write: u64,
 
     /// ryw: clients through orthrus, each its own thread and keys.
     #[arg(long, default_value_t = 50)]
