@@ -132,6 +132,9 @@ fn staleness_and_read_your_writes_pass_small() {
         number_after(&out, "nils the FLUSHALL explains:") > 0,
         "{out}"
     );
+    // orthrus was redirected by the half-moved slot and the moved roles.
+    assert!(number_after(&out, "orthrus_redirects_ask") > 0, "{out}");
+    assert!(number_after(&out, "orthrus_redirects_moved") > 0, "{out}");
     assert!(
         number_after(&out, "INFO # Cache during the run: hits") > 0,
         "{out}"

@@ -265,6 +265,26 @@ impl Env {
     }
 }
 
+/// The numeric fields `names` of `INFO section` of orthrus at `addr`
+/// (0 for a field it does not give).
+pub(crate) fn info_numbers(addr: SocketAddr, section: &str, names: &[&str]) -> Result<Vec<u64>> {
+    let mut conn = Conn::connect(addr, IO_TIMEOUT)?;
+    let text = match conn.call(&["INFO", section])? {
+        Value::Bulk(t) | Value::Verbatim { text: t, .. } => {
+            String::from_utf8_lossy(&t).into_owned()
+        }
+        other => bail!("INFO {section} answered {}", reply_text(&other)),
+    };
+    Ok(names
+        .iter()
+        .map(|n| {
+            info_field(&text, n)
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0)
+        })
+        .collect())
+}
+
 /// The host's load averages (1, 5, 15 minutes), from /proc/loadavg.
 pub fn load_average() -> String {
     fs::read_to_string("/proc/loadavg")

@@ -28,7 +28,9 @@ use orthrus_devcluster::Cluster;
 use orthrus_resp::Value;
 
 use super::ryw_check::{Expect, FlushWindow, Judged};
-use super::{CacheCheckArgs, CacheInfo, Env, IO_TIMEOUT, Rig, cache_on, load_average};
+use super::{
+    CacheCheckArgs, CacheInfo, Env, IO_TIMEOUT, Rig, cache_on, info_numbers, load_average,
+};
 use crate::conn::{Conn, reply_text};
 use crate::zipf::Rng;
 
@@ -42,6 +44,12 @@ const MIGRATE_PAUSE: Duration = Duration::from_millis(20);
 const FAILOVER_TIMEOUT: Duration = Duration::from_secs(30);
 /// The text of orthrus's error for a request whose outcome is unknown.
 const UNKNOWN_OUTCOME: &str = "may or may not have been applied";
+/// INFO stats fields that show orthrus followed the slot and the master.
+const REDIRECTS: [&str; 3] = [
+    "orthrus_redirects_moved",
+    "orthrus_redirects_ask",
+    "orthrus_topology_refreshes",
+];
 /// Examples kept per kind.
 const EXAMPLES: usize = 10;
 
@@ -129,6 +137,7 @@ pub(super) fn run(args: &CacheCheckArgs, env: &Env) -> Result<bool> {
     );
     let mut rig = Rig::start(env, 1, 1, cache_on(None))?;
     let before = CacheInfo::read(rig.addr)?;
+    let redirects_before = info_numbers(rig.addr, "stats", &REDIRECTS)?;
     let shared = Arc::new(Shared {
         epoch: Instant::now(),
         ops: AtomicU64::new(0),
@@ -168,6 +177,13 @@ pub(super) fn run(args: &CacheCheckArgs, env: &Env) -> Result<bool> {
     rig.proxy.check_alive()?;
     let cache = CacheInfo::read(rig.addr)?.since(&before);
     print_report(&total, &events, &cache, elapsed);
+    let redirects = info_numbers(rig.addr, "stats", &REDIRECTS)?;
+    let grown: Vec<String> = REDIRECTS
+        .iter()
+        .zip(redirects.iter().zip(&redirects_before))
+        .map(|(name, (a, b))| format!("{name} {}", a.saturating_sub(*b)))
+        .collect();
+    println!("  orthrus followed: {}", grown.join(", "));
     let violations = total.older + total.lost;
     let served = cache.hits * 10 >= total.reads;
     if !served {
