@@ -4,14 +4,14 @@
 //! anyone can reproduce them. Three parts, each printing its figures and a
 //! verdict, the run failing when one fails:
 //!
-//! - [`staleness`]: a writer straight to the keys' master (bypassing
+//! - `staleness`: a writer straight to the keys' master (bypassing
 //!   orthrus) sets counters while readers read them through orthrus: no read
 //!   that starts 10 ms or more after a write was acknowledged may return an
 //!   older value; the time until each write is seen through orthrus.
-//! - [`ryw`]: clients through orthrus write and read their own keys, every
+//! - `ryw`: clients through orthrus write and read their own keys, every
 //!   read checked against the client's last acknowledged write, while a slot
 //!   migrates, a master fails over (gracefully) and FLUSHALL runs.
-//! - [`memory`]: orthrus's RSS with the cache's budget filled several times
+//! - `memory`: orthrus's RSS with the cache's budget filled several times
 //!   over, with 1 and with 4 workers, against the same load with the cache
 //!   off: RSS on ≤ `max_memory_mb` × 1.25 MiB + RSS off.
 //!

@@ -2,7 +2,7 @@
 //! worker, cache on), each writing and reading its own `--keys-per-client`
 //! keys (each written once first, then a write in five, keys drawn at
 //! random), every read judged against the client's last acknowledged
-//! write ([`super::ryw_check`]). While they run, in order: the slot of
+//! write (`ryw_check`). While they run, in order: the slot of
 //! every client's first key (they share a hash tag) migrates to another
 //! master, key by key; another master fails over gracefully (`CLUSTER
 //! FAILOVER` on its replica), waited for until the replica is master and
