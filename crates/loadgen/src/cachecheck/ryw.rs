@@ -169,12 +169,16 @@ pub(super) fn run(args: &CacheCheckArgs, env: &Env) -> Result<bool> {
         });
         add(&mut total, r, c);
     }
-    if let (Err(e), Some(f)) = (&events, &total.fatal) {
-        println!("  {f}");
-        bail!("{e:#}");
+    // The report is printed whatever happened, then a failed disturbance
+    // fails the part.
+    let (events, failure) = match events {
+        Ok(events) => (events, None),
+        Err(e) => (Vec::new(), Some(e)),
+    };
+    if let Err(e) = rig.proxy.check_alive() {
+        print_report(&total, &events, &CacheInfo::default(), elapsed);
+        return Err(e);
     }
-    let events = events?;
-    rig.proxy.check_alive()?;
     let cache = CacheInfo::read(rig.addr)?.since(&before);
     print_report(&total, &events, &cache, elapsed);
     let redirects = info_numbers(rig.addr, "stats", &REDIRECTS)?;
@@ -184,6 +188,14 @@ pub(super) fn run(args: &CacheCheckArgs, env: &Env) -> Result<bool> {
         .map(|(name, (a, b))| format!("{name} {}", a.saturating_sub(*b)))
         .collect();
     println!("  orthrus followed: {}", grown.join(", "));
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    Ok(verdict(&total, &cache))
+}
+
+/// Whether the run passed; prints why not, and the verdict.
+fn verdict(total: &Report, cache: &CacheInfo) -> bool {
     let violations = total.older + total.lost;
     let served = cache.hits * 10 >= total.reads;
     if !served {
@@ -198,7 +210,7 @@ pub(super) fn run(args: &CacheCheckArgs, env: &Env) -> Result<bool> {
         if ok { "PASSED" } else { "FAILED" },
         load_average()
     );
-    Ok(ok)
+    ok
 }
 
 fn add(total: &mut Report, r: Report, c: usize) {
