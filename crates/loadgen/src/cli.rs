@@ -1,5 +1,5 @@
-//! The command line: `orthrus-bench compare`, `conn-memory` and the hidden
-//! `worker`.
+//! The command line: `orthrus-bench compare`, `conn-memory`, `zipf`,
+//! `cache-check` and the hidden `worker`.
 
 use std::net::SocketAddr;
 use std::process::ExitCode;
@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
+use crate::cachecheck::CacheCheckArgs;
 use crate::conn_memory::{self, ConnMemoryArgs};
 use crate::interrupt::{EXIT_INTERRUPTED, Interrupted};
 use crate::plan::CompareArgs;
@@ -52,6 +53,15 @@ pub enum CliCommand {
     /// from many client threads, against running targets one after the
     /// other: commands/s, latency and, with --pid, CPU per command.
     Zipf(ZipfArgs),
+    /// Check the reply cache against a cluster and an orthrus it starts
+    /// itself: staleness under a writer that bypasses orthrus,
+    /// read-your-writes while a slot migrates, a master fails over and
+    /// FLUSHALL runs, and RSS with the budget filled (1 and 4 workers).
+    ///
+    /// Each part prints its figures and PASSED or FAILED; the exit code is
+    /// 1 when a part failed. Everything is bounded by the flags and by
+    /// --timeout per part.
+    CacheCheck(CacheCheckArgs),
     /// One worker process (started by `compare`, not by hand).
     #[command(hide = true)]
     Worker(WorkerArgs),
@@ -103,6 +113,18 @@ pub fn main() -> ExitCode {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("orthrus-bench zipf: error: {e:#}");
+                ExitCode::FAILURE
+            }
+        },
+        CliCommand::CacheCheck(args) => match crate::cachecheck::run(&args) {
+            Ok(true) => ExitCode::SUCCESS,
+            Ok(false) => ExitCode::FAILURE,
+            Err(e) if e.downcast_ref::<Interrupted>().is_some() => {
+                eprintln!("orthrus-bench: interrupted; every process it started has been stopped");
+                ExitCode::from(EXIT_INTERRUPTED)
+            }
+            Err(e) => {
+                eprintln!("orthrus-bench cache-check: error: {e:#}");
                 ExitCode::FAILURE
             }
         },

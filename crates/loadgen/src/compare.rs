@@ -61,6 +61,7 @@ pub fn compare(plan: &Plan, interrupt: &Interrupt) -> Result<()> {
             binary: orthrus_binary(plan.orthrus.as_deref())?,
             threads: plan.orthrus_threads,
             replicas: plan.replicas,
+            env: Vec::new(),
         })
     } else {
         None

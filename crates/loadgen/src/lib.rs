@@ -24,6 +24,9 @@
 //!   connection of running servers and proxies.
 //! - [`zipf`]: `zipf`, GETs and SETs over Zipf-distributed keys from many
 //!   threads against running targets (the reply cache's figures).
+//! - [`cachecheck`]: `cache-check`, the reply cache's staleness,
+//!   read-your-writes and memory checks against a cluster and an orthrus
+//!   it starts itself.
 //! - [`driver`]: one run: spawn P workers, release them together, collect.
 //! - [`worker`]: the worker process and the JSON lines it speaks.
 //! - [`workload`]: the keys/hash/list command sets and their reply checks.
@@ -40,6 +43,7 @@
 //! - [`interrupt`]: Ctrl-C/SIGTERM handling that lets every process be
 //!   stopped before exit.
 
+pub mod cachecheck;
 pub mod cli;
 pub mod compare;
 pub mod conn;

@@ -36,6 +36,8 @@ pub struct ProxyOptions {
     pub threads: Option<usize>,
     /// Replicas per master in the clusters behind it.
     pub replicas: usize,
+    /// Environment variables for it, such as `ORTHRUS_CACHE__ENABLED`.
+    pub env: Vec<(String, String)>,
 }
 
 /// A running `orthrus` process; dropping it kills and reaps it.
@@ -78,6 +80,7 @@ impl Proxy {
         if let Some(threads) = opts.threads {
             cmd.arg("--threads").arg(threads.to_string());
         }
+        cmd.envs(opts.env.iter().map(|(k, v)| (k, v)));
         let child = cmd
             .stdin(Stdio::null())
             .stdout(out.try_clone()?)
@@ -114,6 +117,11 @@ impl Proxy {
             }
             thread::sleep(PROBE_INTERVAL);
         }
+    }
+
+    /// The process id, for its RSS.
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     pub(crate) fn check_alive(&mut self) -> Result<()> {

@@ -89,11 +89,11 @@ impl Sampler {
     }
 }
 
-/// xorshift64*: a client's own draws.
-struct Rng(u64);
+/// xorshift64*: a client's own draws (seed it non-zero).
+pub(crate) struct Rng(pub(crate) u64);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
+    pub(crate) fn next(&mut self) -> u64 {
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;
         self.0 ^= self.0 >> 27;
