@@ -169,8 +169,8 @@ fn memory_is_measured_with_the_budget_filled() {
         !out.contains("was not filled") && !out.contains("over the budget"),
         "{out}"
     );
-    // Every key was read three times: each filled once (the admission
-    // sketch admits a key at its third read).
+    // Every key was read six times: each filled once (the admission
+    // sketch admits a key at its fifth read).
     let keys = number_after(&out, "cache.max_memory_mb 8,");
     let first = out.find("INFO # Cache:").unwrap_or(0);
     let fills = number_after(&out[first..], "fills");

@@ -218,7 +218,10 @@ impl Shared {
             cache: Swapped::from_pointee(
                 settings_cache
                     .enabled
-                    .then(|| Arc::new(crate::process::cache::ReplyCache::new(&settings_cache))),
+                    .then(|| {
+                        let cache = crate::process::cache::ReplyCache::new(&settings_cache, threads);
+                        Arc::new(cache)
+                    }),
             ),
             cache_on: AtomicBool::new(settings_cache.enabled),
             clients_that_fit: AtomicUsize::new(usize::MAX),
@@ -308,7 +311,10 @@ impl Shared {
             let cache = new
                 .cache
                 .enabled
-                .then(|| Arc::new(crate::process::cache::ReplyCache::new(&new.cache)));
+                .then(|| {
+                    let workers = self.settings.threads;
+                    Arc::new(crate::process::cache::ReplyCache::new(&new.cache, workers))
+                });
             self.cache_on.store(false, Ordering::Release);
             self.cache.store(Arc::new(cache));
             self.cache_on.store(new.cache.enabled, Ordering::Release);

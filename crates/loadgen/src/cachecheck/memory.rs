@@ -6,8 +6,8 @@
 //! `--fill` times as many distinct keys as the budget holds (values of
 //! `--value-size` bytes, an entry weighing about that plus 128 bytes) are
 //! written once through a loader orthrus. Then each measured orthrus (cache
-//! off, then on) reads every key three times, pipelined over eight
-//! connections (the admission sketch fills a key at its third read, and a
+//! off, then on) reads every key `READS_EACH` times, pipelined over eight
+//! connections (the admission sketch fills a key at its fifth read, and a
 //! connection's reads stay on its worker), and after a second's rest its
 //! `VmRSS` is read from /proc and its INFO `# Cache`. The criterion: RSS
 //! on ≤ `max_memory_mb` × 1.25 MiB + RSS off. The part fails too when the
@@ -26,10 +26,14 @@ use super::{CacheCheckArgs, CacheInfo, Env, IO_TIMEOUT, cache_on, load_average, 
 use crate::conn::{Conn, reply_text};
 use crate::conn_memory::parse_vm_rss;
 
+/// Reads of each key: orthrus's admission sketch fills a key at its fifth
+/// read lately (`cache::admission::ADMIT_AT`), the sixth is a hit.
+const READS_EACH: usize = 6;
+
 /// The store's weight of an entry beyond its value (request, reply
 /// header, and the 128 bytes the store adds).
 const ENTRY_OVERHEAD: u64 = 128 + 48;
-/// Keys per pipeline (three GETs each when reading), at most.
+/// Keys per pipeline (`READS_EACH` GETs each when reading), at most.
 const BATCH: usize = 200;
 /// Value bytes per pipeline, at most (fewer keys when values are large).
 const BATCH_BYTES: usize = 1 << 20;
@@ -67,7 +71,7 @@ pub(super) fn run(args: &CacheCheckArgs, env: &Env) -> Result<bool> {
     let budget = args.max_memory_mb * MIB;
     let keys = args.fill * budget / (args.value_size as u64 + ENTRY_OVERHEAD);
     println!(
-        "memory: cache.max_memory_mb {}, {} keys of {} bytes ({} times the budget), each read 3 times; load average {}",
+        "memory: cache.max_memory_mb {}, {} keys of {} bytes ({} times the budget), each read {READS_EACH} times; load average {}",
         args.max_memory_mb,
         keys,
         args.value_size,
@@ -161,7 +165,7 @@ fn write_keys(addr: SocketAddr, keys: u64, size: usize, env: &Env) -> Result<()>
     Ok(())
 }
 
-/// Starts orthrus with `proxy_env`, reads every key three times, and
+/// Starts orthrus with `proxy_env`, reads every key `READS_EACH` times, and
 /// measures it.
 fn measure(
     env: &Env,
@@ -191,7 +195,7 @@ fn measure(
     })
 }
 
-/// Reads keys `r`, `r + READERS`, ... three times each, pipelined, and
+/// Reads keys `r`, `r + READERS`, ... `READS_EACH` times each, pipelined, and
 /// checks every reply's length.
 fn read_keys(addr: SocketAddr, r: u64, keys: u64, size: usize) -> Result<()> {
     let mut conn = Conn::connect(addr, IO_TIMEOUT)?;
@@ -201,7 +205,7 @@ fn read_keys(addr: SocketAddr, r: u64, keys: u64, size: usize) -> Result<()> {
             .iter()
             .flat_map(|&k| {
                 let get = vec![b"GET".to_vec(), key_name(k).into_bytes()];
-                [get.clone(), get.clone(), get]
+                std::iter::repeat_n(get, READS_EACH)
             })
             .collect();
         for (reply, cmd) in conn.pipeline(&cmds)?.iter().zip(&cmds) {

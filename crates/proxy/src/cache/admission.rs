@@ -80,6 +80,14 @@ mod tests {
     }
 
     #[test]
+    fn the_sketch_is_the_size_the_store_counts() {
+        assert_eq!(
+            (WIDTH * ROWS) as u64,
+            crate::process::cache::SKETCH_BYTES
+        );
+    }
+
+    #[test]
     fn a_key_is_admitted_at_its_fifth_read_and_a_uniform_keyspace_hardly_ever() {
         for _ in 1..ADMIT_AT {
             assert!(!admit(b"warm:1"));

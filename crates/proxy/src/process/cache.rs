@@ -27,8 +27,13 @@ use crate::time::Tick;
 const ENTRY_OVERHEAD: u64 = 128;
 /// Key generations (a power of two).
 const GENERATIONS: usize = 1 << 18;
-/// Entries expected per MiB of budget (to size the store's tables).
-const ENTRIES_PER_MIB: u64 = 2048;
+/// Entries expected per MiB of budget, to size the store's tables at
+/// first (they grow when entries are smaller): one of 2 KiB each. Twice as
+/// many held a quarter of a 64 MiB budget in empty slots and ghosts.
+const ENTRIES_PER_MIB: u64 = 512;
+/// The admission sketch each worker keeps (`cache::admission`: two rows
+/// of 2^19 one-byte counters).
+pub const SKETCH_BYTES: u64 = 1 << 20;
 
 /// A cached request: the frame as sent, in a database and a protocol.
 #[derive(Debug)]
@@ -199,9 +204,16 @@ impl Lifecycle<CacheKey, Entry> for Counted {
 // === impl ReplyCache ===
 
 impl ReplyCache {
-    pub fn new(config: &CacheConfig) -> ReplyCache {
+    /// The store for `config`, with `workers` workers (each keeps an
+    /// admission sketch). `max_memory_mb` is all the cache holds: the
+    /// generations and the sketches are taken from it, and the entries
+    /// weigh the rest (at least half).
+    pub fn new(config: &CacheConfig, workers: usize) -> ReplyCache {
         let stats = Arc::new(CacheStats::default());
-        let bytes = config.max_memory_mb.saturating_mul(1 << 20);
+        let budget = config.max_memory_mb.saturating_mul(1 << 20);
+        let tables = (GENERATIONS as u64 * 8)
+            .saturating_add(SKETCH_BYTES.saturating_mul(workers as u64));
+        let bytes = budget.saturating_sub(tables).max(budget / 2);
         let items = config.max_memory_mb.saturating_mul(ENTRIES_PER_MIB);
         let options = quick_cache::OptionsBuilder::new()
             .estimated_items_capacity(usize::try_from(items).unwrap_or(usize::MAX))
