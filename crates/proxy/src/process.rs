@@ -215,14 +215,10 @@ impl Shared {
             started: Instant::now(),
             refresh: (0..=named).map(|_| Notify::new()).collect(),
             databases: databases::Databases::new(named + 1),
-            cache: Swapped::from_pointee(
-                settings_cache
-                    .enabled
-                    .then(|| {
-                        let cache = crate::process::cache::ReplyCache::new(&settings_cache, threads);
-                        Arc::new(cache)
-                    }),
-            ),
+            cache: Swapped::from_pointee(settings_cache.enabled.then(|| {
+                let cache = crate::process::cache::ReplyCache::new(&settings_cache, threads);
+                Arc::new(cache)
+            })),
             cache_on: AtomicBool::new(settings_cache.enabled),
             clients_that_fit: AtomicUsize::new(usize::MAX),
             over_memory: AtomicBool::new(false),
@@ -308,13 +304,10 @@ impl Shared {
             .configure(new.slowlog.log_slower_than_us, new.slowlog.max_len);
         if new.cache != old.cache {
             // A new store (or none): the old one's memory goes with it.
-            let cache = new
-                .cache
-                .enabled
-                .then(|| {
-                    let workers = self.settings.threads;
-                    Arc::new(crate::process::cache::ReplyCache::new(&new.cache, workers))
-                });
+            let cache = new.cache.enabled.then(|| {
+                let workers = self.settings.threads;
+                Arc::new(crate::process::cache::ReplyCache::new(&new.cache, workers))
+            });
             self.cache_on.store(false, Ordering::Release);
             self.cache.store(Arc::new(cache));
             self.cache_on.store(new.cache.enabled, Ordering::Release);

@@ -81,10 +81,7 @@ mod tests {
 
     #[test]
     fn the_sketch_is_the_size_the_store_counts() {
-        assert_eq!(
-            (WIDTH * ROWS) as u64,
-            crate::process::cache::SKETCH_BYTES
-        );
+        assert_eq!((WIDTH * ROWS) as u64, crate::process::cache::SKETCH_BYTES);
     }
 
     #[test]

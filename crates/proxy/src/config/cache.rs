@@ -45,9 +45,10 @@ pub struct CacheConfig {
     /// Serve repeated reads of hot keys from orthrus's memory. Reloadable
     /// (off empties the cache and frees its memory). Default false.
     pub enabled: bool,
-    /// The memory of the cached replies (and their requests), in MiB, for
-    /// the whole process whatever the number of workers; the least useful
-    /// entries are evicted beyond it. Reloadable. Default 64.
+    /// All the reply cache's memory, in MiB, for the whole process whatever
+    /// the number of workers: its tables and its entries (docs/cache.md);
+    /// the least useful entries are evicted beyond it. Reloadable.
+    /// Default 64.
     pub max_memory_mb: u64,
     /// An entry is served for at most this long after it was filled, in
     /// milliseconds (a bound on top of the nodes' invalidations, which end

@@ -207,13 +207,19 @@ impl ReplyCache {
     /// The store for `config`, with `workers` workers (each keeps an
     /// admission sketch). `max_memory_mb` is all the cache holds: the
     /// generations and the sketches are taken from it, and the entries
-    /// weigh the rest (at least half).
+    /// weigh the rest (at least half), less a sixteenth of it for each
+    /// worker beyond the first: each fills from its own allocator arena,
+    /// and an arena keeps pages its evicted entries freed (measured with
+    /// 4 workers and a 64 MiB budget turned over three times: RSS 1.38
+    /// times the entries' weight, 1.09 with one worker).
     pub fn new(config: &CacheConfig, workers: usize) -> ReplyCache {
         let stats = Arc::new(CacheStats::default());
         let budget = config.max_memory_mb.saturating_mul(1 << 20);
-        let tables = (GENERATIONS as u64 * 8)
-            .saturating_add(SKETCH_BYTES.saturating_mul(workers as u64));
-        let bytes = budget.saturating_sub(tables).max(budget / 2);
+        let tables =
+            (GENERATIONS as u64 * 8).saturating_add(SKETCH_BYTES.saturating_mul(workers as u64));
+        let held = budget.saturating_sub(tables).max(budget / 2);
+        let arenas = (held / 16).saturating_mul(workers.saturating_sub(1) as u64);
+        let bytes = held.saturating_sub(arenas).max(held / 2);
         let items = config.max_memory_mb.saturating_mul(ENTRIES_PER_MIB);
         let options = quick_cache::OptionsBuilder::new()
             .estimated_items_capacity(usize::try_from(items).unwrap_or(usize::MAX))
