@@ -116,19 +116,11 @@ fn fuzz(cli: Cli) -> Result<usize> {
         let check = |seq: &Sequence| users::check(t, seq);
         let make = |index| {
             let seq = generate::sequence_in(cli.seed, index, Shape::default(), Some(&world));
-            if cli.cache {
-                seq.with_reads_repeated()
-            } else {
-                seq
-            }
+            for_cache(&cli, seq)
         };
         let found = drive(&cli, &check, &make)?;
-        if cli.cache {
-            let password = orthrus_difffuzz::world::DEFAULT_PASSWORD;
-            if let Some(line) = targets::cache_line(t.proxy, Some(password)) {
-                println!("{line}");
-            }
-        }
+        let password = orthrus_difffuzz::world::DEFAULT_PASSWORD;
+        report_cache(&cli, t.proxy, Some(password));
         return Ok(found);
     }
     // Processes this run started, stopped when it returns.
@@ -152,21 +144,28 @@ fn fuzz(cli: Cli) -> Result<usize> {
         targets.single, targets.proxy, cli.seed, cli.seconds
     );
     let check = |seq: &Sequence| check(targets, seq);
-    let make = |index| {
-        let seq = generate::sequence(cli.seed, index, Shape::default());
-        if cli.cache {
-            seq.with_reads_repeated()
-        } else {
-            seq
-        }
-    };
+    let make = |index| for_cache(&cli, generate::sequence(cli.seed, index, Shape::default()));
     let found = drive(&cli, &check, &make)?;
+    report_cache(&cli, targets.proxy, None);
+    Ok(found)
+}
+
+/// `seq` as run: with `--cache`, its cached reads sent twice.
+fn for_cache(cli: &Cli, seq: Sequence) -> Sequence {
     if cli.cache {
-        if let Some(line) = targets::cache_line(targets.proxy, None) {
+        seq.with_reads_repeated()
+    } else {
+        seq
+    }
+}
+
+/// With `--cache`, prints the reply cache's counters of orthrus at `proxy`.
+fn report_cache(cli: &Cli, proxy: SocketAddr, password: Option<&str>) {
+    if cli.cache {
+        if let Some(line) = targets::cache_line(proxy, password) {
             println!("{line}");
         }
     }
-    Ok(found)
 }
 
 /// The run: sequences made by `make` checked by `check` for the run's

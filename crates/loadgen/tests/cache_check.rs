@@ -4,6 +4,8 @@
 //! pass and print its figures. Without that binary the test is skipped
 //! with a warning, unless ORTHRUS_BENCH_REQUIRE_PROXY is set (CI sets it).
 
+mod common;
+
 use std::io::Read;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -12,27 +14,6 @@ use std::time::{Duration, Instant};
 
 /// The run bounds itself (--timeout per part); this only catches a hang.
 const RUN_TIMEOUT: Duration = Duration::from_secs(180);
-
-/// target/<profile>/orthrus, if built.
-fn orthrus_binary() -> Option<PathBuf> {
-    let exe = std::env::current_exe().ok()?;
-    // target/<profile>/deps/cache_check-<hash> -> target/<profile>/orthrus
-    let path = exe.parent()?.parent()?.join("orthrus");
-    if path.is_file() {
-        return Some(path);
-    }
-    assert!(
-        std::env::var_os("ORTHRUS_BENCH_REQUIRE_PROXY").is_none(),
-        "ORTHRUS_BENCH_REQUIRE_PROXY is set but {} does not exist: build it with `cargo build -p orthrus-proxy` first",
-        path.display()
-    );
-    eprintln!(
-        "\n*** WARNING: {} is missing: skipping cache-check. Build orthrus-proxy \
-         (CI sets ORTHRUS_BENCH_REQUIRE_PROXY) to test the real thing. ***\n",
-        path.display()
-    );
-    None
-}
 
 /// Runs cache-check with `args`; its exit code and stdout.
 fn cache_check(orthrus: &PathBuf, args: &[&str]) -> (Option<i32>, String) {
@@ -85,7 +66,7 @@ fn number_after(text: &str, label: &str) -> u64 {
 
 #[test]
 fn staleness_and_read_your_writes_pass_small() {
-    let Some(orthrus) = orthrus_binary() else {
+    let Some(orthrus) = common::orthrus_binary("skipping cache-check") else {
         return;
     };
     let (code, out) = cache_check(
@@ -148,7 +129,7 @@ fn staleness_and_read_your_writes_pass_small() {
 /// were measured, and the exit code follows the printed verdict.
 #[test]
 fn memory_is_measured_with_the_budget_filled() {
-    let Some(orthrus) = orthrus_binary() else {
+    let Some(orthrus) = common::orthrus_binary("skipping cache-check") else {
         return;
     };
     let (code, out) = cache_check(

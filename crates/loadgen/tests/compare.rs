@@ -8,6 +8,8 @@
 //! — unless ORTHRUS_BENCH_REQUIRE_PROXY is set (CI sets it), in which case a
 //! missing binary fails the test.
 
+mod common;
+
 use std::fs;
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -23,28 +25,6 @@ const RUN_TIMEOUT: Duration = Duration::from_secs(120);
 
 fn bench() -> Command {
     Command::new(env!("CARGO_BIN_EXE_orthrus-bench"))
-}
-
-/// target/<profile>/orthrus, if built.
-fn orthrus_binary() -> Option<PathBuf> {
-    let exe = std::env::current_exe().ok()?;
-    // target/<profile>/deps/compare-<hash> -> target/<profile>/orthrus
-    let path = exe.parent()?.parent()?.join("orthrus");
-    if path.is_file() {
-        return Some(path);
-    }
-    assert!(
-        std::env::var_os("ORTHRUS_BENCH_REQUIRE_PROXY").is_none(),
-        "ORTHRUS_BENCH_REQUIRE_PROXY is set but {} does not exist: build it with `cargo build -p orthrus-proxy` first",
-        path.display()
-    );
-    eprintln!(
-        "\n*** WARNING: {} is missing: skipping the orthrus (cluster3) target and measuring a \
-         second plain redis-server instead. Build orthrus-proxy (CI sets ORTHRUS_BENCH_REQUIRE_PROXY) \
-         to test the real thing. ***\n",
-        path.display()
-    );
-    None
 }
 
 /// Runs `cmd` to completion within [`RUN_TIMEOUT`], killing it otherwise.
@@ -213,7 +193,9 @@ fn check_svg(path: &Path, measured: &[&str]) {
 #[test]
 fn quick_comparison_prints_the_table_and_writes_json_markdown_and_svg() {
     let out = tempfile::tempdir().unwrap();
-    let orthrus = orthrus_binary();
+    let orthrus = common::orthrus_binary(
+        "skipping the orthrus (cluster3) target and measuring a second plain redis-server instead",
+    );
     let plain = RedisNode::start(NodeOptions::default()).unwrap();
     let mut cmd = bench();
     cmd.args([
@@ -357,7 +339,9 @@ fn still_running(pid: u32, cmdline: &str) -> bool {
 #[test]
 fn sigint_mid_run_leaves_no_process_behind() {
     let out = tempfile::tempdir().unwrap();
-    let orthrus = orthrus_binary();
+    let orthrus = common::orthrus_binary(
+        "skipping the orthrus (cluster3) target and measuring a second plain redis-server instead",
+    );
     let mut cmd = bench();
     // Enough work that the run is still going when the signal comes.
     cmd.args([
