@@ -1,6 +1,7 @@
 //! The process's memory: the `memory_limit_mb` guard (its RSS samples
 //! also feed `process::room`, the room left to requests still being read),
-//! and giving memory back to the system after clients leave.
+//! and giving memory back to the system after clients leave (or the reply
+//! cache turns over).
 //!
 //! glibc's malloc returns freed memory to the system only from the top of
 //! each arena; what thousands of departed connections freed below live
