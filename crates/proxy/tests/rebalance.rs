@@ -278,6 +278,24 @@ fn rebalance_by_load_evens_out_a_skewed_cluster_online() {
     assert!(plan.contains("half-moved"), "{plan}");
     assert!(plan.contains("moves:"), "{plan}");
     assert_eq!(myself_lines(&cluster, &masters), layout);
+    // Its report read by a reader that left (`| head -1`): no panic, the
+    // same end.
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_orthrus"));
+    cmd.arg("rebalance")
+        .arg("--proxy")
+        .arg(proxy.addr.to_string())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = cmd.spawn().expect("orthrus rebalance");
+    drop(child.stdout.take());
+    let out = child.wait_with_output().expect("orthrus rebalance");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && !said.contains("panicked"),
+        "{:?}: {said}",
+        out.status
+    );
+    assert_eq!(myself_lines(&cluster, &masters), layout);
 
     let out = rebalance(&proxy, &["--apply", "--yes"]);
     assert!(out.status.success());

@@ -120,7 +120,7 @@ pub async fn apply(
         };
         let mut show = |what: &str| {
             if terminal {
-                print!("\r{head}: {what}   ");
+                let _ = write!(std::io::stdout(), "\r{head}: {what}   ");
                 let _ = std::io::stdout().flush();
             }
         };
@@ -149,14 +149,14 @@ pub async fn apply(
         };
         all_keys = all_keys.saturating_add(moved);
         let back = if terminal { "\r" } else { "" };
-        println!(
+        say!(
             "{back}{head}: {moved} keys in {:.2} s ({all_keys} in all)",
             one.elapsed().as_secs_f64()
         );
     }
     interrupts.moving(false);
     let secs = started.elapsed().as_secs_f64();
-    println!(
+    say!(
         "done: {total} slots, {all_keys} keys moved by {} in {secs:.2} s ({:.0} keys/s)",
         mover.name(),
         all_keys as f64 / secs.max(0.001)
@@ -198,7 +198,7 @@ async fn interrupted(
     mover: Mover,
 ) -> anyhow::Result<()> {
     let (slot, from, to) = (step.slot.get(), addr(topo, step.from), addr(topo, step.to));
-    println!();
+    say!();
     match mover {
         Mover::Legacy => bail!(
             "interrupted while moving slot {slot} from {from} to {to}: it may be left half-moved (MIGRATING/IMPORTING); the next `orthrus rebalance --apply` finishes it first"

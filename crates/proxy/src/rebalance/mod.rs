@@ -25,6 +25,18 @@ use self::plan::{Bounds, Plan, SlotLoad};
 use self::stats::Metric;
 use crate::config::{BackendConfig, BackendTls};
 
+/// Prints a line of the run's report. A closed stdout (`| head`) is no
+/// error: the run goes on, so that a move under way finishes or is cancelled
+/// as it would be.
+macro_rules! say {
+    () => {{
+        let _ = writeln!(std::io::stdout());
+    }};
+    ($($arg:tt)*) => {{
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+
 mod apply;
 mod atomic;
 mod cluster;
@@ -168,12 +180,12 @@ pub async fn run(opts: &Options) -> anyhow::Result<()> {
     print_moves(&topo, &plan, &keys);
     if plan.moves.is_empty() || !opts.apply {
         if !plan.moves.is_empty() {
-            println!("plan only: nothing changed; --apply carries it out");
+            say!("plan only: nothing changed; --apply carries it out");
         }
         return Ok(());
     }
     if !confirm(opts, &format!("Move {} slots?", plan.moves.len()))? {
-        println!("nothing changed");
+        say!("nothing changed");
         return Ok(());
     }
     apply::apply(&mut nodes, &topo, &plan, &keys, mover, &opts.interrupts).await
@@ -184,7 +196,7 @@ pub async fn run(opts: &Options) -> anyhow::Result<()> {
 /// moves.
 async fn choose(nodes: &mut Links, topo: &Topology, method: Method) -> anyhow::Result<Mover> {
     if method == Method::Legacy {
-        println!("method: {}: --method legacy", Mover::Legacy.name());
+        say!("method: {}: --method legacy", Mover::Legacy.name());
         return Ok(Mover::Legacy);
     }
     let lacking = atomic::lacking(nodes, &topo.masters).await?;
@@ -194,7 +206,7 @@ async fn choose(nodes: &mut Links, topo: &Topology, method: Method) -> anyhow::R
         format!("{} {verb}", list.join(", "))
     };
     if lacking.is_empty() {
-        println!("method: {}: every master offers it", Mover::Atomic.name());
+        say!("method: {}: every master offers it", Mover::Atomic.name());
         return Ok(Mover::Atomic);
     }
     if method == Method::Atomic {
@@ -203,7 +215,7 @@ async fn choose(nodes: &mut Links, topo: &Topology, method: Method) -> anyhow::R
             names()
         );
     }
-    println!(
+    say!(
         "method: {}: {} not offer CLUSTER MIGRATESLOTS",
         Mover::Legacy.name(),
         names()
@@ -228,7 +240,7 @@ async fn under_way(
     let running = atomic::running(nodes, &topo.masters).await?;
     let mut busy = HashSet::new();
     for (i, job) in &running {
-        println!(
+        say!(
             "an atomic migration is under way on {}: slots {} to node {} ({})",
             addr(topo, *i),
             job.slot_ranges,
@@ -239,7 +251,7 @@ async fn under_way(
     }
     if running.is_empty() || !opts.apply {
         if !running.is_empty() {
-            println!("--apply waits for these to end first; the plan leaves these slots alone");
+            say!("--apply waits for these to end first; the plan leaves these slots alone");
         }
         return Ok(busy);
     }
@@ -248,7 +260,7 @@ async fn under_way(
             continue;
         };
         let job = atomic::follow(nodes, src, &job.name, &mut |_| {}).await?;
-        println!("slots {} ended {}", job.slot_ranges, job.outcome());
+        say!("slots {} ended {}", job.slot_ranges, job.outcome());
     }
     Ok(busy)
 }
@@ -261,7 +273,7 @@ async fn finish_half_done(
     opts: &Options,
 ) -> anyhow::Result<()> {
     for m in &topo.migrations {
-        println!(
+        say!(
             "slot {} is half-moved from {} to {}",
             m.slot.get(),
             addr(topo, m.from),
@@ -269,7 +281,7 @@ async fn finish_half_done(
         );
     }
     if !opts.apply {
-        println!("--apply finishes these moves first; the plan leaves these slots alone");
+        say!("--apply finishes these moves first; the plan leaves these slots alone");
         return Ok(());
     }
     if !confirm(opts, "Finish these moves now?")? {
@@ -277,7 +289,7 @@ async fn finish_half_done(
     }
     for m in topo.migrations.clone() {
         let keys = migrate::move_slot(nodes, &topo.masters, m, &mut |_| {}).await?;
-        println!("slot {} finished: {keys} keys moved", m.slot.get());
+        say!("slot {} finished: {keys} keys moved", m.slot.get());
     }
     Ok(())
 }
@@ -334,20 +346,24 @@ fn slot_loads(topo: &Topology, loads: &HashMap<Slot, f64>, busy: &HashSet<Slot>)
 fn print_plan(topo: &Topology, plan: &Plan, opts: &Options, source: &str) {
     let unit = opts.by.unit();
     let total: f64 = plan.before.iter().sum();
-    println!(
+    say!(
         "load by {unit}, from {source}: {total:.0} in all; goal: every master within {}% of the mean",
         opts.threshold_pct
     );
-    println!(
+    say!(
         "{:<22} {:>10} {:>8} {:>12} {:>8}",
-        "master", "slots now", "share", "slots after", "share"
+        "master",
+        "slots now",
+        "share",
+        "slots after",
+        "share"
     );
     let (now, after) = (Plan::shares(&plan.before), Plan::shares(&plan.after));
     for (i, master) in topo.masters.iter().enumerate() {
         let owned = topo.owners.iter().filter(|o| **o == Some(i)).count();
         let gained = plan.moves.iter().filter(|m| m.to == i).count();
         let lost = plan.moves.iter().filter(|m| m.from == i).count();
-        println!(
+        say!(
             "{:<22} {:>10} {:>7.1}% {:>12} {:>7.1}%",
             master.addr.to_string(),
             owned,
@@ -357,7 +373,7 @@ fn print_plan(topo: &Topology, plan: &Plan, opts: &Options, source: &str) {
         );
     }
     if !plan.balanced {
-        println!(
+        say!(
             "the plan cannot bring every master within {}%: --max-moves, or too few slots carry the load (one too hot for any master, or too little to move)",
             opts.threshold_pct
         );
@@ -367,19 +383,23 @@ fn print_plan(topo: &Topology, plan: &Plan, opts: &Options, source: &str) {
 fn print_moves(topo: &Topology, plan: &Plan, keys: &[u64]) {
     if plan.moves.is_empty() {
         if plan.balanced {
-            println!("no move needed");
+            say!("no move needed");
         } else {
-            println!("no move would narrow the gap");
+            say!("no move would narrow the gap");
         }
         return;
     }
-    println!("{} moves:", plan.moves.len());
-    println!(
+    say!("{} moves:", plan.moves.len());
+    say!(
         "{:>6} {:<22} {:<22} {:>12} {:>8}",
-        "slot", "from", "to", "load", "keys"
+        "slot",
+        "from",
+        "to",
+        "load",
+        "keys"
     );
     for (m, k) in plan.moves.iter().zip(keys) {
-        println!(
+        say!(
             "{:>6} {:<22} {:<22} {:>12.0} {:>8}",
             m.slot.get(),
             addr(topo, m.from),
@@ -420,7 +440,7 @@ fn confirm(opts: &Options, question: &str) -> anyhow::Result<bool> {
     if opts.yes {
         return Ok(true);
     }
-    print!("{question} [y/N] ");
+    write!(std::io::stdout(), "{question} [y/N] ")?;
     std::io::stdout().flush()?;
     let mut answer = String::new();
     std::io::stdin().lock().read_line(&mut answer)?;
