@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use common::cluster;
 use orthrus_cluster::Slot;
-use orthrus_devcluster::{Cluster, Engine, Value, server_kind};
+use orthrus_devcluster::{Cluster, Engine, Value};
 
 fn text(v: &Value) -> String {
     match v {
@@ -48,10 +48,10 @@ fn migrate(cluster: &Cluster, slot: u16, from: usize, to: usize) {
 
 #[test]
 fn a_slot_moved_back_and_forth_atomically_costs_no_write() {
-    if server_kind().engine != Engine::Valkey {
-        eprintln!(
-            "SKIPPED: CLUSTER MIGRATESLOTS is Valkey 9's (REDIS_SERVER=valkey-server runs this)"
-        );
+    if !common::runs_on(
+        Engine::Valkey,
+        "CLUSTER MIGRATESLOTS is Valkey 9's (REDIS_SERVER=valkey-server runs this)",
+    ) {
         return;
     }
     let cluster = cluster(3, 0);

@@ -11,7 +11,7 @@ use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use common::{Proxy, encode, read_reply, send};
-use orthrus_devcluster::{Cluster, ClusterSpec, Engine, NodeOptions, server_kind};
+use orthrus_devcluster::{Cluster, ClusterSpec, Engine, NodeOptions};
 
 /// Three masters serving 16 databases each.
 fn sixteen() -> Cluster {
@@ -24,13 +24,10 @@ fn sixteen() -> Cluster {
 }
 
 fn valkey() -> bool {
-    if server_kind().engine != Engine::Valkey {
-        eprintln!(
-            "SKIPPED: cluster databases are Valkey 9's (REDIS_SERVER=valkey-server runs this)"
-        );
-        return false;
-    }
-    true
+    common::runs_on(
+        Engine::Valkey,
+        "cluster databases are Valkey 9's (REDIS_SERVER=valkey-server runs this)",
+    )
 }
 
 /// A connection through orthrus in database `db`.

@@ -9,7 +9,6 @@
 mod common;
 
 use std::collections::{BTreeMap, HashSet};
-use std::net::SocketAddr;
 use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -17,6 +16,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use common::Proxy;
+use common::rebalance::{node_client, rebalance, tags_on};
 use orthrus_cluster::Slot;
 use orthrus_devcluster::Cluster;
 
@@ -34,38 +34,6 @@ struct Outcome {
     requests: AtomicU64,
     errors: AtomicU64,
     wrong_reads: AtomicU64,
-}
-
-fn rebalance(proxy: &Proxy, extra: &[&str]) -> std::process::Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_orthrus"));
-    cmd.arg("rebalance")
-        .arg("--proxy")
-        .arg(proxy.addr.to_string())
-        .args(extra);
-    let out = common::run_to_exit(cmd, Duration::from_secs(180));
-    eprintln!(
-        "--- orthrus rebalance {extra:?} ---\n{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
-
-/// Hash tags of `n` distinct slots owned by cluster node `master`.
-fn tags_on(cluster: &Cluster, master: usize, n: usize) -> Vec<String> {
-    let mut slots = HashSet::new();
-    let mut tags = Vec::new();
-    for i in 0.. {
-        let tag = format!("{{hot{i}}}");
-        let slot = Slot::for_key(tag.as_bytes());
-        if common::owner_of(cluster, tag.as_bytes()) == master && slots.insert(slot) {
-            tags.push(tag);
-            if tags.len() == n {
-                break;
-            }
-        }
-    }
-    tags
 }
 
 /// Each master's share (percent) of the requests/s orthrus measured over
@@ -189,12 +157,6 @@ fn set_numbered(con: &mut redis::Connection, prefix: &str, n: i64) {
             .query(con)
             .expect("SET");
     }
-}
-
-fn node_client(addr: SocketAddr) -> redis::Connection {
-    redis::Client::open(format!("redis://{addr}/"))
-        .and_then(|c| c.get_connection())
-        .expect("connect to node")
 }
 
 fn within(shares: &BTreeMap<String, f64>, pct: f64) -> bool {

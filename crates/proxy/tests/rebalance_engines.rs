@@ -13,9 +13,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use common::Proxy;
 use common::rebalance::{layout, node_client, planned, rebalance, slot_of, tags_on};
-use common::{Proxy, cluster};
-use orthrus_devcluster::{Engine, server_kind};
+use orthrus_devcluster::Engine;
 
 /// The longest a workload thread runs, whatever happens.
 const WORKLOAD_LIMIT: Duration = Duration::from_secs(120);
@@ -59,15 +59,13 @@ fn cold_reads(proxy: &Proxy, stop: &Arc<AtomicBool>) -> JoinHandle<u64> {
 
 #[test]
 fn rebalance_on_valkey_moves_by_atomic_migration_with_no_client_error() {
-    if server_kind().engine != Engine::Valkey {
-        eprintln!(
-            "SKIPPED: CLUSTER MIGRATESLOTS is Valkey 9's (REDIS_SERVER=valkey-server runs this)"
-        );
+    if !common::runs_on(
+        Engine::Valkey,
+        "CLUSTER MIGRATESLOTS is Valkey 9's (REDIS_SERVER=valkey-server runs this)",
+    ) {
         return;
     }
-    let cluster = cluster(3, 0);
-    let proxy = Proxy::spawn(&cluster.seeds(), &[], &[]);
-    proxy.wait_ready(Duration::from_secs(20));
+    let (cluster, proxy) = common::rebalance::started();
     let masters = cluster.masters().expect("masters");
     let hot = tags_on(&cluster, masters[0], 4);
     // 5,000 keys of 1 KiB in each hot slot, for the moves to take a while.
@@ -175,15 +173,13 @@ fn rebalance_on_valkey_moves_by_atomic_migration_with_no_client_error() {
 
 #[test]
 fn rebalance_method_atomic_and_by_cpu_on_redis_are_refused_before_anything_moves() {
-    if server_kind().engine != Engine::Redis {
-        eprintln!(
-            "SKIPPED: this is about an engine without CLUSTER MIGRATESLOTS and SLOT-STATS (Redis 7); Valkey has both"
-        );
+    if !common::runs_on(
+        Engine::Redis,
+        "this is about an engine without CLUSTER MIGRATESLOTS and SLOT-STATS (Redis 7); Valkey has both",
+    ) {
         return;
     }
-    let cluster = cluster(3, 0);
-    let proxy = Proxy::spawn(&cluster.seeds(), &[], &[]);
-    proxy.wait_ready(Duration::from_secs(20));
+    let (cluster, proxy) = common::rebalance::started();
     let masters = cluster.masters().expect("masters");
     let hot = tags_on(&cluster, masters[0], 4);
     let stop = Arc::new(AtomicBool::new(false));
@@ -231,15 +227,13 @@ fn rebalance_method_atomic_and_by_cpu_on_redis_are_refused_before_anything_moves
 
 #[test]
 fn rebalance_by_cpu_sees_a_hot_slot_that_bypasses_orthrus() {
-    if server_kind().engine != Engine::Valkey {
-        eprintln!(
-            "SKIPPED: CLUSTER SLOT-STATS is Valkey's (8 and later; REDIS_SERVER=valkey-server runs this)"
-        );
+    if !common::runs_on(
+        Engine::Valkey,
+        "CLUSTER SLOT-STATS is Valkey's (8 and later; REDIS_SERVER=valkey-server runs this)",
+    ) {
         return;
     }
-    let cluster = cluster(3, 0);
-    let proxy = Proxy::spawn(&cluster.seeds(), &[], &[]);
-    proxy.wait_ready(Duration::from_secs(20));
+    let (cluster, proxy) = common::rebalance::started();
     let masters = cluster.masters().expect("masters");
     let stop = Arc::new(AtomicBool::new(false));
     let cold = cold_reads(&proxy, &stop);
@@ -335,15 +329,13 @@ fn rebalance_by_cpu_sees_a_hot_slot_that_bypasses_orthrus() {
 /// a plan leaves its slot alone; `--apply` waits for it to end first.
 #[test]
 fn rebalance_reports_and_waits_for_an_atomic_migration_under_way() {
-    if server_kind().engine != Engine::Valkey {
-        eprintln!(
-            "SKIPPED: CLUSTER MIGRATESLOTS is Valkey 9's (REDIS_SERVER=valkey-server runs this)"
-        );
+    if !common::runs_on(
+        Engine::Valkey,
+        "CLUSTER MIGRATESLOTS is Valkey 9's (REDIS_SERVER=valkey-server runs this)",
+    ) {
         return;
     }
-    let cluster = cluster(3, 0);
-    let proxy = Proxy::spawn(&cluster.seeds(), &[], &[]);
-    proxy.wait_ready(Duration::from_secs(20));
+    let (cluster, proxy) = common::rebalance::started();
     let masters = cluster.masters().expect("masters");
     let (home, away) = (masters[0], masters[1]);
     let tag = &tags_on(&cluster, home, 1)[0];

@@ -10,9 +10,9 @@ use std::process::{Child, Command, Stdio};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use common::Proxy;
 use common::rebalance::{layout, node_client, rebalance, slot_of, tags_on};
-use common::{Proxy, cluster};
-use orthrus_devcluster::{Engine, server_kind};
+use orthrus_devcluster::Engine;
 
 /// Starts `orthrus rebalance <args>` with its output piped.
 fn start(proxy: &Proxy, args: &[&str]) -> Child {
@@ -77,15 +77,13 @@ fn interrupt(run: &mut Child) -> (std::process::ExitStatus, String) {
 
 #[test]
 fn rebalance_interrupted_during_an_atomic_migration_cancels_it() {
-    if server_kind().engine != Engine::Valkey {
-        eprintln!(
-            "SKIPPED: CLUSTER MIGRATESLOTS is Valkey 9's (REDIS_SERVER=valkey-server runs this)"
-        );
+    if !common::runs_on(
+        Engine::Valkey,
+        "CLUSTER MIGRATESLOTS is Valkey 9's (REDIS_SERVER=valkey-server runs this)",
+    ) {
         return;
     }
-    let cluster = cluster(3, 0);
-    let proxy = Proxy::spawn(&cluster.seeds(), &[], &[]);
-    proxy.wait_ready(Duration::from_secs(20));
+    let (cluster, proxy) = common::rebalance::started();
     let masters = cluster.masters().expect("masters");
     let source = masters[0];
     let tags = tags_on(&cluster, source, 2);
@@ -156,9 +154,7 @@ const LEGACY_KEYS: usize = 20_000;
 
 #[test]
 fn rebalance_interrupted_during_a_legacy_move_stops_and_the_next_run_finishes_it() {
-    let cluster = cluster(3, 0);
-    let proxy = Proxy::spawn(&cluster.seeds(), &[], &[]);
-    proxy.wait_ready(Duration::from_secs(20));
+    let (cluster, proxy) = common::rebalance::started();
     let masters = cluster.masters().expect("masters");
     let tags = tags_on(&cluster, masters[0], 2);
     let mut node = node_client(cluster.nodes()[masters[0]].addr());

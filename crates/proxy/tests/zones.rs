@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use common::replication::{all_get_calls, ran_since, wait_replicated};
 use common::{Proxy, cluster};
-use orthrus_devcluster::{Cluster, Engine, info_field, server_kind};
+use orthrus_devcluster::{Cluster, Engine, info_field};
 use redis::Commands;
 
 /// Waits until every node's CLUSTER SHARDS shows `zones` zones (they
@@ -32,10 +32,10 @@ fn wait_zones_known(cluster: &Cluster, zones: usize) {
 
 #[test]
 fn az_affinity_reads_stay_in_the_zone_and_fall_back_when_it_is_gone() {
-    if server_kind().engine != Engine::Valkey {
-        eprintln!(
-            "SKIPPED: Redis announces no availability zone (REDIS_SERVER=valkey-server runs this)"
-        );
+    if !common::runs_on(
+        Engine::Valkey,
+        "Redis announces no availability zone (REDIS_SERVER=valkey-server runs this)",
+    ) {
         return;
     }
     let mut cluster = cluster(3, 2);
@@ -118,10 +118,10 @@ fn az_affinity_reads_stay_in_the_zone_and_fall_back_when_it_is_gone() {
 /// when the master is in orthrus's zone.
 #[test]
 fn replicas_and_primary_takes_the_master_in_the_zone_before_a_far_replica() {
-    if server_kind().engine != Engine::Valkey {
-        eprintln!(
-            "SKIPPED: Redis announces no availability zone (REDIS_SERVER=valkey-server runs this)"
-        );
+    if !common::runs_on(
+        Engine::Valkey,
+        "Redis announces no availability zone (REDIS_SERVER=valkey-server runs this)",
+    ) {
         return;
     }
     let cluster = cluster(3, 1);

@@ -248,6 +248,16 @@ impl Drop for Proxy {
     }
 }
 
+/// Whether the tests run on `engine`; when not, says so (`SKIPPED:
+/// why`) for the caller to return.
+pub fn runs_on(engine: orthrus_devcluster::Engine, why: &str) -> bool {
+    let on = orthrus_devcluster::server_kind().engine == engine;
+    if !on {
+        eprintln!("SKIPPED: {why}");
+    }
+    on
+}
+
 /// A cluster of `masters` masters and `replicas` replicas each.
 pub fn cluster(masters: usize, replicas: usize) -> Cluster {
     Cluster::start(ClusterSpec::new(masters, replicas)).expect("start cluster")

@@ -28,6 +28,14 @@ pub fn rebalance(proxy: &Proxy, extra: &[&str]) -> Output {
     out
 }
 
+/// A 3-master cluster and an orthrus ready in front of it.
+pub fn started() -> (Cluster, Proxy) {
+    let cluster = super::cluster(3, 0);
+    let proxy = Proxy::spawn(&cluster.seeds(), &[], &[]);
+    proxy.wait_ready(Duration::from_secs(20));
+    (cluster, proxy)
+}
+
 /// The slots of the printed plan's moves (the rows of its table: the
 /// slot number, then the source's address).
 pub fn planned(out: &Output) -> Vec<u16> {
