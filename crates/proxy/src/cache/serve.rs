@@ -13,7 +13,7 @@ use std::sync::atomic::Ordering;
 
 use orthrus_resp::{Protocol, Request};
 
-use super::fill::fetch;
+use super::fill::{Filling, fetch, filling};
 use super::take::{cacheable, reads_through};
 use super::{admission, mget};
 use crate::client::{Client, Pending};
@@ -93,7 +93,16 @@ pub fn request(
         return Served::Answered(Pending::Ready(reply));
     }
     cache.stats.misses.fetch_add(1, Ordering::Relaxed);
-    Served::Answered(fill(cache.clone(), client, req, (*place, generation), ctx))
+    match filling(generation) {
+        Some(under_way) => Served::Answered(fill(
+            cache.clone(),
+            client,
+            req,
+            (*place, generation, under_way),
+            ctx,
+        )),
+        None => Served::Pass(Mark::None),
+    }
 }
 
 /// Sends `req` on this worker's tracking connections and keeps its reply
@@ -105,14 +114,16 @@ fn fill(
     cache: Arc<ReplyCache>,
     client: &Client,
     req: &Request,
-    (place, generation): (Place, KeyGen),
+    (place, generation, under_way): (Place, KeyGen, Filling),
     ctx: &Rc<WorkerCtx>,
 ) -> Pending {
     let fills = super::fill::context(ctx);
     let frame = req.frame().clone();
     let dialect = client.dialect();
     Pending::deferred(Box::pin(async move {
-        fetch(&cache, &fills, frame, (place, generation), dialect).await
+        let done = fetch(&cache, &fills, frame, (place, generation), dialect).await;
+        drop(under_way);
+        done
     }))
 }
 
