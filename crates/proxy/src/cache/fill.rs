@@ -44,30 +44,6 @@ struct Tracker {
     shared: Arc<Shared>,
 }
 
-thread_local! {
-    /// The generations of the keys this worker is filling.
-    static FILLING: RefCell<rustc_hash::FxHashSet<u32>> = RefCell::default();
-}
-
-/// A fill of a key under way on this worker; it ends when dropped.
-pub struct Filling(u32);
-
-/// Starts a fill of the key of `generation` on this worker, unless one
-/// is under way: the others' misses meanwhile go to the nodes as without
-/// the cache (a fill costs more than a forward).
-pub fn filling(generation: KeyGen) -> Option<Filling> {
-    let id = generation.get();
-    FILLING
-        .with(|filling| filling.borrow_mut().insert(id))
-        .then_some(Filling(id))
-}
-
-impl Drop for Filling {
-    fn drop(&mut self) {
-        FILLING.with(|filling| filling.borrow_mut().remove(&self.0));
-    }
-}
-
 /// This worker's context whose pool the fills go on.
 pub fn context(ctx: &Rc<WorkerCtx>) -> Rc<WorkerCtx> {
     FILLS.with(|fills| {

@@ -15,7 +15,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use orthrus_resp::{Protocol, Request, encode};
 
 use super::admission;
-use super::fill::{fetch, filling};
+use super::fill::fetch;
 use super::take::plain_key;
 use crate::client::{Client, Pending};
 use crate::process::cache::{Generations, KeyGen, Lookup, ReplyCache, key_hash};
@@ -32,6 +32,9 @@ pub const MAX_KEYS: usize = 64;
 const REFUSED_KEPT: usize = 4096;
 
 thread_local! {
+    /// The generations of the keys this worker is filling for MGETs: one
+    /// fill per key at a time, however many MGETs miss it meanwhile.
+    static FILLING: RefCell<rustc_hash::FxHashSet<u32>> = RefCell::default();
     /// Keys whose fill the node refused (GET of a list: `WRONGTYPE`), with
     /// what they were filled under: not filled again until they change.
     static REFUSED: RefCell<rustc_hash::FxHashMap<u32, Generations>> = RefCell::default();
@@ -112,14 +115,14 @@ fn fill(
     if refused == Some(cache.generations(generation)) {
         return;
     }
-    let Some(under_way) = filling(generation) else {
+    if !FILLING.with(|filling| filling.borrow_mut().insert(id)) {
         return;
-    };
+    }
     let (cache, fills, dialect) = (cache.clone(), super::fill::context(ctx), client.dialect());
     ctx.spawn(async move {
         let sent_under = cache.generations(generation);
         let done = fetch(&cache, &fills, frame, (place, generation), dialect).await;
-        drop(under_way);
+        FILLING.with(|filling| filling.borrow_mut().remove(&id));
         if done.reply.first() == Some(&b'-') {
             REFUSED.with(|refused| {
                 let mut refused = refused.borrow_mut();

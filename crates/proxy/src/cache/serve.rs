@@ -13,7 +13,7 @@ use std::sync::atomic::Ordering;
 
 use orthrus_resp::{Protocol, Request};
 
-use super::fill::{Filling, fetch, filling};
+use super::fill::fetch;
 use super::take::{cacheable, reads_through};
 use super::{admission, mget};
 use crate::client::{Client, Pending};
@@ -93,16 +93,7 @@ pub fn request(
         return Served::Answered(Pending::Ready(reply));
     }
     cache.stats.misses.fetch_add(1, Ordering::Relaxed);
-    match filling(generation) {
-        Some(under_way) => Served::Answered(fill(
-            cache.clone(),
-            client,
-            req,
-            (*place, generation, under_way),
-            ctx,
-        )),
-        None => Served::Pass(Mark::None),
-    }
+    Served::Answered(fill(cache.clone(), client, req, (*place, generation), ctx))
 }
 
 /// Sends `req` on this worker's tracking connections and keeps its reply
@@ -114,16 +105,14 @@ fn fill(
     cache: Arc<ReplyCache>,
     client: &Client,
     req: &Request,
-    (place, generation, under_way): (Place, KeyGen, Filling),
+    (place, generation): (Place, KeyGen),
     ctx: &Rc<WorkerCtx>,
 ) -> Pending {
     let fills = super::fill::context(ctx);
     let frame = req.frame().clone();
     let dialect = client.dialect();
     Pending::deferred(Box::pin(async move {
-        let done = fetch(&cache, &fills, frame, (place, generation), dialect).await;
-        drop(under_way);
-        done
+        fetch(&cache, &fills, frame, (place, generation), dialect).await
     }))
 }
 
