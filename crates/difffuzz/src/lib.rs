@@ -26,7 +26,7 @@
 //!   take; `users`, its targets (the reference with the users, orthrus
 //!   with routes to a standalone upstream and a mirror) and its check,
 //!   replies then data; `keyspace`, a server's keys and values read
-//!   directly; `known`, the known orthrus defects a run counts.
+//!   directly.
 //! - `main.rs`: the `orthrus-difffuzz` binary.
 
 pub mod compare;
@@ -36,7 +36,6 @@ pub mod frame;
 pub mod generate;
 pub mod grammar;
 pub mod keyspace;
-pub mod known;
 pub mod rng;
 pub mod routing;
 pub mod run;

@@ -25,13 +25,11 @@ pub const CUT: &str = "c:";
 /// The prefix of the default cluster that is mirrored to `mir`.
 pub const MIRRORED: &str = "m:";
 
-/// Key patterns a user may get (keys are `[c:|m:]{t}N` or `[c:|m:]kN`).
-/// No write-only pattern (`%W~`): orthrus checks SET without GET as a
-/// read and a write (flags that vary with the arguments taken at their
-/// widest, docs/security.md; Redis: a write only), and the data would
-/// differ after it.
+/// Key patterns a user may get (keys are `[c:|m:]{t}N` or `[c:|m:]kN`),
+/// read-only and write-only ones among them.
 const KEY_PATTERNS: &[&str] = &[
     "~*", "~c:*", "~m:*", "~{a}*", "~m:{b}*", "~k*", "~c:{a}*", "%R~*", "%R~c:*", "%R~{b}*",
+    "%W~*", "%W~m:*", "%W~{a}*",
 ];
 const CHANNEL_RULES: &[&str] = &["&*", "&ch*", "&c71", "&ch1 &ch2", ""];
 const BASE_COMMANDS: &[&str] = &[

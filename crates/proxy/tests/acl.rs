@@ -232,7 +232,9 @@ fn users_show_in_client_list_and_a_reload_ends_changed_users() {
 /// specification says (Redis's rule): with `%R~src:*` and `%W~out:*`,
 /// COPY reads `src:` and writes `out:`, GET may read `src:` only, DEL may
 /// delete `out:` only, and EXISTS, which reads no value, needs a pattern
-/// of either kind. ACL CAT names a category's commands.
+/// of either kind. SET and BITFIELD are judged by their arguments, as
+/// Redis judges them, alone and in MULTI. ACL CAT names a category's
+/// commands.
 #[test]
 fn keys_are_checked_for_what_the_command_does_to_them() {
     let cluster = common::cluster(3, 0);
@@ -274,9 +276,45 @@ fn keys_are_checked_for_what_the_command_does_to_them() {
         (&["DEL", "src:{t}"], refused),
         (&["DEL", "out:{t}"], ":1\r\n"),
         (&["COPY", "out:{t}", "src:{t}"], refused),
+        // SET writes without reading unless given GET; BITFIELD of only
+        // GET and OVERFLOW reads (Redis's VARIABLE_FLAGS, by the arguments).
+        (&["SET", "out:{t}", "w"], "+OK\r\n"),
+        (&["SET", "out:{t}", "w", "EX", "100"], "+OK\r\n"),
+        (&["SET", "out:{t}", "w", "GET"], refused),
+        (&["SET", "src:{t}", "w"], refused),
+        (&["BITFIELD", "src:{t}", "GET", "u8", "0"], "*1\r\n:118\r\n"),
+        (
+            &["BITFIELD", "src:{t}", "OVERFLOW", "SAT", "GET", "u8", "0"],
+            "*1\r\n:118\r\n",
+        ),
+        (&["BITFIELD", "src:{t}", "INCRBY", "u8", "0", "1"], refused),
+        (&["BITFIELD", "src:{t}", "GET", "u8"], refused),
+        (&["BITFIELD", "out:{t}", "SET", "u8", "0", "1"], refused),
+        (&["BITFIELD", "out:{t}", "GET", "u8", "0"], refused),
     ] {
         assert_eq!(common::send(&mut dave, args), want, "{args:?}");
     }
+    // The same inside MULTI: allowed ones are queued and run, a refused
+    // one makes EXEC abort and nothing of the transaction runs.
+    for (args, want) in [
+        (&["MULTI"][..], "+OK\r\n"),
+        (&["SET", "out:{t}", "x"], "+QUEUED\r\n"),
+        (&["BITFIELD", "src:{t}", "GET", "u8", "0"], "+QUEUED\r\n"),
+        (&["EXEC"], "*2\r\n+OK\r\n*1\r\n:118\r\n"),
+        (&["MULTI"], "+OK\r\n"),
+        (&["SET", "out:{t}", "y"], "+QUEUED\r\n"),
+        (&["BITFIELD", "src:{t}", "INCRBY", "u8", "0", "1"], refused),
+    ] {
+        assert_eq!(common::send(&mut dave, args), want, "{args:?}");
+    }
+    assert!(
+        common::send(&mut dave, &["EXEC"]).starts_with("-EXECABORT"),
+        "a refused command aborts the transaction"
+    );
+    assert_eq!(
+        common::send(&mut root, &["MGET", "out:{t}", "src:{t}"]),
+        "*2\r\n$1\r\nx\r\n$1\r\nv\r\n"
+    );
     let read = common::send(&mut dave, &["ACL", "CAT", "read"]);
     assert!(
         read.contains("\r\nget\r\n") && !read.contains("\r\nset\r\n"),

@@ -248,9 +248,10 @@ impl Access {
     /// What a key specification's flags ask for, as Redis decides it:
     /// `ACCESS` (the value is read or returned) asks to read, `INSERT`,
     /// `DELETE` and `UPDATE` to write; `RO`, `RW`, `OW` and `RM` alone ask
-    /// for nothing. Flags that vary with the arguments (`SET ... GET`) are
-    /// taken at their widest: the check may refuse what Redis would allow,
-    /// never the other way round.
+    /// for nothing. A spec whose flags vary with the arguments
+    /// (`VARIABLE_FLAGS`) gives its widest here; SET's and BITFIELD's,
+    /// the ones a rule can tell apart, are decided per request by their
+    /// arguments (`route::table::keyspec::ByArguments`).
     pub fn of_key_spec<'a>(flags: impl IntoIterator<Item = &'a str>) -> Access {
         flags.into_iter().fold(Access::NONE, |acc, flag| {
             let bits = match flag.to_ascii_uppercase().as_str() {

@@ -17,7 +17,7 @@ use crate::acl::{Access, category};
 use crate::route::counted;
 use crate::route::kind::{self, Family, Kind};
 use crate::route::prefix::{Place, Prefixes};
-use keyspec::{Begin, Find, KeySpec};
+use keyspec::{Begin, ByArguments, Find, KeySpec};
 use names::Names;
 pub use rejection::Rejection;
 
@@ -54,6 +54,10 @@ pub struct CommandInfo {
     /// SORT: its `STORE` key is found by Redis's own rule, which its key
     /// specs leave out ([`CommandInfo::for_each_key`] follows it).
     sort_store: bool,
+    /// SET and BITFIELD: what they do to their key depends on their
+    /// arguments (key spec flag `VARIABLE_FLAGS`), decided as Redis does
+    /// by [`CommandInfo::for_each_key`].
+    by_arguments: Option<ByArguments>,
     /// A key spec of the cluster's `COMMAND` reply that orthrus cannot
     /// follow (begin search `unknown`, other than SORT's): not every key
     /// is known, so a user with key rules may not run it.
@@ -372,6 +376,7 @@ impl CommandInfo {
             stat: counted::id(entry.name),
             blocks_with_block_option: is_xread(entry.name),
             sort_store: entry.name == "sort",
+            by_arguments: ByArguments::of(entry.name),
             keys_incomplete: false,
             rules_by_subcommand: kind::CONTAINERS.contains(&entry.name),
             key_specs,
@@ -450,6 +455,7 @@ impl CommandInfo {
             stat: counted::id(&name),
             blocks_with_block_option: is_xread(&name),
             sort_store: name == "sort",
+            by_arguments: ByArguments::of(&name),
             // SORT's and SORT_RO's unknown specs are BY and GET patterns,
             // and SORT's STORE: followed where they are checked.
             keys_incomplete: unknown && name != "sort" && name != "sort_ro",

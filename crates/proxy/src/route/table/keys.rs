@@ -124,7 +124,7 @@ impl CommandInfo {
     ) -> ControlFlow<()> {
         if let Some((key, access)) = self.fixed_key(req) {
             return match key {
-                Some(key) => f(key, access),
+                Some(key) => f(key, self.by_arguments.map_or(access, |by| by.access(req))),
                 None => ControlFlow::Continue(()),
             };
         }

@@ -156,3 +156,58 @@ impl KeySpec {
         }
     }
 }
+
+/// The commands whose key spec flags vary with their arguments (Redis's
+/// `VARIABLE_FLAGS`) in a way a user's `%R~`/`%W~` rules see: what they
+/// do to their key is decided as Redis's `setGetKeys` and
+/// `bitfieldGetKeys` decide it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ByArguments {
+    /// SET writes its key without reading it, unless given `GET`.
+    Set,
+    /// BITFIELD of only `GET type offset` and `OVERFLOW how` reads its
+    /// key; anything else (a `SET`, an `INCRBY`, a word cut short) reads
+    /// and writes it.
+    Bitfield,
+}
+
+impl ByArguments {
+    /// The rule of the command `name` (lower case), if it has one.
+    pub fn of(name: &str) -> Option<ByArguments> {
+        match name {
+            "set" => Some(ByArguments::Set),
+            "bitfield" => Some(ByArguments::Bitfield),
+            _ => None,
+        }
+    }
+
+    /// What the command `req` does to its key.
+    pub fn access(self, req: &Request) -> Access {
+        let argc = req.arg_count();
+        let is = |i: usize, word: &[u8]| req.arg(i).is_some_and(|a| a.eq_ignore_ascii_case(word));
+        match self {
+            ByArguments::Set => {
+                if (3..argc).any(|i| is(i, b"get")) {
+                    Access::READ_WRITE
+                } else {
+                    Access::WRITE
+                }
+            }
+            ByArguments::Bitfield => {
+                let mut i = 2usize;
+                while i < argc {
+                    let left = argc - i - 1;
+                    let step = if is(i, b"get") && left >= 2 {
+                        3
+                    } else if is(i, b"overflow") && left >= 1 {
+                        2
+                    } else {
+                        return Access::READ_WRITE;
+                    };
+                    i = i.saturating_add(step);
+                }
+                Access::READ
+            }
+        }
+    }
+}

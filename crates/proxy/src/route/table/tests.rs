@@ -368,3 +368,41 @@ fn families_come_from_acl_categories_or_the_builtin_table() {
     assert!(matches!(route, Route::Slot(_)));
     assert!(info.is_some_and(|i| i.family == Family::Hash && i.readonly));
 }
+
+/// SET's and BITFIELD's access by their arguments, as `ACL DRYRUN` of
+/// Redis 7.0.15 and Valkey 9.1.2 judged a `%R~*` and a `%W~*` user.
+#[test]
+fn set_and_bitfield_are_judged_by_their_arguments() {
+    let t = CommandTable::builtin();
+    let access = |args: &[&str]| {
+        let mut seen = None;
+        let info = t.get(args[0].as_bytes()).expect(args[0]);
+        let _ = info.for_each_key(&req(args), |_, access| {
+            seen = Some(access);
+            ControlFlow::Continue(())
+        });
+        seen.expect("one key")
+    };
+    let (r, w, rw) = (Access::READ, Access::WRITE, Access::READ_WRITE);
+    for (args, want) in [
+        (&["SET", "k", "v"][..], w),
+        (&["set", "k", "v", "ex", "10"], w),
+        (&["SET", "k", "get"], w),
+        (&["SET", "k", "v", "GeT"], rw),
+        (&["SET", "k", "v", "nx", "get"], rw),
+        (&["BITFIELD", "k"], r),
+        (&["bitfield", "k", "get", "u8", "0"], r),
+        (&["BITFIELD", "k", "OVERFLOW", "WRAP", "GET", "u8", "0"], r),
+        (&["BITFIELD", "k", "OVERFLOW", "SAT"], r),
+        (&["BITFIELD", "k", "OVERFLOW"], rw),
+        (&["BITFIELD", "k", "GET", "u8"], rw),
+        (&["BITFIELD", "k", "GET", "u8", "0", "foo"], rw),
+        (&["BITFIELD", "k", "SET", "u8", "0", "1"], rw),
+        (
+            &["BITFIELD", "k", "GET", "u8", "0", "INCRBY", "u8", "0", "1"],
+            rw,
+        ),
+    ] {
+        assert_eq!(access(args), want, "{args:?}");
+    }
+}
