@@ -6,8 +6,9 @@
 //! under its full name.
 //!
 //! orthrus refuses EVAL, EVALSHA, EVAL_RO, EVALSHA_RO, FCALL and FCALL_RO
-//! to a user whose key patterns do not include `~*` or whose channels are
-//! not `&*` (a script may touch any key; docs/security.md): the reference
+//! to a user whose key patterns do not include `~*`, whose channels are
+//! not `&*` or whose command rules deny any (a script may touch any key
+//! and call any command; docs/security.md): the reference
 //! gets those users with `-eval -evalsha -eval_ro -evalsha_ro -fcall
 //! -fcall_ro` appended, so both refuse with `-NOPERM`.
 
@@ -69,7 +70,8 @@ pub struct User {
     pub password: String,
     /// Key patterns, channel rules and command rules (no `on`, no password).
     pub rules: String,
-    /// Whether scripts are allowed to it by orthrus (`~*` and `&*`).
+    /// Whether scripts are allowed to it by orthrus (`~*`, `&*` and
+    /// `+@all` with only allowing rules after it).
     pub scripts: bool,
 }
 
@@ -186,12 +188,17 @@ fn draw_user(rng: &mut Rng, name: &str) -> User {
     if !channels.is_empty() {
         words.push(channels);
     }
+    let all_commands = commands[0] == "+@all"
+        && commands
+            .iter()
+            .flat_map(|c| c.split_whitespace())
+            .all(|r| r.starts_with('+'));
     words.extend(commands);
     User {
         name: name.to_string(),
         password: format!("pw-{name}"),
         rules: words.join(" "),
-        scripts: all_keys && channels == "&*",
+        scripts: all_keys && channels == "&*" && all_commands,
     }
 }
 
@@ -206,7 +213,12 @@ mod tests {
             let refused = u.reference_rules().iter().any(|r| r == "-evalsha");
             assert_eq!(refused, !u.scripts, "{u:?}");
             let has = |w: &str| u.rules.split_whitespace().any(|r| r == w);
-            assert_eq!(u.scripts, has("~*") && has("&*"), "{u:?}");
+            let denies = u.rules.split_whitespace().any(|r| r.starts_with('-'));
+            assert_eq!(
+                u.scripts,
+                has("~*") && has("&*") && has("+@all") && !denies,
+                "{u:?}"
+            );
         }
     }
 }

@@ -56,6 +56,9 @@ rules = "on >noexec-pw ~* &* +@all -exec"
 [client.users.reader]
 rules = "on >reader-pw ~* &* +@read"
 
+[client.users.carol]
+rules = "on >carol-pw ~* &* +@all -flushall -@keyspace"
+
 [client.users.chan]
 rules = "on >chan-pw &alice:* +@all -@dangerous"
 
@@ -284,8 +287,9 @@ fn writes_refused_over_the_memory_limit_reach_no_mirror() {
 }
 
 /// Item 2: a user with key rules runs no script or function, with or
-/// without declared keys, on a cluster or a standalone upstream; a user
-/// with every key still does.
+/// without declared keys, on a cluster or a standalone upstream; nor does
+/// a user with every key and channel but some commands denied (a script
+/// could call them); a user who may do everything still does.
 #[test]
 fn scripts_never_touch_keys_outside_the_users_patterns() {
     let s = setup("scripts", "");
@@ -325,6 +329,19 @@ fn scripts_never_touch_keys_outside_the_users_patterns() {
         &["EVAL", "return redis.call('SET','bob','x')", "0"],
     );
     assert!(reply.starts_with("-NOPERM"), "{reply}");
+    let mut carol = login(&s.proxy, &["carol", "carol-pw"]);
+    assert!(send(&mut carol, &["FLUSHALL"]).starts_with("-NOPERM"));
+    for args in [
+        &["EVAL", "return redis.call('FLUSHALL')", "0"][..],
+        &["EVAL", "return redis.call('TYPE', KEYS[1])", "1", "bob:1"],
+        &["EVAL", get_bob, "1", "bob:1"],
+        &["EVALSHA", &sha, "1", "bob:1"],
+        &["FCALL", "steal", "1", "bob:1"],
+    ] {
+        let reply = send(&mut carol, args);
+        assert!(reply.starts_with("-NOPERM"), "{args:?}: {reply}");
+    }
+    assert_eq!(send(&mut carol, &["GET", "bob:1"]), "$2\r\nb1\r\n");
     assert_eq!(value_on(&s.a, "bob:1").as_deref(), Some("b1"));
     let mut solo = s.solo.connect().unwrap();
     assert_eq!(

@@ -110,7 +110,8 @@ impl User {
     }
 
     /// Whether every command, key and channel is allowed: the checks can
-    /// be skipped.
+    /// be skipped, and a script or function run for the user (on the node,
+    /// as orthrus's backend user) stays within the rules whatever it calls.
     pub fn is_unrestricted(&self) -> bool {
         let all = |r: &CommandRule| matches!(r, CommandRule::Category(bits, true) if *bits == category::ALL);
         self.commands.iter().any(all)
@@ -122,9 +123,8 @@ impl User {
     }
 
     /// Whether every key may be read and written and every channel used
-    /// (`~* &*`): what a script run for the user may touch is then within
-    /// the rules whatever it names.
-    pub fn has_all_keys_and_channels(&self) -> bool {
+    /// (`~* &*`).
+    fn has_all_keys_and_channels(&self) -> bool {
         self.has_all_keys(Access::READ_WRITE) && self.channels.iter().any(|c| &**c == b"*")
     }
 

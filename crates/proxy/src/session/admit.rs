@@ -151,8 +151,8 @@ fn refusal(
 /// specifications say; SORT's `STORE` too), the channels of the pub/sub
 /// commands that name some (SSUBSCRIBE's and SPUBLISH's included, which
 /// stand where keys do). Then what a key pattern cannot bound: scripts and
-/// functions, which may name any key, are refused to a user with key or
-/// channel rules; SORT's BY and GET patterns need every key, as in Redis;
+/// functions, which may name any key and call any command, are refused to
+/// a user with key, channel or command rules; SORT's BY and GET patterns need every key, as in Redis;
 /// a command whose keys orthrus cannot find needs every key.
 fn by_rules(user: &acl::User, req: &Request, info: &CommandInfo) -> Option<Refused> {
     let (name, categories) = info.acl_view(req);
@@ -214,11 +214,11 @@ fn unbounded_keys(
     info: &CommandInfo,
     name: &str,
 ) -> Option<Refused> {
-    if SCRIPT_RUNNERS.contains(&name) && !user.has_all_keys_and_channels() {
+    if SCRIPT_RUNNERS.contains(&name) && !user.is_unrestricted() {
         return Some(Refused {
             log: Some((Reason::Command, name.to_owned())),
             text: format!(
-                "NOPERM orthrus: user {} has key or channel rules, and a script or function may touch any key or channel: '{name}' is refused",
+                "NOPERM orthrus: user {} has key, channel or command rules, and a script or function may touch any key or channel and run any command: '{name}' is refused",
                 user.name
             ),
         });
