@@ -196,7 +196,7 @@ impl ByArguments {
             ByArguments::Bitfield => {
                 let mut i = 2usize;
                 while i < argc {
-                    let left = argc - i - 1;
+                    let left = argc.saturating_sub(i).saturating_sub(1);
                     let step = if is(i, b"get") && left >= 2 {
                         3
                     } else if is(i, b"overflow") && left >= 1 {
