@@ -458,3 +458,62 @@ fn tracking_prefixes_are_capped_in_count_and_bytes() {
         "{info}"
     );
 }
+
+/// A user's key rules bound the keys its invalidations name: a BCAST
+/// client without a prefix hears of writes to every key, and a user with
+/// `~app:*` is not told the names of the others (Redis filters BCAST
+/// invalidations by the subscriber's read permission since 2026; 7.0 sent
+/// them all). An invalidation left with no key is not sent; AUTH as a
+/// user who may read everything widens it again.
+#[test]
+fn invalidations_name_only_keys_the_user_may_read() {
+    let cluster = cluster(3, 0);
+    let proxy = Proxy::spawn(
+        &cluster.seeds(),
+        &[],
+        &[
+            (
+                "ORTHRUS_CLIENT__USERS__APP__RULES",
+                "on >app-pw ~app:* &* +@all",
+            ),
+            (
+                "ORTHRUS_CLIENT__USERS__ALL__RULES",
+                "on >all-pw ~* &* +@all",
+            ),
+        ],
+    );
+    let mut writer = proxy.stream();
+    assert_eq!(send(&mut writer, &["AUTH", "all", "all-pw"]), "+OK\r\n");
+    wait_until(Duration::from_secs(20), "orthrus ready", || {
+        let got = send(&mut writer, &["GET", "secret:ready"]);
+        if got.starts_with('-') {
+            Err(got)
+        } else {
+            Ok(())
+        }
+    })
+    .expect("ready");
+    let mut app = proxy.stream();
+    assert!(send(&mut app, &["HELLO", "3", "AUTH", "app", "app-pw"]).starts_with('%'));
+    assert_eq!(
+        send(&mut app, &["CLIENT", "TRACKING", "ON", "BCAST"]),
+        "+OK\r\n"
+    );
+    let secrets = keys_on_every_master(&cluster, "secret:");
+    for secret in &secrets {
+        // Three writes to one master (one link, in order): a secret key
+        // alone, then an MSET of a secret and an app key of its slot (one
+        // invalidation naming both), then an app key.
+        let (hidden, told) = (format!("{{{secret}}}:x"), format!("app:{{{secret}}}"));
+        let key = format!("app:{{{secret}}}:2");
+        send(&mut writer, &["SET", secret, "1"]);
+        send(&mut writer, &["MSET", &hidden, "1", &told, "1"]);
+        send(&mut writer, &["SET", &key, "1"]);
+        assert_eq!(reply(&mut app), invalidated(&told));
+        assert_eq!(reply(&mut app), invalidated(&key));
+    }
+    assert_eq!(send(&mut app, &["PING"]), "+PONG\r\n");
+    assert_eq!(send(&mut app, &["AUTH", "all", "all-pw"]), "+OK\r\n");
+    send(&mut writer, &["SET", &secrets[0], "2"]);
+    assert_eq!(reply(&mut app), invalidated(&secrets[0]));
+}

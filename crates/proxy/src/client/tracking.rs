@@ -45,6 +45,7 @@ use bytes::{Bytes, BytesMut};
 use orthrus_cluster::NodeAddr;
 use orthrus_resp::{Protocol, Request, encode};
 
+use crate::acl::{self, Access};
 use crate::client::PushSink;
 use crate::client::invalidation::{invalidate_push, invalidation, redir_broken};
 use crate::client::subscriptions::Links;
@@ -97,6 +98,9 @@ struct State {
     /// Per node, the id (on that node) of the connection that listens for
     /// the RESP2 connection's invalidations.
     listeners: RefCell<HashMap<NodeAddr, u64>>,
+    /// The client's user when its key rules apply: its invalidations name
+    /// only keys it may read ([`Tracking::set_reader`]).
+    reader: RefCell<Option<Arc<acl::User>>>,
 }
 
 // === impl Tracking ===
@@ -130,6 +134,7 @@ impl Tracking {
             push,
             shared: ctx.shared.clone(),
             listeners: RefCell::new(HashMap::new()),
+            reader: RefCell::new(None),
         });
         ctx.stats().tracking_clients.fetch_add(1, Ordering::Relaxed);
         if let Some(links) = links {
@@ -245,6 +250,17 @@ impl Tracking {
         self.state.dialect.set(dialect);
     }
 
+    /// The user whose key rules bound the keys the client's invalidations
+    /// name (`None`: every key), set when tracking starts and at each AUTH.
+    /// A node sends a BCAST client the invalidation of every key written
+    /// under its prefixes, whoever may read it; Redis filters them by the
+    /// subscriber's read permission since 2026 (7.0 sent them all), and so
+    /// does orthrus: a key the user may not read is left out, an
+    /// invalidation left with none is not sent.
+    pub fn set_reader(&self, user: Option<Arc<acl::User>>) {
+        *self.state.reader.borrow_mut() = user;
+    }
+
     /// CLIENT CACHING YES|NO (checked against the mode already).
     pub fn set_caching(&self) {
         self.state.caching.set(true);
@@ -355,8 +371,22 @@ impl Drop for Tracking {
 // === impl State ===
 
 impl State {
-    /// Hands an invalidation to whoever gets the client's.
+    /// Hands an invalidation to whoever gets the client's, with the keys
+    /// its user may not read left out.
     fn relay(&self, keys: Invalidation) {
+        let keys = match (keys, &*self.reader.borrow()) {
+            (Some(keys), Some(user)) => {
+                let readable: Vec<Bytes> = keys
+                    .into_iter()
+                    .filter(|key| user.may_access_key(key, Access::READ))
+                    .collect();
+                if readable.is_empty() {
+                    return;
+                }
+                Some(readable)
+            }
+            (keys, _) => keys,
+        };
         let redirect = self.redirect.get();
         let resp3 = self.dialect.get().proto == Protocol::Resp3;
         if redirect != 0 {

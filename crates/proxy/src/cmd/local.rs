@@ -183,6 +183,9 @@ fn auth(
             }
             // Only a user with limits is checked request by request.
             let acl = (!expected.is_unrestricted()).then(|| Arc::clone(expected));
+            if let Some(tracking) = &client.tracking {
+                tracking.set_reader(acl.clone());
+            }
             if acl.is_some() || client.names.is_some() {
                 client.names_mut().acl = acl;
             }

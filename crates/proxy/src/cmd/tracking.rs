@@ -124,6 +124,7 @@ fn tracking(
                     .links()
             });
             let tracking = Tracking::new(ctx, options, redirect, client.dialect(), push, links);
+            tracking.set_reader(client.names.as_ref().and_then(|n| n.acl.clone()));
             let ready = Box::pin(tracking.ready());
             client.tracking = Some(Box::new(tracking));
             ready
