@@ -291,16 +291,17 @@ fn users_scripts_and_tracking_clients_keep_their_meaning() {
 }
 
 /// Keys of a route that mirrors reads are never cached (every read is
-/// copied to the mirror), and a client that never authenticated gets
-/// `-NOAUTH` for a cached key.
+/// copied to the mirror), nor those of a route that removes its prefix,
+/// and a client that never authenticated gets `-NOAUTH` for a cached key,
+/// alone or in an MGET.
 #[test]
-fn mirrored_routes_are_not_cached_and_unauthenticated_clients_are_refused() {
+fn mirrored_and_cut_routes_are_not_cached_and_unauthenticated_clients_are_refused() {
     use common::routes::config_file;
     use orthrus_devcluster::{NodeOptions, RedisNode};
     let cluster = cluster(3, 0);
     let mirror = RedisNode::start(NodeOptions::default()).expect("start mirror");
     let toml = format!(
-        "[upstreams.mir]\nseeds = [\"{}\"]\nmode = \"standalone\"\n\n[[routes]]\nprefix = \"m:\"\nupstream = \"default\"\nmirror = [\"mir\"]\n",
+        "[upstreams.mir]\nseeds = [\"{}\"]\nmode = \"standalone\"\n\n[[routes]]\nprefix = \"m:\"\nupstream = \"default\"\nmirror = [\"mir\"]\n\n[[routes]]\nprefix = \"c:\"\nupstream = \"default\"\nremove_prefix = true\n",
         mirror.addr()
     );
     let config = config_file("cache-mirror", &toml);
@@ -318,22 +319,27 @@ fn mirrored_routes_are_not_cached_and_unauthenticated_clients_are_refused() {
     let mut s = proxy.stream();
     proxy.log_in(&mut s, &["pw"], &["SET", "k", "v"]);
     assert_eq!(send(&mut s, &["SET", "m:k", "v"]), "+OK\r\n");
+    assert_eq!(send(&mut s, &["SET", "c:cut", "v"]), "+OK\r\n");
     for _ in 0..12 {
         assert_eq!(send(&mut s, &["GET", "k"]), bulk("v"));
         assert_eq!(send(&mut s, &["GET", "m:k"]), bulk("v"));
+        // A route that removes its prefix is not cached either.
+        assert_eq!(send(&mut s, &["GET", "c:cut"]), bulk("v"));
     }
     let info = send(&mut s, &["INFO", "cache"]);
     let hits = orthrus_devcluster::info_field(&info, "cache_hits")
         .and_then(|n| n.parse::<i64>().ok())
         .unwrap_or(-1);
     // k's fifth read fills and the seven after it hit (one fewer if a
-    // topology refresh ends the entry); m:k's are neither.
+    // topology refresh ends the entry); m:k's and c:cut's are neither.
     assert!((6..=7).contains(&hits), "{info}");
     let mut stranger = proxy.stream();
-    assert_eq!(
-        send(&mut stranger, &["GET", "k"]),
-        "-NOAUTH Authentication required.\r\n"
-    );
+    for args in [&["GET", "k"][..], &["MGET", "k", "k"]] {
+        assert_eq!(
+            send(&mut stranger, args),
+            "-NOAUTH Authentication required.\r\n"
+        );
+    }
     // Every read of m:k was copied to the mirror (the copies' replies are
     // awaited apart from the client's).
     let gets = || -> u64 {
