@@ -59,6 +59,9 @@ rules = "on >reader-pw ~* &* +@read"
 [client.users.carol]
 rules = "on >carol-pw ~* &* +@all -flushall -@keyspace"
 
+[client.users.ro]
+rules = "on >ro-pw %R~order:* %W~order:w* +@all"
+
 [client.users.chan]
 rules = "on >chan-pw &alice:* +@all -@dangerous"
 
@@ -158,8 +161,9 @@ fn value_on(c: &Cluster, key: &str) -> Option<String> {
 
 /// Item 1 and 8: nothing a client never authenticated, a user refused, a
 /// subscriber or a client over the memory limit sends reaches the mirror
-/// or a HOTKEYS session; what is allowed is mirrored by each key's own
-/// route.
+/// or a HOTKEYS session (SET and BITFIELD judged by their arguments,
+/// alone and in MULTI, a script of a user denied some commands); what is
+/// allowed is mirrored by each key's own route.
 #[test]
 fn refused_requests_reach_no_mirror_and_no_hotkeys_session() {
     let s = setup("refused", "");
@@ -202,6 +206,32 @@ fn refused_requests_reach_no_mirror_and_no_hotkeys_session() {
     let mut alice = login(&s.proxy, &["alice", "alice-pw"]);
     let refused = send(&mut alice, &["SET", "order:a1", "v"]);
     assert!(refused.starts_with("-NOPERM"), "{refused}");
+    // Judged by their arguments on the mirrored route: SET without GET
+    // writes only, BITFIELD of GET reads only; the refused ones, alone or
+    // in MULTI, reach neither the cluster nor the mirror, and neither does
+    // a script of a user denied some commands.
+    let mut ro = login(&s.proxy, &["ro", "ro-pw"]);
+    assert_eq!(send(&mut ro, &["SET", "order:w1", "v"]), "+OK\r\n");
+    assert_eq!(
+        send(&mut ro, &["BITFIELD", "order:bf", "GET", "u8", "0"]),
+        "*1\r\n:0\r\n"
+    );
+    for args in [
+        &["SET", "order:w2", "v", "GET"][..],
+        &["BITFIELD", "order:bf", "INCRBY", "u8", "0", "1"],
+        &["SET", "order:r1", "v"],
+    ] {
+        let refused = send(&mut ro, args);
+        assert!(refused.starts_with("-NOPERM"), "{args:?}: {refused}");
+    }
+    assert_eq!(send(&mut ro, &["MULTI"]), "+OK\r\n");
+    assert_eq!(send(&mut ro, &["SET", "order:w3", "v"]), "+QUEUED\r\n");
+    assert!(send(&mut ro, &["BITFIELD", "order:bf", "SET", "u8", "0", "1"]).starts_with("-NOPERM"));
+    assert!(send(&mut ro, &["EXEC"]).starts_with("-EXECABORT"));
+    let mut carol = login(&s.proxy, &["carol", "carol-pw"]);
+    let body = "return redis.call('SET',KEYS[1],'1')";
+    let refused = send(&mut carol, &["EVAL", body, "1", "order:carol"]);
+    assert!(refused.starts_with("-NOPERM"), "{refused}");
     let mut sub = login(&s.proxy, &["root-pw"]);
     assert!(send(&mut sub, &["SUBSCRIBE", "ch"]).starts_with("*3"));
     let refused = send(&mut sub, &["SET", "order:sub", "v"]);
@@ -232,7 +262,7 @@ fn refused_requests_reach_no_mirror_and_no_hotkeys_session() {
     for _ in 0..10 {
         assert_eq!(send(&mut root, &["GET", "t:hotkey"]), "$-1\r\n");
     }
-    let want: BTreeSet<String> = ["order:ok", "order:{x}b", "order:sha"]
+    let want: BTreeSet<String> = ["order:ok", "order:{x}b", "order:sha", "order:w1"]
         .map(String::from)
         .into();
     orthrus_devcluster::wait_until(Duration::from_secs(10), "mirrored", || {
@@ -251,6 +281,11 @@ fn refused_requests_reach_no_mirror_and_no_hotkeys_session() {
         .collect();
     assert_eq!(mirrored, want);
     assert!(!all_keys(&s.a).contains("pwned"));
+    let on_a = all_keys(&s.a);
+    for refused in ["order:w2", "order:w3", "order:r1", "order:carol"] {
+        assert!(!on_a.contains(refused), "{refused} ran: {on_a:?}");
+    }
+    assert_eq!(value_on(&s.a, "order:bf"), None);
     assert_eq!(value_on(&s.a, "{x}a").as_deref(), Some("1"));
     // HOTKEYS: the allowed GETs, named as sent; none of the refused ones.
     let hot = send(&mut root, &["HOTKEYS", "GET"]);
