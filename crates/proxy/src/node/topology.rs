@@ -228,38 +228,25 @@ fn install(shared: &Shared, (upstream, name): (Upstream, &str), current: &SlotMa
             }
         }
     }
-    let announced = changed.then(|| {
-        let masters = map.masters();
-        let listed = masters
-            .iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join(",");
-        (
-            masters.len(),
-            map.nodes().len(),
-            map.covered_slots(),
-            listed,
-        )
-    });
-    let ranges: Vec<_> = if changed && tracing::enabled!(tracing::Level::DEBUG) {
-        map.slot_ranges()
-    } else {
-        Vec::new()
-    };
     // Published before it is announced: whoever reads the log line finds
     // the new owners in place.
-    slots.store(Arc::new(map));
-    if let Some((masters, nodes, slots_covered, masters_list)) = announced {
+    let map = Arc::new(map);
+    slots.store(Arc::clone(&map));
+    if changed {
+        let masters = map.masters();
         tracing::info!(
             upstream = name,
-            masters,
-            nodes,
-            slots_covered,
-            masters_list = %masters_list,
+            masters = masters.len(),
+            nodes = map.nodes().len(),
+            slots_covered = map.covered_slots(),
+            masters_list = %masters
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(","),
             "topology changed"
         );
-        for (start, end, owner) in ranges {
+        for (start, end, owner) in map.slot_ranges() {
             tracing::debug!(start, end, owner = %owner, "slot range");
         }
     }

@@ -152,8 +152,9 @@ fn refusal(
 /// commands that name some (SSUBSCRIBE's and SPUBLISH's included, which
 /// stand where keys do). Then what a key pattern cannot bound: scripts and
 /// functions, which may name any key and call any command, are refused to
-/// a user with key, channel or command rules; SORT's BY and GET patterns need every key, as in Redis;
-/// a command whose keys orthrus cannot find needs every key.
+/// a user with key, channel or command rules; SORT's BY and GET patterns
+/// need every key, as in Redis; a command whose keys orthrus cannot find
+/// needs every key.
 fn by_rules(user: &acl::User, req: &Request, info: &CommandInfo) -> Option<Refused> {
     let (name, categories) = info.acl_view(req);
     // Redis's `no_auth` commands are every user's, whatever its rules.
