@@ -296,27 +296,31 @@ pub async fn topology(
 }
 
 /// CLUSTER SHARDS from the first seed that answers, and its cluster_state.
+///
+/// The state is read first: a node flags a master FAIL before its state
+/// turns to fail, so a failed state read here comes with the failed node
+/// in the shards read after it, and the refusal can name that node.
 async fn shards(
     links: &mut Links,
     seeds: &[NodeAddr],
 ) -> anyhow::Result<(SlotMap, Option<String>)> {
     let mut last = anyhow!("no seed to ask");
     for seed in seeds {
-        let reply = match links.call(seed, &[b"CLUSTER", b"SHARDS"]).await {
-            Ok(reply) => reply,
+        let info = match links.call(seed, &[b"CLUSTER", b"INFO"]).await {
+            Ok(info) => info,
             Err(e) => {
                 last = e;
                 continue;
             }
         };
-        let map = SlotMap::from_shards(&reply, seed)
-            .with_context(|| format!("{seed}: CLUSTER SHARDS"))?;
-        let info = links.call(seed, &[b"CLUSTER", b"INFO"]).await?;
         let state = info.as_str().and_then(|t| {
             t.lines()
                 .find_map(|l| l.strip_prefix("cluster_state:"))
                 .map(|s| s.trim().to_owned())
         });
+        let reply = links.call(seed, &[b"CLUSTER", b"SHARDS"]).await?;
+        let map = SlotMap::from_shards(&reply, seed)
+            .with_context(|| format!("{seed}: CLUSTER SHARDS"))?;
         return Ok((map, state));
     }
     Err(last.context("no cluster node orthrus knows could be reached"))
