@@ -270,6 +270,10 @@ impl Shared {
         if !same_upstreams {
             tls.named.clone_from(&self.tls.load().named);
         }
+        // Stored before it is logged: whoever reads the line gets the new
+        // certificates on the next connection.
+        let tls = Arc::new(tls);
+        self.tls.store(Arc::clone(&tls));
         if tls.server.is_some() || tls.backend.is_some() || tls.named.iter().any(Option::is_some) {
             tracing::info!(
                 clients = tls.server.is_some() && self.settings.tls.listen.is_some(),
@@ -277,7 +281,6 @@ impl Shared {
                 "TLS certificates and keys read again; new connections use them"
             );
         }
-        self.tls.store(Arc::new(tls));
         let old = self.live.load_full();
         let logged_out: Vec<&String> = old
             .client
