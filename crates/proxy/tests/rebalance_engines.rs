@@ -183,6 +183,8 @@ fn rebalance_method_atomic_and_by_cpu_on_redis_are_refused_before_anything_moves
     let masters = cluster.masters().expect("masters");
     let hot = tags_on(&cluster, masters[0], 4);
     let stop = Arc::new(AtomicBool::new(false));
+    let done = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let reads = done.clone();
     let reader = spawn_loop(proxy.url(), &stop, 0_u64, move |con, errors, i| {
         let key = format!("{}:{}", hot[i % hot.len()], i % 50);
         if redis::cmd("GET")
@@ -192,8 +194,16 @@ fn rebalance_method_atomic_and_by_cpu_on_redis_are_refused_before_anything_moves
         {
             *errors += 1;
         }
+        reads.store(i + 1, Ordering::Relaxed);
     });
+    // Enough requests for orthrus's measure (rebalance wants 1,000 in its
+    // window), however slow the machine.
     std::thread::sleep(Duration::from_secs(3));
+    orthrus_devcluster::wait_until(Duration::from_secs(20), "2,000 reads", || {
+        let n = done.load(Ordering::Relaxed);
+        (n >= 2000).then_some(()).ok_or(format!("{n} reads"))
+    })
+    .expect("reads");
     // There is something to move: a plan by orthrus's measure has moves.
     let out = rebalance(&proxy, &[]);
     assert!(out.status.success());

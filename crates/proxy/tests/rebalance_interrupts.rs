@@ -124,6 +124,12 @@ fn rebalance_interrupted_during_an_atomic_migration_cancels_it() {
     for &m in &masters[1..] {
         cluster.nodes()[m].resume().expect("resume");
     }
+    // Paused past cluster-node-timeout on a loaded machine, a master may
+    // have been flagged failed meanwhile; the layout is read once the
+    // nodes agree again.
+    cluster
+        .wait_ok(Duration::from_secs(30))
+        .expect("cluster ok");
     eprintln!("{printed}{}", rest.join().expect("stdout"));
     assert!(!status.success());
     assert!(

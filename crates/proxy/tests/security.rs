@@ -417,9 +417,12 @@ fn read_reply_or_ping(s: &mut TcpStream) -> String {
 }
 
 /// 50 connections trickle one byte a second into the admin port (the
-/// probe of a slow-loris client) for 6 s; meanwhile every `/healthz`,
-/// asked twice a second, answers 200 within 100 ms, and so do
-/// `/metrics` scrapes.
+/// probe of a slow-loris client) for 6 s; meanwhile every `/healthz` and
+/// `/metrics`, asked twice a second, answers 200: the median `/healthz`
+/// within 100 ms and the slowest within 500 ms. A server held by a
+/// trickling connection would take its byte interval (1 s) or its head
+/// deadline (2 s); a loaded machine can stall any one request by some
+/// tens of milliseconds.
 #[test]
 fn admin_healthz_answers_while_50_connections_trickle() {
     let spec =
@@ -431,7 +434,7 @@ fn admin_healthz_answers_while_50_connections_trickle() {
         &[("ORTHRUS_BACKEND__PASSWORD", NODE_PASSWORD)],
     );
     let stop = std::sync::atomic::AtomicBool::new(false);
-    let slowest = std::thread::scope(|scope| {
+    let mut times = std::thread::scope(|scope| {
         scope.spawn(|| {
             let mut slow: Vec<TcpStream> = (0..50)
                 .map(|_| TcpStream::connect(admin).expect("connect"))
@@ -449,7 +452,7 @@ fn admin_healthz_answers_while_50_connections_trickle() {
             }
             stop.store(true, std::sync::atomic::Ordering::Relaxed);
         });
-        let mut slowest = Duration::ZERO;
+        let mut times = Vec::new();
         std::thread::sleep(Duration::from_millis(300));
         while !stop.load(std::sync::atomic::Ordering::Relaxed) {
             for path in ["/healthz", "/metrics"] {
@@ -458,15 +461,18 @@ fn admin_healthz_answers_while_50_connections_trickle() {
                 let took = started.elapsed();
                 assert_eq!(status, 200, "{path}: {body}");
                 if path == "/healthz" {
-                    slowest = slowest.max(took);
+                    times.push(took);
                 }
             }
             std::thread::sleep(Duration::from_millis(500));
         }
-        slowest
+        times
     });
+    times.sort();
+    let median = times[times.len() / 2];
+    let slowest = times[times.len() - 1];
     assert!(
-        slowest <= Duration::from_millis(100),
-        "slowest /healthz took {slowest:?}"
+        median <= Duration::from_millis(100) && slowest < Duration::from_millis(500),
+        "/healthz took {times:?}"
     );
 }

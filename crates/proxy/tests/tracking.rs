@@ -342,7 +342,15 @@ fn off_and_reset_close_the_connections_and_a_lost_one_invalidates_everything() {
         },
     )
     .expect("read again");
-    send(&mut writer, &["SET", key, "after"]);
+    // The writer's connections to the node were killed too: its SET may
+    // meet the lost connection first.
+    wait_until(Duration::from_secs(10), "the writer's SET", || {
+        match send(&mut writer, &["SET", key, "after"]) {
+            r if r == "+OK\r\n" => Ok(()),
+            r => Err(r),
+        }
+    })
+    .expect("SET");
     assert_eq!(reply(&mut c), invalidated(key));
 }
 

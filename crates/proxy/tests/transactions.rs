@@ -169,18 +169,22 @@ fn a_transaction_during_a_migration_runs_once_it_ends() {
     cluster.begin_migration(slot, from, to).unwrap();
     while cluster.migrate_keys(slot, from, to, 10).unwrap() > 0 {}
 
+    // When the migration began to end: EXEC's reply must come after it.
+    let (ending, ending_at) = std::sync::mpsc::channel();
     let finish = std::thread::spawn(move || {
         std::thread::sleep(std::time::Duration::from_millis(300));
+        ending.send(std::time::Instant::now()).unwrap();
         cluster.finish_migration(slot, to).unwrap();
         cluster
     });
     assert_eq!(send(&mut s, &["MULTI"]), "+OK\r\n");
     assert_eq!(send(&mut s, &["INCR", "{ask}k"]), "+QUEUED\r\n");
     assert_eq!(send(&mut s, &["GET", "{ask}k"]), "+QUEUED\r\n");
-    let started = std::time::Instant::now();
     assert_eq!(send(&mut s, &["EXEC"]), "*2\r\n:2\r\n$1\r\n2\r\n");
+    let answered = std::time::Instant::now();
+    let ending_at = ending_at.try_recv();
     assert!(
-        started.elapsed() >= std::time::Duration::from_millis(200),
+        ending_at.is_ok_and(|at| at < answered),
         "EXEC ran before the migration ended"
     );
     let cluster = finish.join().unwrap();
