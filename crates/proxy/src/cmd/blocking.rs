@@ -47,7 +47,6 @@ pub fn dispatch(
     let ctx = ctx.clone();
     let client = client.clone();
     Pending::deferred(Box::pin(async move {
-        let _blocked = GaugeGuard::new(&ctx.stats().blocked_clients);
         let account = Account {
             waited: Cell::new(Duration::ZERO),
             client,
@@ -163,6 +162,10 @@ async fn run(ctx: &Rc<WorkerCtx>, command: Command, slot: Place, account: &Accou
     let mut retry = Retry::from_now(env, slot.upstream);
     let held = Some(&account.client);
     let pool = &ctx.dedicated;
+    // The client counts as blocked (INFO blocked_clients) from when its
+    // command is written to the node, as the node counts it, until the
+    // reply: not while it waits for a connection.
+    let mut blocked = None;
     loop {
         let until = command.wait_until(retry.deadline());
         let taken =
@@ -198,13 +201,16 @@ async fn run(ctx: &Rc<WorkerCtx>, command: Command, slot: Place, account: &Accou
         };
         let wait = command.reply_wait(ctx.shared.request_timeout_of(slot.upstream));
         let started = Instant::now();
+        let written = || {
+            blocked.get_or_insert_with(|| GaugeGuard::new(&ctx.stats().blocked_clients));
+        };
         let sent = if asking {
             let mut both = BytesMut::with_capacity(ASKING.len() + frame.len());
             both.extend_from_slice(ASKING);
             both.extend_from_slice(&frame);
-            lease.call(&both, 2, wait).await
+            lease.call_marked(&both, 2, wait, written).await
         } else {
-            lease.call(&frame, 1, wait).await
+            lease.call_marked(&frame, 1, wait, written).await
         };
         let waited = &account.waited;
         waited.set(waited.get() + started.elapsed());

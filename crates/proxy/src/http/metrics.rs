@@ -165,7 +165,7 @@ fn traffic_metrics(m: &mut Exposition, t: &stats::Totals, refreshes: u64) {
         "Client connections open now.",
         clients,
     );
-    let help = "Clients waiting in a blocking command.";
+    let help = "Clients waiting in a blocking command on its node, or held by CLIENT PAUSE.";
     m.gauge("orthrus_blocked_clients", help, t.blocked_clients.max(0));
     let help = "Clients holding subscriptions.";
     m.gauge("orthrus_pubsub_clients", help, t.pubsub_clients.max(0));

@@ -360,11 +360,23 @@ impl Lease {
         frames: usize,
         timeout: Option<Duration>,
     ) -> io::Result<Bytes> {
+        self.call_marked(frame, frames, timeout, || ()).await
+    }
+
+    /// [`Lease::call`], with `written` called once `frame` is written to
+    /// the node (before its replies are read).
+    pub async fn call_marked(
+        &mut self,
+        frame: &[u8],
+        frames: usize,
+        timeout: Option<Duration>,
+        written: impl FnOnce(),
+    ) -> io::Result<Bytes> {
         let conn = self
             .conn
             .as_mut()
             .ok_or_else(|| io::Error::other("connection already closed"))?;
-        let work = conn.call(frame, frames);
+        let work = conn.call(frame, frames, written);
         match timeout {
             Some(t) => crate::time::timeout(t, work)
                 .await
@@ -389,10 +401,16 @@ impl Lease {
 // === impl Dedicated ===
 
 impl Dedicated {
-    async fn call(&mut self, frame: &[u8], frames: usize) -> io::Result<Bytes> {
+    async fn call(
+        &mut self,
+        frame: &[u8],
+        frames: usize,
+        written: impl FnOnce(),
+    ) -> io::Result<Bytes> {
         let stream = self.stream.get_mut();
         stream.write_all(frame).await?;
         stream.flush().await?;
+        written();
         self.stream.reply(frames).await
     }
 }
