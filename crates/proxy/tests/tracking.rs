@@ -525,3 +525,68 @@ fn invalidations_name_only_keys_the_user_may_read() {
     send(&mut writer, &["SET", &secrets[0], "2"]);
     assert_eq!(reply(&mut app), invalidated(&secrets[0]));
 }
+
+/// A route that cuts its prefix (`remove_prefix`) sends its keys to the
+/// node without it, and the node would invalidate them so: a client
+/// caching `cut:k` would be told `k`, and its copy would stay stale. A
+/// tracking client is refused that route's keys (reads and writes, which
+/// reach no node) and BCAST is refused while such a route exists; the
+/// keys of other routes, on the same upstream, are tracked and
+/// invalidated by their names.
+#[test]
+fn a_route_that_cuts_its_prefix_is_refused_to_tracking_clients() {
+    let a = cluster(3, 0);
+    let b = cluster(3, 0);
+    let config = common::routes::config_file(
+        "tracking-cut",
+        &format!(
+            "[upstreams.b]\nseeds = [\"{}\"]\n\
+             [[routes]]\nprefix = \"cut:\"\nupstream = \"b\"\nremove_prefix = true\n\
+             [[routes]]\nprefix = \"user:\"\nupstream = \"b\"\n",
+            b.seeds()[0]
+        ),
+    );
+    let proxy = common::routes::start_routed(
+        &a.seeds(),
+        &["--config", config.0.to_str().unwrap(), "--threads", "1"],
+    );
+    let mut writer = proxy.stream();
+    for key in ["cut:k", "user:k", "plain:k"] {
+        assert_eq!(send(&mut writer, &["SET", key, "1"]), "+OK\r\n");
+    }
+    let mut c = tracking3(&proxy, &[]);
+    for refused in [vec!["GET", "cut:k"], vec!["SET", "cut:new", "1"]] {
+        let answer = send(&mut c, &refused);
+        assert!(
+            answer.starts_with("-ERR orthrus: keys of a route with remove_prefix"),
+            "{refused:?}: {answer}"
+        );
+    }
+    let on_b = |key: &str| {
+        let owner = owner_of(&b, key.as_bytes());
+        b.nodes()[owner].cmd(&["EXISTS", key]).unwrap() == Value::Integer(1)
+    };
+    assert!(on_b("k") && !on_b("new") && !on_b("cut:new"));
+    for key in ["user:k", "plain:k"] {
+        assert_eq!(send(&mut c, &["GET", key]), "$1\r\n1\r\n");
+        assert_eq!(send(&mut writer, &["SET", key, "2"]), "+OK\r\n");
+        assert_eq!(reply(&mut c), invalidated(key));
+    }
+    // Without tracking the route works as ever.
+    assert_eq!(send(&mut writer, &["GET", "cut:k"]), "$1\r\n1\r\n");
+
+    let mut bcast = proxy.stream();
+    assert!(send(&mut bcast, &["HELLO", "3"]).starts_with('%'));
+    let refused = send(&mut bcast, &["CLIENT", "TRACKING", "ON", "BCAST"]);
+    assert!(
+        refused.starts_with(
+            "-ERR orthrus: CLIENT TRACKING BCAST cannot be used while a route has remove_prefix"
+        ),
+        "{refused}"
+    );
+    let info = send(&mut bcast, &["CLIENT", "TRACKINGINFO"]);
+    assert!(
+        info.contains("$5\r\nflags\r\n~1\r\n$3\r\noff\r\n"),
+        "{info}"
+    );
+}

@@ -27,6 +27,10 @@ pub fn handles(req: &Request) -> bool {
     })
 }
 
+/// Why CLIENT TRACKING ON BCAST is refused behind a route that cuts its
+/// prefix.
+const BCAST_CUT: &str = "ERR orthrus: CLIENT TRACKING BCAST cannot be used while a route has remove_prefix (the nodes would name its keys without their prefix)";
+
 /// Runs CLIENT TRACKING|CACHING|GETREDIR|TRACKINGINFO.
 pub fn command(
     client: &mut Client,
@@ -99,6 +103,11 @@ fn tracking(
     };
     if let Err(e) = check(client.tracking.as_deref(), &asked.options, cap) {
         return Pending::Ready(error_reply(&e));
+    }
+    // A node tells BCAST clients every key written under their prefixes,
+    // as it holds them: keys of a route with remove_prefix without it.
+    if asked.options.bcast && ctx.pool.env().with_prefixes(|p| p.strips()) {
+        return Pending::Ready(error_reply(BCAST_CUT));
     }
     let Asked {
         mut options,

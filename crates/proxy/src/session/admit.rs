@@ -2,7 +2,8 @@
 //! exactly as the client sent it (keys with their route prefixes, before
 //! anything is cut or copied). Authentication, the user's command, key and
 //! channel rules, the memory limit, the client's database where a key's
-//! upstream lacks it, and RESP2's subscriber mode; a refusal
+//! upstream lacks it, a tracking client's keys of a route that cuts its
+//! prefix, and RESP2's subscriber mode; a refusal
 //! inside MULTI marks the transaction failed, as Redis's queue-time
 //! refusals do (EXEC then answers `-EXECABORT`), and a refused EXEC
 //! discards it with the refusal as its reason. What is refused here is
@@ -21,7 +22,7 @@ use crate::cmd::{local, pubsub, transaction};
 use crate::node::answer::error_reply;
 use crate::observe::acl_log::Reason;
 use crate::observe::stats::WorkerStats;
-use crate::route::table::{CommandInfo, Route};
+use crate::route::table::{CommandInfo, Route, cut};
 use crate::worker::WorkerCtx;
 
 /// Commands that run code which may name any key or channel.
@@ -45,7 +46,7 @@ struct Refused {
 /// Checks `req` as sent: `None` when it may go on, else its answer (a
 /// refusal, or RESP2 subscriber mode's PING). A client with no check to
 /// pass (authenticated, no user rules, no subscription, the memory limit
-/// not reached) pays four loads.
+/// not reached, not tracking) pays five loads.
 #[inline]
 pub fn admit(
     client: &mut Client,
@@ -57,6 +58,7 @@ pub fn admit(
         || client.names.as_ref().is_some_and(|n| n.acl.is_some())
         || client.pubsub.is_some()
         || client.db != 0
+        || client.tracking.is_some()
         || ctx.shared.over_memory.load(Ordering::Relaxed);
     if !checked {
         return None;
@@ -143,8 +145,20 @@ fn refusal(
     if ctx.shared.over_memory.load(Ordering::Relaxed) && !allowed_over_memory(req) {
         return Some("OOM orthrus: memory use is over memory_limit_mb; request refused".to_owned());
     }
+    if client.tracking.is_some()
+        && ctx
+            .pool
+            .env()
+            .with_prefixes(|p| p.strips() && cut::cuts_any(req, info, p))
+    {
+        return Some(TRACKING_CUT.to_owned());
+    }
     None
 }
+
+/// Why a tracking client may not use the keys of a route that cuts its
+/// prefix: the node remembers, and invalidates, the keys as it got them.
+const TRACKING_CUT: &str = "ERR orthrus: keys of a route with remove_prefix cannot be used with CLIENT TRACKING on (the nodes would name them without their prefix)";
 
 /// A user's rules against one request, as Redis checks them: the command
 /// by name and category, every key (read, written or neither, as its key
