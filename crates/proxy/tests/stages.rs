@@ -570,3 +570,64 @@ fn categories_hold_before_command_is_learnt() {
     assert_eq!(send(&mut alice, &["GET", "alice:1"]), "$1\r\nv\r\n");
     assert_eq!(send(&mut alice, &["CLIENT", "SETNAME", "a"]), "+OK\r\n");
 }
+
+/// CLIENT TRACKING where features meet: a tracking client is refused the
+/// keys of a route that cuts its prefix, as a restricted user, inside
+/// MULTI and from a script, and what is refused reaches no node; a
+/// tracking client's write on the mirrored route is mirrored as anyone's;
+/// a client that never authenticated cannot turn tracking on.
+#[test]
+fn tracking_clients_meet_users_routes_mirrors_multi_and_scripts() {
+    let s = setup("tracking", "");
+    let tracking = |auth: &[&str]| {
+        let mut c = login(&s.proxy, auth);
+        assert!(send(&mut c, &["HELLO", "3"]).starts_with('%'));
+        assert_eq!(send(&mut c, &["CLIENT", "TRACKING", "ON"]), "+OK\r\n");
+        c
+    };
+    let cut = "-ERR orthrus: keys of a route with remove_prefix";
+    let mut tuser = tracking(&["tuser", "t-pw"]);
+    let answer = send(&mut tuser, &["SET", "t:tuser:x", "1"]);
+    assert!(answer.starts_with(cut), "{answer}");
+    // Its rules first: a key outside its patterns is NOPERM.
+    let answer = send(&mut tuser, &["SET", "t:other", "1"]);
+    assert!(answer.starts_with("-NOPERM"), "{answer}");
+    assert_eq!(send(&mut tuser, &["MULTI"]), "+OK\r\n");
+    assert!(send(&mut tuser, &["SET", "t:tuser:y", "1"]).starts_with("-ERR"));
+    assert!(send(&mut tuser, &["EXEC"]).starts_with("-EXECABORT"));
+
+    let mut root = tracking(&["root-pw"]);
+    let set = "return redis.call('SET',KEYS[1],'1')";
+    let answer = send(&mut root, &["EVAL", set, "1", "t:root"]);
+    assert!(answer.starts_with(cut), "{answer}");
+    let answer = send(&mut root, &["SET", "{t1}:root", "1"]);
+    assert!(answer.starts_with(cut), "{answer}");
+    let solo = keys_of(&s.solo);
+    for key in ["tuser:x", "tuser:y", "other", "root"] {
+        assert!(
+            !solo.contains(key) && !solo.contains(&format!("t:{key}")),
+            "{solo:?}"
+        );
+    }
+    assert!(!all_keys(&s.m).iter().any(|k| k.contains("root")));
+    // Keys no route cuts: served, and the mirrored route mirrored.
+    assert_eq!(send(&mut root, &["SET", "order:trk", "v"]), "+OK\r\n");
+    assert_eq!(value_on(&s.a, "order:trk").as_deref(), Some("v"));
+    orthrus_devcluster::wait_until(Duration::from_secs(10), "mirrored", || {
+        match value_on(&s.m, "order:trk").as_deref() {
+            Some("v") => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .unwrap();
+
+    let mut anonymous = s.proxy.stream();
+    anonymous
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let answer = send(&mut anonymous, &["CLIENT", "TRACKING", "ON"]);
+    assert!(answer.starts_with("-NOAUTH"), "{answer}");
+    let answer = send(&mut anonymous, &["SET", "t:anon", "1"]);
+    assert!(answer.starts_with("-NOAUTH"), "{answer}");
+    assert!(!keys_of(&s.solo).contains("anon"));
+}
